@@ -1,0 +1,38 @@
+// A kernel is one node's computation, created at plan time for fixed input dtypes and shapes.
+// run() is const and keeps no state between calls, so one kernel may serve concurrent runs.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/tensor.h"
+
+namespace kiln {
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+
+  // Reads `inputs` (absent optional inputs are undefined tensors) and writes `outputs`, which the
+  // executor has allocated with the shapes and dtypes shape inference gave, unless is_view().
+  virtual void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const = 0;
+
+  // Implementation name as users see it in plans and verbose lines, e.g. "native:conv_im2col_gemm".
+  virtual std::string_view name() const = 0;
+
+  // Optional: true when the kernel's outputs share storage with its inputs (Reshape, Squeeze, ...).
+  // The executor then passes undefined outputs and the kernel assigns views to them.
+  virtual bool is_view() const { return false; }
+};
+
+// A backend's answer to "can you run this node?": a kernel, or the reason it cannot.
+struct KernelOrReason {
+  std::unique_ptr<Kernel> kernel;
+  std::string reason;  // set when kernel is null
+
+  static KernelOrReason rejected(std::string why) { return {nullptr, std::move(why)}; }
+};
+
+}  // namespace kiln

@@ -1,0 +1,7 @@
+#include "backends/native/native_backend.h"
+
+namespace kiln::native {
+
+std::span<const KernelEntry> conv_kernels() { return {}; }
+
+}  // namespace kiln::native

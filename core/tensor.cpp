@@ -1,0 +1,131 @@
+#include "core/tensor.h"
+
+#include <cstring>
+#include <limits>
+
+#include "core/error.h"
+
+namespace kiln {
+
+int64_t checked_numel(std::span<const int64_t> shape) {
+  int64_t count = 1;
+  for (int64_t dim : shape) {
+    KILN_CHECK(dim >= 0, invalid_argument, "negative dimension ", dim, " in shape ",
+               shape_to_string(shape));
+    if (dim != 0 && count > std::numeric_limits<int64_t>::max() / dim) {
+      fail(ErrorKind::invalid_argument, "shape ", shape_to_string(shape), " has too many elements");
+    }
+    count *= dim;
+  }
+  return count;
+}
+
+std::vector<int64_t> contiguous_strides(std::span<const int64_t> shape) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= std::max<int64_t>(shape[i], 1);
+  }
+  return strides;
+}
+
+std::string shape_to_string(std::span<const int64_t> shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) text += ", ";
+    text += std::to_string(shape[i]);
+  }
+  return text + "]";
+}
+
+Tensor Tensor::empty(DType dtype, Shape shape, Allocator* allocator) {
+  KILN_CHECK(dtype != DType::undefined, invalid_argument, "cannot create a tensor of undefined dtype");
+  Tensor tensor;
+  tensor.numel_ = checked_numel(shape);
+  const size_t element_size = dtype_size(dtype);
+  KILN_CHECK(static_cast<uint64_t>(tensor.numel_) <= std::numeric_limits<size_t>::max() / element_size,
+             invalid_argument, "tensor of shape ", shape_to_string(shape), " is too large");
+  tensor.dtype_ = dtype;
+  tensor.strides_ = contiguous_strides(shape);
+  tensor.shape_ = std::move(shape);
+  Allocator& source = allocator != nullptr ? *allocator : default_allocator();
+  const size_t bytes = tensor.nbytes();
+  tensor.data_ = source.allocate(bytes);
+  tensor.storage_ = std::shared_ptr<void>(tensor.data_, [&source, bytes](void* pointer) {
+    source.deallocate(pointer, bytes);
+  });
+  return tensor;
+}
+
+Tensor Tensor::zeros(DType dtype, Shape shape) {
+  Tensor tensor = empty(dtype, std::move(shape));
+  std::memset(tensor.data_, 0, tensor.nbytes());
+  return tensor;
+}
+
+Tensor Tensor::wrap(void* data, DType dtype, Shape shape) {
+  KILN_CHECK(dtype != DType::undefined, invalid_argument, "cannot wrap memory as undefined dtype");
+  Tensor tensor;
+  tensor.numel_ = checked_numel(shape);
+  tensor.dtype_ = dtype;
+  tensor.strides_ = contiguous_strides(shape);
+  tensor.shape_ = std::move(shape);
+  tensor.data_ = data;
+  return tensor;
+}
+
+bool Tensor::is_contiguous() const { return strides_ == contiguous_strides(shape_); }
+
+Tensor Tensor::reshaped(Shape shape) const {
+  KILN_ASSERT(is_contiguous());
+  KILN_CHECK(checked_numel(shape) == numel_, invalid_argument, "cannot reshape ",
+             shape_to_string(shape_), " (", numel_, " elements) to ", shape_to_string(shape));
+  Tensor view = *this;
+  view.strides_ = contiguous_strides(shape);
+  view.shape_ = std::move(shape);
+  return view;
+}
+
+Tensor Tensor::clone() const {
+  if (!defined()) return {};
+  KILN_ASSERT(is_contiguous());
+  Tensor copy = empty(dtype_, shape_);
+  if (nbytes() > 0) std::memcpy(copy.data_, data_, nbytes());
+  return copy;
+}
+
+double Tensor::double_at(int64_t index) const {
+  KILN_ASSERT(index >= 0 && index < numel_);
+  return visit_dtype(dtype_, [&](auto tag) -> double {
+    using T = decltype(tag);
+    const T value = data<T>()[index];
+    if constexpr (std::is_same_v<T, Float16>) {
+      return float16_to_float(value);
+    } else if constexpr (std::is_same_v<T, BFloat16>) {
+      return bfloat16_to_float(value);
+    } else {
+      return static_cast<double>(value);
+    }
+  });
+}
+
+int64_t Tensor::int_at(int64_t index) const {
+  KILN_ASSERT(index >= 0 && index < numel_);
+  return visit_dtype(dtype_, [&](auto tag) -> int64_t {
+    using T = decltype(tag);
+    if constexpr (std::is_integral_v<T>) {
+      return static_cast<int64_t>(data<T>()[index]);
+    } else {
+      return static_cast<int64_t>(double_at(index));
+    }
+  });
+}
+
+std::vector<int64_t> Tensor::to_int64_vector() const {
+  std::vector<int64_t> values(static_cast<size_t>(numel_));
+  for (int64_t i = 0; i < numel_; ++i) values[static_cast<size_t>(i)] = int_at(i);
+  return values;
+}
+
+}  // namespace kiln

@@ -1,0 +1,37 @@
+// Reads ONNX files into kiln's Graph. Nothing in the file is trusted: every count, index, dim,
+// byte size, dtype code and external-data path is checked before use, and a problem becomes a
+// kiln::Error (invalid_model, or not_implemented for valid features kiln lacks) naming the
+// node/tensor/attribute concerned.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+
+#include "core/tensor.h"
+#include "graph/graph.h"
+
+namespace onnx {
+class TensorProto;
+}
+
+namespace kiln {
+
+// Supported default-domain opsets.
+inline constexpr int64_t kMinOpset = 7;
+inline constexpr int64_t kMaxOpset = 17;
+
+// Loads `path`; external data files are resolved against (and confined to) its folder.
+Model load_onnx_model(const std::filesystem::path& path);
+
+// Parses a model from memory. External data is resolved against `model_dir`; when `model_dir` is
+// empty, models that use external data are rejected.
+Model parse_onnx_model(std::span<const uint8_t> bytes, const std::filesystem::path& model_dir);
+
+// Converts one TensorProto (raw, typed or external data) into a Tensor; `model_dir` as above.
+Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::filesystem::path& model_dir);
+
+// Reads a serialized TensorProto file (ONNX's test_data_set_*/input_*.pb).
+Tensor load_tensor_file(const std::filesystem::path& path);
+
+}  // namespace kiln

@@ -1,0 +1,44 @@
+// The op table: for every op kiln knows, how to infer its outputs. Each op family (ops/conv.cpp,
+// ops/elementwise.cpp, ...) owns a table of its ops; op_table.cpp lists the families. Adding an op
+// means one row in its family's table plus a kernel row in each backend that implements it.
+#pragma once
+
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "ops/op_spec.h"
+
+namespace kiln {
+
+// Returns one TensorInfo per declared output: dtype and concrete shape, and the value when it can be
+// computed from shapes alone (Shape, Size). Validates attributes, input counts, dtypes and shapes,
+// throwing kiln::Error that names what was wrong.
+using InferFn = std::vector<TensorInfo> (*)(const OpSpec& spec);
+
+struct OpSchema {
+  std::string_view op_type;
+  InferFn infer = nullptr;
+  int64_t since_opset = 1;  // first default-domain opset that defines the op
+  // May run at plan time when every input is a constant (false for ops with side effects or
+  // randomness).
+  bool foldable = true;
+};
+
+// Schema for `op_type` in `domain` ("" or "ai.onnx"), or null when kiln does not know the op.
+const OpSchema* find_op_schema(std::string_view op_type, std::string_view domain);
+// Every known op, for `kiln info` and the docs.
+std::vector<const OpSchema*> all_op_schemas();
+
+// Family tables (defined in the family's .cpp file).
+std::span<const OpSchema> conv_schemas();            // ops/conv.cpp: Conv
+std::span<const OpSchema> pool_schemas();            // ops/pool.cpp: MaxPool, AveragePool, Global*Pool
+std::span<const OpSchema> matmul_schemas();          // ops/matmul.cpp: MatMul, Gemm
+std::span<const OpSchema> elementwise_schemas();     // ops/elementwise.cpp: unary, binary, Where, Clip, Cast
+std::span<const OpSchema> normalization_schemas();   // ops/normalization.cpp: BatchNormalization, LayerNormalization
+std::span<const OpSchema> softmax_schemas();         // ops/softmax.cpp: Softmax, LogSoftmax
+std::span<const OpSchema> reduce_schemas();          // ops/reduce.cpp: ReduceMean, ReduceSum, ...
+std::span<const OpSchema> shape_schemas();           // ops/shape_ops.cpp: Shape, Reshape, Flatten, ...
+std::span<const OpSchema> data_movement_schemas();   // ops/data_movement.cpp: Concat, Split, Slice, ...
+
+}  // namespace kiln

@@ -1,0 +1,52 @@
+#include "ops/op_spec.h"
+
+#include "core/error.h"
+
+namespace kiln {
+
+const TensorInfo& OpSpec::input(int index) const {
+  KILN_CHECK(has_input(index), invalid_model, op_type, " expects input ", index, " but it is missing");
+  return inputs[static_cast<size_t>(index)];
+}
+
+const Tensor& OpSpec::constant_input(int index, const char* what) const {
+  const TensorInfo& info = input(index);
+  KILN_CHECK(info.is_constant(), not_implemented, op_type, " input ", index, " (", what,
+             ") must be known at plan time (an initializer or computable from shapes); kiln plans shapes "
+             "statically");
+  return info.value;
+}
+
+void expect_inputs(const OpSpec& spec, int min_count, int max_count) {
+  const int count = spec.num_inputs();
+  KILN_CHECK(count >= min_count && count <= max_count, invalid_model, spec.op_type, " expects ",
+             min_count == max_count ? str_cat(min_count) : str_cat(min_count, "..", max_count), " inputs, got ",
+             count);
+  for (int i = 0; i < min_count; ++i) spec.input(i);
+}
+
+void expect_rank(const OpSpec& spec, int input, int64_t rank) {
+  const TensorInfo& info = spec.input(input);
+  KILN_CHECK(static_cast<int64_t>(info.shape.size()) == rank, invalid_argument, spec.op_type, " input ", input,
+             " must have rank ", rank, ", got shape ", shape_to_string(info.shape));
+}
+
+void expect_dtype(const OpSpec& spec, int input, DType dtype) {
+  const TensorInfo& info = spec.input(input);
+  KILN_CHECK(info.dtype == dtype, type_mismatch, spec.op_type, " input ", input, " must be ", dtype_name(dtype),
+             ", got ", dtype_name(info.dtype));
+}
+
+void expect_floating(const OpSpec& spec, int input) {
+  const TensorInfo& info = spec.input(input);
+  KILN_CHECK(is_floating(info.dtype), type_mismatch, spec.op_type, " input ", input,
+             " must be a floating-point tensor, got ", dtype_name(info.dtype));
+}
+
+int64_t normalize_axis(int64_t axis, int64_t rank, const char* what) {
+  KILN_CHECK(axis >= -rank && axis < std::max<int64_t>(rank, 1), invalid_model, what, " ", axis,
+             " is out of range for rank ", rank);
+  return axis < 0 ? axis + rank : axis;
+}
+
+}  // namespace kiln

@@ -1,0 +1,35 @@
+#include <array>
+
+#include "ops/op_schema.h"
+
+namespace kiln {
+namespace {
+
+using FamilyTable = std::span<const OpSchema> (*)();
+
+constexpr std::array kFamilies = {
+    conv_schemas,          pool_schemas,    matmul_schemas, elementwise_schemas,  normalization_schemas,
+    softmax_schemas,       reduce_schemas,  shape_schemas,  data_movement_schemas,
+};
+
+}  // namespace
+
+const OpSchema* find_op_schema(std::string_view op_type, std::string_view domain) {
+  if (!domain.empty() && domain != "ai.onnx") return nullptr;
+  for (FamilyTable family : kFamilies) {
+    for (const OpSchema& schema : family()) {
+      if (schema.op_type == op_type) return &schema;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<const OpSchema*> all_op_schemas() {
+  std::vector<const OpSchema*> schemas;
+  for (FamilyTable family : kFamilies) {
+    for (const OpSchema& schema : family()) schemas.push_back(&schema);
+  }
+  return schemas;
+}
+
+}  // namespace kiln

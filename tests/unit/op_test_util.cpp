@@ -1,0 +1,81 @@
+#include "op_test_util.h"
+
+#include <cmath>
+#include <limits>
+
+#include "backends/selection.h"
+#include "core/error.h"
+#include "ops/op_schema.h"
+
+namespace kiln::testing {
+
+std::vector<Tensor> run_op(const OpRun& run) {
+  const OpSchema* schema = find_op_schema(run.op_type, "");
+  KILN_CHECK(schema != nullptr, not_implemented, "unknown op ", run.op_type);
+  OpSpec spec;
+  spec.op_type = run.op_type;
+  spec.node_name = "test_node";
+  spec.opset = run.opset;
+  spec.attributes = &run.attributes;
+  spec.num_outputs = run.num_outputs;
+  for (const Tensor& input : run.inputs) {
+    TensorInfo info;
+    if (input.defined()) {
+      info.dtype = input.dtype();
+      info.shape = input.shape();
+      if (run.inputs_are_constants) info.value = input;
+    }
+    spec.inputs.push_back(info);
+  }
+  std::vector<TensorInfo> output_infos = schema->infer(spec);
+  KernelSelection selection = select_kernel(spec, output_infos);
+  std::vector<Tensor> outputs(output_infos.size());
+  if (!selection.kernel->is_view()) {
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      outputs[i] = Tensor::empty(output_infos[i].dtype, output_infos[i].shape);
+    }
+  }
+  selection.kernel->run(run.inputs, outputs);
+  return outputs;
+}
+
+Attribute int_attr(int64_t value) {
+  Attribute attribute;
+  attribute.type = Attribute::Type::i;
+  attribute.i = value;
+  return attribute;
+}
+
+Attribute float_attr(float value) {
+  Attribute attribute;
+  attribute.type = Attribute::Type::f;
+  attribute.f = value;
+  return attribute;
+}
+
+Attribute ints_attr(std::vector<int64_t> values) {
+  Attribute attribute;
+  attribute.type = Attribute::Type::ints;
+  attribute.ints = std::move(values);
+  return attribute;
+}
+
+Attribute string_attr(std::string value) {
+  Attribute attribute;
+  attribute.type = Attribute::Type::s;
+  attribute.s = std::move(value);
+  return attribute;
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != DType::f32 || b.dtype() != DType::f32 || a.shape() != b.shape()) {
+    return std::numeric_limits<double>::infinity();
+  }
+  double diff = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a.data<float>()[i]) - b.data<float>()[i]));
+  }
+  return diff;
+}
+
+}  // namespace kiln::testing

@@ -1,0 +1,35 @@
+// Runs one op the way a plan would (shape inference, kernel selection, run) for unit tests.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ops/attributes.h"
+
+namespace kiln::testing {
+
+struct OpRun {
+  std::string op_type;
+  Attributes attributes;
+  std::vector<Tensor> inputs;  // undefined Tensor{} for an absent optional input
+  int64_t opset = 17;
+  int num_outputs = 1;
+  // Inputs whose values shape inference may see (shape-defining inputs such as Reshape's shape).
+  // By default every input is treated as a plan-time constant.
+  bool inputs_are_constants = true;
+};
+
+// Infers output shapes, selects a kernel (native), allocates outputs and runs it.
+std::vector<Tensor> run_op(const OpRun& run);
+
+// Attribute builders for tests.
+Attribute int_attr(int64_t value);
+Attribute float_attr(float value);
+Attribute ints_attr(std::vector<int64_t> values);
+Attribute string_attr(std::string value);
+
+// Max |a - b| over all elements (both float32, same shape; otherwise +inf).
+double max_abs_diff(const Tensor& a, const Tensor& b);
+
+}  // namespace kiln::testing
