@@ -1,16 +1,24 @@
 #include "runtime/parallel.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <exception>
 #include <mutex>
 
 #include "runtime/threads.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 namespace kiln {
 
-bool in_parallel_region() { return omp_in_parallel() != 0; }
+bool in_parallel_region() {
+#ifdef _OPENMP
+  return omp_in_parallel() != 0;
+#else
+  return false;
+#endif
+}
 
 int threads_for_work(int64_t work) {
   if (work < kParallelMinWork || in_parallel_region()) return 1;
@@ -27,6 +35,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t cost_per_item, const Range
     fn(begin, end);
     return;
   }
+#ifdef _OPENMP
   // Exceptions must not cross the OpenMP region: keep the first one and rethrow it afterwards.
   std::exception_ptr first_error;
   std::mutex error_mutex;
@@ -47,6 +56,9 @@ void parallel_for(int64_t begin, int64_t end, int64_t cost_per_item, const Range
     }
   }
   if (first_error) std::rethrow_exception(first_error);
+#else
+  fn(begin, end);  // built without OpenMP: one thread
+#endif
 }
 
 }  // namespace kiln

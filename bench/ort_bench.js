@@ -1,0 +1,62 @@
+// Times ONNX Runtime (npm onnxruntime-node, CPU) on one model, the way `kiln bench` times kiln:
+// seeded random inputs, symbolic dims = --batch, warm-up runs untimed, median/p10/p90 latency.
+//   node bench/ort_bench.js MODEL [--threads N] [--batch B] [--warmup W] [--iters N]
+'use strict';
+const ort = require('onnxruntime-node');
+
+function parseArgs(argv) {
+  const options = { threads: 1, batch: 1, warmup: 5, iters: 20 };
+  const positional = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (!arg.startsWith('--')) { positional.push(arg); continue; }
+    const name = arg.slice(2);
+    if (!(name in options)) throw new Error(`unknown option --${name}`);
+    options[name] = Number(argv[++i]);
+  }
+  if (positional.length !== 1) throw new Error('expected one MODEL path');
+  return { model: positional[0], ...options };
+}
+
+function randomTensor(meta, batch, seed) {
+  const dims = meta.shape.map((d) => (typeof d === 'number' && d >= 0 ? d : batch));
+  const count = dims.reduce((a, b) => a * b, 1);
+  let state = seed >>> 0;
+  const next = () => { state = (state * 1664525 + 1013904223) >>> 0; return state / 4294967296; };
+  if (meta.type === 'float32') {
+    const data = new Float32Array(count);
+    for (let i = 0; i < count; i++) data[i] = next() * 2 - 1;
+    return new ort.Tensor('float32', data, dims);
+  }
+  if (meta.type === 'int64') {
+    const data = new BigInt64Array(count);
+    for (let i = 0; i < count; i++) data[i] = BigInt(Math.floor(next() * 10));
+    return new ort.Tensor('int64', data, dims);
+  }
+  throw new Error(`input ${meta.name}: dtype ${meta.type} not supported by this script`);
+}
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  const session = await ort.InferenceSession.create(args.model, {
+    intraOpNumThreads: args.threads,
+    interOpNumThreads: 1,
+    graphOptimizationLevel: 'all',
+    executionMode: 'sequential',
+  });
+  const feeds = {};
+  session.inputMetadata.forEach((meta, index) => { feeds[meta.name] = randomTensor(meta, args.batch, index + 1); });
+  for (let i = 0; i < args.warmup; i++) await session.run(feeds);
+  const times = [];
+  for (let i = 0; i < args.iters; i++) {
+    const start = process.hrtime.bigint();
+    await session.run(feeds);
+    times.push(Number(process.hrtime.bigint() - start) / 1e6);
+  }
+  times.sort((a, b) => a - b);
+  const pick = (q) => times[Math.min(times.length - 1, Math.round(q * (times.length - 1)))];
+  console.log(JSON.stringify({ runtime: 'onnxruntime', version: ort.env.versions.common, model: args.model,
+    threads: args.threads, batch: args.batch, median_ms: pick(0.5), p10_ms: pick(0.1), p90_ms: pick(0.9) }));
+}
+
+main().catch((error) => { console.error(`ort_bench: error: ${error.message}`); process.exit(1); });

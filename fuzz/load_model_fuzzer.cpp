@@ -1,0 +1,33 @@
+// Fuzzes model loading and planning: any byte string must either plan or raise kiln::Error.
+// Planning folds constants, so this also runs native kernels on whatever the bytes describe.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "core/error.h"
+#include "graph/onnx_import.h"
+#include "graph/plan.h"
+
+namespace {
+
+// Inputs larger than this are not planned: the fuzzer looks for crashes, not for big allocations.
+constexpr int64_t kMaxInputElements = 1 << 20;
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  try {
+    const kiln::Model model = kiln::parse_onnx_model(std::span<const uint8_t>(data, size), {});
+    std::vector<kiln::Shape> shapes;
+    for (const kiln::ValueInfo& input : model.graph.inputs) {
+      kiln::Shape shape;
+      for (const kiln::Dim& dim : input.shape) shape.push_back(dim.is_known() ? dim.value : 1);
+      if (kiln::checked_numel(shape) > kMaxInputElements) return 0;
+      shapes.push_back(shape);
+    }
+    kiln::Plan::build(model, shapes);
+  } catch (const kiln::Error&) {
+    // Rejecting bad input with an error is the expected outcome.
+  }
+  return 0;
+}

@@ -1,0 +1,21 @@
+// Observers watch a run step by step (verbose lines and the profiler are observers). The executor
+// calls them only when at least one is attached; with none the cost is one branch per run.
+#pragma once
+
+#include <cstddef>
+
+namespace kiln {
+
+class Plan;
+
+class Observer {
+ public:
+  virtual ~Observer() = default;
+  virtual void on_run_begin(const Plan& plan) {}
+  // `step` indexes plan.steps(); its static record (node, kernel, shapes) is plan.steps()[step].record.
+  virtual void on_step_begin(const Plan& plan, size_t step) {}
+  virtual void on_step_end(const Plan& plan, size_t step) {}
+  virtual void on_run_end(const Plan& plan) {}
+};
+
+}  // namespace kiln

@@ -1,0 +1,316 @@
+#include "graph/plan.h"
+
+#include <algorithm>
+#include <deque>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "backends/native/native_backend.h"
+#include "core/error.h"
+#include "graph/onnx_import.h"
+#include "ops/op_schema.h"
+
+namespace kiln {
+namespace {
+
+std::string node_label(const Node& node) { return str_cat("node '", node.name, "' (", node.op_type, ")"); }
+
+bool is_default_domain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
+
+// Nodes that only forward their input: planning maps their output onto the input's slot.
+bool is_pass_through(const Node& node) {
+  if (!is_default_domain(node.domain)) return false;
+  if (node.op_type == "Identity") return true;
+  // Dropout in inference forwards its input; its optional mask output must be unused.
+  return node.op_type == "Dropout" && (node.outputs.size() < 2 || node.outputs[1].empty());
+}
+
+}  // namespace
+
+class PlanBuilder {
+ public:
+  PlanBuilder(const Model& model, const std::vector<Shape>& input_shapes)
+      : model_(model), graph_(model.graph), input_shapes_(input_shapes), plan_(std::make_shared<Plan>()) {}
+
+  std::shared_ptr<const Plan> build() {
+    const std::vector<size_t> order = live_nodes_in_topological_order();
+    add_constants();
+    bind_inputs();
+    for (size_t index : order) {
+      const Node& node = graph_.nodes[index];
+      with_context(node_label(node), [&] { plan_node(node); });
+    }
+    bind_outputs();
+    compute_liveness();
+    plan_->initial_values_.resize(plan_->slots_.size());
+    for (size_t i = 0; i < plan_->slots_.size(); ++i) {
+      if (plan_->slots_[i].origin == SlotOrigin::constant) plan_->initial_values_[i] = plan_->slots_[i].info.value;
+    }
+    return plan_;
+  }
+
+ private:
+  // Checks that every value is defined once and consumed only after it is defined, drops nodes no
+  // graph output depends on, and returns the remaining node indices in a topological order.
+  std::vector<size_t> live_nodes_in_topological_order() const {
+    std::unordered_map<std::string, size_t> producer;
+    std::unordered_set<std::string> sources;
+    for (const ValueInfo& input : graph_.inputs) sources.insert(input.name);
+    for (const auto& [name, tensor] : graph_.initializers) sources.insert(name);
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      const Node& node = graph_.nodes[i];
+      for (const std::string& output : node.outputs) {
+        if (output.empty()) continue;
+        KILN_CHECK(!sources.count(output), invalid_model, node_label(node), ": output '", output,
+                   "' redefines a graph input or initializer");
+        auto [it, inserted] = producer.emplace(output, i);
+        KILN_CHECK(inserted, invalid_model, node_label(node), ": output '", output, "' is also produced by ",
+                   node_label(graph_.nodes[it->second]));
+      }
+    }
+    for (const Node& node : graph_.nodes) {
+      for (const std::string& input : node.inputs) {
+        KILN_CHECK(input.empty() || sources.count(input) || producer.count(input), invalid_model,
+                   node_label(node), ": input '", input,
+                   "' is not a graph input, an initializer, or the output of any node");
+      }
+    }
+    // Liveness: walk back from the graph outputs.
+    std::vector<bool> live(graph_.nodes.size(), false);
+    std::vector<size_t> pending;
+    for (const ValueInfo& output : graph_.outputs) {
+      auto it = producer.find(output.name);
+      if (it != producer.end()) {
+        pending.push_back(it->second);
+      } else {
+        KILN_CHECK(sources.count(output.name), invalid_model, "graph output '", output.name,
+                   "' is not produced by any node");
+      }
+    }
+    while (!pending.empty()) {
+      const size_t index = pending.back();
+      pending.pop_back();
+      if (live[index]) continue;
+      live[index] = true;
+      for (const std::string& input : graph_.nodes[index].inputs) {
+        auto it = producer.find(input);
+        if (it != producer.end() && !live[it->second]) pending.push_back(it->second);
+      }
+    }
+    // Kahn's algorithm over live nodes, keeping file order among ready nodes.
+    std::vector<int> missing(graph_.nodes.size(), 0);
+    std::unordered_map<std::string, std::vector<size_t>> consumers;
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      if (!live[i]) continue;
+      for (const std::string& input : graph_.nodes[i].inputs) {
+        if (producer.count(input)) {
+          ++missing[i];
+          consumers[input].push_back(i);
+        }
+      }
+    }
+    std::deque<size_t> ready;
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      if (live[i] && missing[i] == 0) ready.push_back(i);
+    }
+    std::vector<size_t> order;
+    while (!ready.empty()) {
+      const size_t index = ready.front();
+      ready.pop_front();
+      order.push_back(index);
+      for (const std::string& output : graph_.nodes[index].outputs) {
+        auto it = consumers.find(output);
+        if (it == consumers.end()) continue;
+        for (size_t consumer : it->second) {
+          if (--missing[consumer] == 0) ready.push_back(consumer);
+        }
+      }
+    }
+    const size_t live_count = static_cast<size_t>(std::count(live.begin(), live.end(), true));
+    if (order.size() != live_count) {
+      for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+        if (live[i] && missing[i] > 0) {
+          fail(ErrorKind::invalid_model, "the graph has a cycle through ", node_label(graph_.nodes[i]));
+        }
+      }
+    }
+    return order;
+  }
+
+  int add_slot(const std::string& name, TensorInfo info, SlotOrigin origin) {
+    const int slot = static_cast<int>(plan_->slots_.size());
+    plan_->slots_.push_back({name, std::move(info), origin});
+    if (!name.empty()) slot_by_name_[name] = slot;
+    return slot;
+  }
+
+  void add_constants() {
+    for (const auto& [name, tensor] : graph_.initializers) {
+      add_slot(name, TensorInfo{tensor.dtype(), tensor.shape(), tensor}, SlotOrigin::constant);
+    }
+  }
+
+  // Checks the concrete input shapes against the declared ones; a symbol ("batch") must take the
+  // same size everywhere it appears.
+  void bind_inputs() {
+    KILN_CHECK(input_shapes_.size() == graph_.inputs.size(), invalid_argument, "the model has ",
+               graph_.inputs.size(), " inputs, got shapes for ", input_shapes_.size());
+    std::unordered_map<std::string, int64_t> symbols;
+    for (size_t i = 0; i < graph_.inputs.size(); ++i) {
+      const ValueInfo& declared = graph_.inputs[i];
+      const Shape& shape = input_shapes_[i];
+      KILN_CHECK(declared.dtype != DType::undefined, invalid_model, "graph input '", declared.name,
+                 "' has no element type");
+      if (declared.has_shape) {
+        KILN_CHECK(shape.size() == declared.shape.size(), invalid_argument, "input '", declared.name,
+                   "' must have rank ", declared.shape.size(), " (shape ", dims_to_string(declared.shape),
+                   "), got shape ", shape_to_string(shape));
+        for (size_t d = 0; d < shape.size(); ++d) {
+          const Dim& dim = declared.shape[d];
+          if (dim.is_known()) {
+            KILN_CHECK(shape[d] == dim.value, invalid_argument, "input '", declared.name, "' must have shape ",
+                       dims_to_string(declared.shape), ", got ", shape_to_string(shape), " (dim ", d, ")");
+          } else if (!dim.symbol.empty()) {
+            auto [it, inserted] = symbols.emplace(dim.symbol, shape[d]);
+            KILN_CHECK(inserted || it->second == shape[d], invalid_argument, "input '", declared.name,
+                       "' dim ", d, " ('", dim.symbol, "') is ", shape[d], " but another input set '",
+                       dim.symbol, "' to ", it->second);
+          }
+        }
+      }
+      checked_numel(shape);
+      plan_->input_slots_.push_back(
+          add_slot(declared.name, TensorInfo{declared.dtype, shape, {}}, SlotOrigin::graph_input));
+    }
+  }
+
+  OpSpec make_spec(const Node& node) const {
+    OpSpec spec;
+    spec.op_type = node.op_type;
+    spec.domain = node.domain;
+    spec.node_name = node.name;
+    auto opset = model_.opsets.find(is_default_domain(node.domain) ? "" : node.domain);
+    spec.opset = opset == model_.opsets.end() ? 0 : opset->second;
+    spec.attributes = &node.attributes;
+    spec.num_outputs = static_cast<int>(node.outputs.size());
+    for (const std::string& input : node.inputs) {
+      spec.inputs.push_back(input.empty() ? TensorInfo{} : plan_->slots_[slot_by_name_.at(input)].info);
+    }
+    return spec;
+  }
+
+  void plan_node(const Node& node) {
+    const OpSchema* schema = find_op_schema(node.op_type, node.domain);
+    const OpSpec spec = make_spec(node);
+    if (schema == nullptr) {
+      fail(ErrorKind::not_implemented, "unknown op '", node.op_type, "'",
+           is_default_domain(node.domain) ? "" : str_cat(" in domain '", node.domain, "'"), " at opset ",
+           spec.opset, ": kiln does not implement it");
+    }
+    KILN_CHECK(spec.opset >= schema->since_opset, invalid_model, node.op_type, " needs opset ",
+               schema->since_opset, " or later, the model imports opset ", spec.opset);
+    std::vector<TensorInfo> outputs = schema->infer(spec);
+    KILN_ASSERT(outputs.size() >= node.outputs.size());
+    outputs.resize(node.outputs.size());
+
+    if (is_pass_through(node)) {
+      slot_by_name_[node.outputs[0]] = slot_by_name_.at(node.inputs.at(0));
+      ++plan_->removed_nodes_;
+      return;
+    }
+    const bool all_inputs_constant = std::all_of(spec.inputs.begin(), spec.inputs.end(), [](const TensorInfo& info) {
+      return !info.present() || info.is_constant();
+    });
+    const bool values_known = std::all_of(outputs.begin(), outputs.end(), [](const TensorInfo& info) {
+      return info.is_constant();
+    });
+    if (values_known || (schema->foldable && all_inputs_constant)) {
+      if (!values_known) fold(spec, outputs);
+      for (size_t i = 0; i < node.outputs.size(); ++i) {
+        if (!node.outputs[i].empty()) add_slot(node.outputs[i], outputs[i], SlotOrigin::constant);
+      }
+      ++plan_->folded_nodes_;
+      return;
+    }
+
+    KernelSelection selection = select_kernel(spec, outputs);
+    PlanStep step;
+    step.record.node_name = node.name;
+    step.record.op_type = node.op_type;
+    step.record.backend = std::string(selection.backend->name());
+    step.record.kernel = std::string(selection.kernel->name());
+    step.record.rejected = std::move(selection.rejected);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      step.inputs.push_back(node.inputs[i].empty() ? -1 : slot_by_name_.at(node.inputs[i]));
+      step.record.input_shapes.push_back(spec.inputs[i].shape);
+    }
+    const bool is_view = selection.kernel->is_view();
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      TensorInfo info{outputs[i].dtype, outputs[i].shape, {}};
+      step.record.output_shapes.push_back(info.shape);
+      step.output_infos.push_back(info);
+      if (node.outputs[i].empty()) {
+        step.outputs.push_back(-1);
+        continue;
+      }
+      // A view shares its first input's storage, so it inherits that input's origin.
+      const SlotOrigin origin = (is_view && step.inputs.at(0) >= 0) ? plan_->slots_[step.inputs[0]].origin
+                                                                    : SlotOrigin::computed;
+      step.outputs.push_back(add_slot(node.outputs[i], info, origin));
+    }
+    step.kernel = std::move(selection.kernel);
+    plan_->steps_.push_back(std::move(step));
+  }
+
+  // Runs a node whose inputs are all constants with the native reference kernel, at plan time.
+  void fold(const OpSpec& spec, std::vector<TensorInfo>& outputs) {
+    KernelOrReason offer = native_backend().create_kernel(spec, outputs);
+    KILN_CHECK(offer.kernel != nullptr, not_implemented, "cannot fold ", spec.op_type, ": ", offer.reason);
+    std::vector<Tensor> inputs;
+    for (const TensorInfo& info : spec.inputs) inputs.push_back(info.value);
+    std::vector<Tensor> values(outputs.size());
+    if (!offer.kernel->is_view()) {
+      for (size_t i = 0; i < outputs.size(); ++i) values[i] = Tensor::empty(outputs[i].dtype, outputs[i].shape);
+    }
+    offer.kernel->run(inputs, values);
+    for (size_t i = 0; i < outputs.size(); ++i) outputs[i].value = values[i];
+  }
+
+  void bind_outputs() {
+    for (const ValueInfo& output : graph_.outputs) {
+      const int slot = slot_by_name_.at(output.name);
+      const TensorInfo& info = plan_->slots_[slot].info;
+      KILN_CHECK(output.dtype == DType::undefined || output.dtype == info.dtype, invalid_model, "graph output '",
+                 output.name, "' is declared ", dtype_name(output.dtype), " but computes ", dtype_name(info.dtype));
+      plan_->output_slots_.push_back(slot);
+    }
+  }
+
+  // Releases each computed value after its last reader, except graph outputs.
+  void compute_liveness() {
+    std::vector<int> last_reader(plan_->slots_.size(), -1);
+    for (size_t s = 0; s < plan_->steps_.size(); ++s) {
+      for (int slot : plan_->steps_[s].inputs) {
+        if (slot >= 0) last_reader[slot] = static_cast<int>(s);
+      }
+    }
+    for (int slot : plan_->output_slots_) last_reader[slot] = -1;
+    for (size_t slot = 0; slot < last_reader.size(); ++slot) {
+      if (last_reader[slot] >= 0 && plan_->slots_[slot].origin != SlotOrigin::constant) {
+        plan_->steps_[last_reader[slot]].release_after.push_back(static_cast<int>(slot));
+      }
+    }
+  }
+
+  const Model& model_;
+  const Graph& graph_;
+  const std::vector<Shape>& input_shapes_;
+  std::shared_ptr<Plan> plan_;
+  std::unordered_map<std::string, int> slot_by_name_;
+};
+
+std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Shape>& input_shapes) {
+  return PlanBuilder(model, input_shapes).build();
+}
+
+}  // namespace kiln

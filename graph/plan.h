@@ -1,0 +1,72 @@
+// A Plan is everything decided for one model and one set of concrete input shapes: the order of
+// steps, each step's kernel and where its inputs and outputs live, plan-time constants (folded
+// subgraphs), and when each intermediate value can be released. Running only executes it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/selection.h"
+#include "graph/graph.h"
+#include "ops/op_spec.h"
+
+namespace kiln {
+
+// What planning knew about one step, for explain, verbose and the profiler.
+struct StepRecord {
+  std::string node_name;
+  std::string op_type;
+  std::string backend;
+  std::string kernel;
+  std::vector<Shape> input_shapes;
+  std::vector<Shape> output_shapes;
+  std::vector<RejectedCandidate> rejected;
+};
+
+struct PlanStep {
+  std::unique_ptr<Kernel> kernel;
+  std::vector<int> inputs;         // slot per node input; -1 for an absent optional input
+  std::vector<int> outputs;        // slot per node output; -1 for an unused optional output
+  std::vector<int> release_after;  // slots whose last reader is this step
+  std::vector<TensorInfo> output_infos;  // every declared output, used or not (kernels may write all)
+  StepRecord record;
+};
+
+// Which storage a slot's tensor ends up sharing; decides whether an output must be copied before
+// it is handed to the caller.
+enum class SlotOrigin { constant, graph_input, computed };
+
+struct Slot {
+  std::string name;
+  TensorInfo info;  // dtype, shape; value for constants
+  SlotOrigin origin = SlotOrigin::computed;
+};
+
+class Plan {
+ public:
+  const std::vector<PlanStep>& steps() const { return steps_; }
+  const std::vector<Slot>& slots() const { return slots_; }
+  const std::vector<int>& input_slots() const { return input_slots_; }    // per graph input
+  const std::vector<int>& output_slots() const { return output_slots_; }  // per graph output
+  // Tensors a run starts from: constants filled in, everything else undefined.
+  const std::vector<Tensor>& initial_values() const { return initial_values_; }
+  int folded_nodes() const { return folded_nodes_; }
+  int removed_nodes() const { return removed_nodes_; }
+
+  // Builds the plan for `model` with one concrete shape per graph input (in graph input order).
+  static std::shared_ptr<const Plan> build(const Model& model, const std::vector<Shape>& input_shapes);
+
+ private:
+  friend class PlanBuilder;
+
+  std::vector<PlanStep> steps_;
+  std::vector<Slot> slots_;
+  std::vector<int> input_slots_;
+  std::vector<int> output_slots_;
+  std::vector<Tensor> initial_values_;
+  int folded_nodes_ = 0;
+  int removed_nodes_ = 0;
+};
+
+}  // namespace kiln

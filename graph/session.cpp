@@ -1,0 +1,137 @@
+#include "graph/session.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "graph/onnx_import.h"
+
+namespace kiln {
+namespace {
+
+std::string expected_inputs(const std::vector<ValueInfo>& inputs) {
+  std::string names;
+  for (const ValueInfo& input : inputs) names += str_cat(names.empty() ? "" : ", ", "'", input.name, "'");
+  return names.empty() ? "none" : names;
+}
+
+}  // namespace
+
+Session::Session(const std::filesystem::path& model_path) : Session(load_onnx_model(model_path)) {}
+
+Session::Session(Model model) : model_(std::move(model)) {}
+
+std::vector<Tensor> Session::bind_inputs(const TensorMap& inputs) const {
+  for (const auto& [name, tensor] : inputs) {
+    const bool known = std::any_of(this->inputs().begin(), this->inputs().end(),
+                                   [&](const ValueInfo& input) { return input.name == name; });
+    KILN_CHECK(known, invalid_argument, "unknown input '", name, "' (the model's inputs are ",
+               expected_inputs(this->inputs()), ")");
+  }
+  std::vector<Tensor> bound;
+  for (const ValueInfo& declared : this->inputs()) {
+    auto it = inputs.find(declared.name);
+    KILN_CHECK(it != inputs.end(), invalid_argument, "missing input '", declared.name, "' (",
+               dtype_name(declared.dtype), " ", dims_to_string(declared.shape), ")");
+    const Tensor& tensor = it->second;
+    KILN_CHECK(tensor.defined(), invalid_argument, "input '", declared.name, "' is an undefined tensor");
+    KILN_CHECK(tensor.dtype() == declared.dtype, type_mismatch, "input '", declared.name, "' must be ",
+               dtype_name(declared.dtype), ", got ", dtype_name(tensor.dtype()));
+    KILN_CHECK(tensor.is_contiguous(), invalid_argument, "input '", declared.name, "' must be contiguous");
+    bound.push_back(tensor);
+  }
+  return bound;
+}
+
+std::shared_ptr<const Plan> Session::plan_for(const std::vector<Shape>& input_shapes) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = plans_.find(input_shapes);
+    if (it != plans_.end()) return it->second;
+  }
+  // Planning happens outside the lock; two threads may plan the same shapes once each.
+  std::shared_ptr<const Plan> plan = Plan::build(model_, input_shapes);
+  std::lock_guard lock(mutex_);
+  auto [it, inserted] = plans_.emplace(input_shapes, plan);
+  if (inserted) {
+    plan_order_.push_back(plan);
+    if (plan_order_.size() > kMaxCachedPlans) {
+      const std::shared_ptr<const Plan> oldest = plan_order_.front();
+      plan_order_.erase(plan_order_.begin());
+      std::erase_if(plans_, [&](const auto& entry) { return entry.second == oldest; });
+    }
+  }
+  return it->second;
+}
+
+void Session::add_observer(Observer* observer) {
+  std::lock_guard lock(mutex_);
+  observers_.push_back(observer);
+}
+
+void Session::remove_observer(Observer* observer) {
+  std::lock_guard lock(mutex_);
+  std::erase(observers_, observer);
+}
+
+TensorMap Session::run(const TensorMap& inputs) {
+  const std::vector<Tensor> bound = bind_inputs(inputs);
+  std::vector<Shape> shapes;
+  for (const Tensor& tensor : bound) shapes.push_back(tensor.shape());
+  const std::shared_ptr<const Plan> plan = plan_for(shapes);
+  std::vector<Observer*> observers;
+  {
+    std::lock_guard lock(mutex_);
+    observers = observers_;
+  }
+  const bool observed = !observers.empty();
+
+  std::vector<Tensor> values = plan->initial_values();
+  for (size_t i = 0; i < bound.size(); ++i) values[plan->input_slots()[i]] = bound[i];
+  if (observed) {
+    for (Observer* observer : observers) observer->on_run_begin(*plan);
+  }
+  std::vector<Tensor> step_inputs;
+  std::vector<Tensor> step_outputs;
+  const std::vector<PlanStep>& steps = plan->steps();
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const PlanStep& step = steps[s];
+    step_inputs.clear();
+    for (int slot : step.inputs) step_inputs.push_back(slot >= 0 ? values[slot] : Tensor{});
+    step_outputs.assign(step.output_infos.size(), Tensor{});
+    if (!step.kernel->is_view()) {
+      for (size_t i = 0; i < step_outputs.size(); ++i) {
+        step_outputs[i] = Tensor::empty(step.output_infos[i].dtype, step.output_infos[i].shape);
+      }
+    }
+    if (observed) {
+      for (Observer* observer : observers) observer->on_step_begin(*plan, s);
+    }
+    try {
+      step.kernel->run(step_inputs, step_outputs);
+    } catch (Error& error) {
+      error.add_context(str_cat("node '", step.record.node_name, "' (", step.record.op_type, ")"));
+      throw;
+    }
+    if (observed) {
+      for (Observer* observer : observers) observer->on_step_end(*plan, s);
+    }
+    for (size_t i = 0; i < step.outputs.size(); ++i) {
+      if (step.outputs[i] >= 0) values[step.outputs[i]] = std::move(step_outputs[i]);
+    }
+    for (int slot : step.release_after) values[slot] = Tensor{};
+  }
+  if (observed) {
+    for (Observer* observer : observers) observer->on_run_end(*plan);
+  }
+
+  TensorMap outputs;
+  for (size_t i = 0; i < plan->output_slots().size(); ++i) {
+    const int slot = plan->output_slots()[i];
+    // Constants and views of the caller's inputs share storage the caller must not receive.
+    const bool shared = plan->slots()[slot].origin != SlotOrigin::computed;
+    outputs[this->outputs()[i].name] = shared ? values[slot].clone() : values[slot];
+  }
+  return outputs;
+}
+
+}  // namespace kiln

@@ -1,0 +1,54 @@
+// A Session loads a model once and runs it many times. Plans are built per set of concrete input
+// shapes and cached (bounded); plans are immutable, so concurrent run() calls are safe.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/observer.h"
+#include "graph/plan.h"
+
+namespace kiln {
+
+using TensorMap = std::map<std::string, Tensor>;
+
+class Session {
+ public:
+  explicit Session(const std::filesystem::path& model_path);
+  explicit Session(Model model);
+
+  const Model& model() const { return model_; }
+  const std::vector<ValueInfo>& inputs() const { return model_.graph.inputs; }
+  const std::vector<ValueInfo>& outputs() const { return model_.graph.outputs; }
+
+  // Runs the model. Every graph input must be given, with the declared dtype and a shape that agrees
+  // with the declared one (symbolic dims take any size, consistently across inputs); unknown names
+  // are rejected. Returns one tensor per graph output, owned by the caller.
+  TensorMap run(const TensorMap& inputs);
+
+  // The plan run() would use for these input shapes (built and cached if new).
+  std::shared_ptr<const Plan> plan_for(const std::vector<Shape>& input_shapes);
+
+  // Observers see every later run until removed; they must outlive their registration.
+  void add_observer(Observer* observer);
+  void remove_observer(Observer* observer);
+
+ private:
+  std::vector<Tensor> bind_inputs(const TensorMap& inputs) const;
+
+  Model model_;
+  std::mutex mutex_;  // guards plans_ and observers_
+  std::map<std::vector<Shape>, std::shared_ptr<const Plan>> plans_;
+  std::vector<std::shared_ptr<const Plan>> plan_order_;  // oldest first, for eviction
+  std::vector<Observer*> observers_;
+};
+
+// Plans kept per session before the oldest is evicted.
+inline constexpr size_t kMaxCachedPlans = 8;
+
+}  // namespace kiln

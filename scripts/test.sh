@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The default test suite (what CI runs): unit tests, ONNX's operator conformance suite, model parity
+# against PyTorch, bad-input tests, and a sanitizer subset (ASan+UBSan build running the unit tests
+# and the bad-input tests). Installs what it needs first.
+#
+#   scripts/test.sh          default tier (< 25 minutes on 2 cores)
+#   scripts/test.sh --slow   slow tier: sanitizers over the whole suite, vgg16/inception_v3 at batch 4,
+#                            and a bounded libFuzzer run over model loading and planning
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tier=default
+if [ "${1:-}" = "--slow" ]; then
+  tier=slow
+elif [ $# -gt 0 ]; then
+  echo "usage: scripts/test.sh [--slow]" >&2
+  exit 2
+fi
+
+scripts/install_deps.sh
+jobs=$(nproc)
+
+if [ "$tier" = default ]; then
+  cmake --preset default >/dev/null
+  cmake --build --preset default -j "$jobs"
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan -j "$jobs" --target kiln kiln_unit_tests
+  # The sanitizer subset first (its summary is not the last line), then the whole default suite.
+  ctest --preset asan -L 'unit|bad_input' -j "$jobs"
+  ctest --preset default -j "$jobs"
+else
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan -j "$jobs"
+  cmake --preset fuzz >/dev/null
+  cmake --build --preset fuzz -j "$jobs"
+  scripts/fuzz.sh "${KILN_FUZZ_SECONDS:-600}"
+  cmake --preset default >/dev/null
+  cmake --build --preset default -j "$jobs"
+  KILN_SLOW=1 ctest --preset asan -j "$jobs"
+  KILN_SLOW=1 ctest --preset default -j "$jobs"
+fi

@@ -1,0 +1,190 @@
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "graph/session.h"
+#include "op_test_util.h"
+
+namespace kiln {
+namespace {
+
+ValueInfo float_input(const std::string& name, std::vector<Dim> shape) {
+  return ValueInfo{name, DType::f32, true, std::move(shape)};
+}
+
+Node node(std::string name, std::string op, std::vector<std::string> inputs, std::vector<std::string> outputs) {
+  Node result;
+  result.name = std::move(name);
+  result.op_type = std::move(op);
+  result.inputs = std::move(inputs);
+  result.outputs = std::move(outputs);
+  return result;
+}
+
+// x [batch, 4] -> Add(bias) -> Relu -> Identity -> out, with the nodes listed out of order.
+Model relu_model() {
+  Model model;
+  model.opsets[""] = 13;
+  Graph& graph = model.graph;
+  graph.inputs = {float_input("x", {Dim{-1, "batch"}, Dim{4, ""}})};
+  graph.outputs = {ValueInfo{"out", DType::f32, false, {}}};
+  graph.initializers["bias"] = Tensor::from_vector<float>({1, -1, 0.5f, -0.5f}, {4});
+  graph.nodes = {node("relu", "Relu", {"t"}, {"y"}), node("add", "Add", {"x", "bias"}, {"t"}),
+                 node("copy", "Identity", {"y"}, {"out"})};
+  return model;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "no error";
+}
+
+TEST(Session, RunsNodesInTopologicalOrderAndRemovesIdentity) {
+  Session session(relu_model());
+  Tensor x = Tensor::from_vector<float>({0, 0, 0, 0, -2, 2, -1, 1}, {2, 4});
+  TensorMap outputs = session.run({{"x", x}});
+  const Tensor& out = outputs.at("out");
+  ASSERT_EQ(out.shape(), (Shape{2, 4}));
+  const std::vector<float> expected = {1, 0, 0.5f, 0, 0, 1, 0, 0.5f};
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_FLOAT_EQ(out.data<float>()[i], expected[i]) << i;
+  auto plan = session.plan_for({{2, 4}});
+  EXPECT_EQ(plan->steps().size(), 2u);
+  EXPECT_EQ(plan->removed_nodes(), 1);
+  EXPECT_EQ(plan->steps()[0].record.op_type, "Add");
+  EXPECT_EQ(plan->steps()[0].record.backend, "native");
+}
+
+TEST(Session, PlansPerInputShapeAndReusesThem) {
+  Session session(relu_model());
+  auto first = session.plan_for({{1, 4}});
+  EXPECT_EQ(session.plan_for({{1, 4}}), first);
+  EXPECT_NE(session.plan_for({{3, 4}}), first);
+}
+
+TEST(Session, FoldsShapeComputationsAtPlanTime) {
+  Model model;
+  model.opsets[""] = 13;
+  model.graph.inputs = {float_input("x", {Dim{-1, "batch"}, Dim{2, ""}, Dim{3, ""}})};
+  model.graph.outputs = {ValueInfo{"y", DType::f32, false, {}}};
+  model.graph.initializers["minus_one"] = Tensor::from_vector<int64_t>({-1}, {1});
+  model.graph.initializers["zero"] = Tensor::from_vector<int64_t>({0}, {1});
+  model.graph.nodes = {
+      node("shape", "Shape", {"x"}, {"s"}),
+      node("batch", "Gather", {"s", "zero"}, {"b"}),
+      node("target", "Concat", {"b", "minus_one"}, {"t"}),
+      node("flatten", "Reshape", {"x", "t"}, {"y"}),
+  };
+  model.graph.nodes[2].attributes.set("axis", testing::int_attr(0));
+  Session session(std::move(model));
+  Tensor x = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 2, 3});
+  TensorMap outputs = session.run({{"x", x}});
+  EXPECT_EQ(outputs.at("y").shape(), (Shape{2, 6}));
+  EXPECT_EQ(outputs.at("y").data<float>()[11], 12.0f);
+  auto plan = session.plan_for({{2, 2, 3}});
+  EXPECT_EQ(plan->folded_nodes(), 3);
+  ASSERT_EQ(plan->steps().size(), 1u);
+  EXPECT_EQ(plan->steps()[0].record.op_type, "Reshape");
+  // The output is a view of the caller's input: it must come back as a copy.
+  EXPECT_NE(outputs.at("y").raw_data(), x.raw_data());
+}
+
+TEST(Session, RejectsBadInputsNamingThem) {
+  Session session(relu_model());
+  Tensor good = Tensor::zeros(DType::f32, {1, 4});
+  EXPECT_NE(error_of([&] { session.run({}); }).find("missing input 'x'"), std::string::npos);
+  EXPECT_NE(error_of([&] { session.run({{"x", good}, {"nosuch", good}}); }).find("unknown input 'nosuch'"),
+            std::string::npos);
+  const std::string rank = error_of([&] { session.run({{"x", Tensor::zeros(DType::f32, {4})}}); });
+  EXPECT_NE(rank.find("rank 2"), std::string::npos) << rank;
+  const std::string shape = error_of([&] { session.run({{"x", Tensor::zeros(DType::f32, {1, 5})}}); });
+  EXPECT_NE(shape.find("[batch, 4]"), std::string::npos) << shape;
+  const std::string dtype = error_of([&] { session.run({{"x", Tensor::zeros(DType::f64, {1, 4})}}); });
+  EXPECT_NE(dtype.find("float32"), std::string::npos) << dtype;
+  EXPECT_NE(dtype.find("float64"), std::string::npos) << dtype;
+}
+
+TEST(Session, RejectsMalformedGraphs) {
+  Model cyclic = relu_model();
+  cyclic.graph.nodes[1].inputs[0] = "y";  // add reads relu's output, relu reads add's
+  EXPECT_NE(error_of([&] { Session(std::move(cyclic)).run({{"x", Tensor::zeros(DType::f32, {1, 4})}}); })
+                .find("cycle"),
+            std::string::npos);
+
+  Model dangling = relu_model();
+  dangling.graph.nodes[0].inputs[0] = "ghost";
+  const std::string message =
+      error_of([&] { Session(std::move(dangling)).run({{"x", Tensor::zeros(DType::f32, {1, 4})}}); });
+  EXPECT_NE(message.find("'ghost'"), std::string::npos) << message;
+  EXPECT_NE(message.find("node 'relu'"), std::string::npos) << message;
+
+  Model twice = relu_model();
+  twice.graph.nodes[0].outputs[0] = "t";
+  EXPECT_NE(error_of([&] { Session(std::move(twice)).run({{"x", Tensor::zeros(DType::f32, {1, 4})}}); })
+                .find("also produced"),
+            std::string::npos);
+}
+
+TEST(Session, UnknownOpNamesOpNodeAndOpset) {
+  Model model = relu_model();
+  model.graph.nodes[0].op_type = "FrobnicateX";
+  const std::string message =
+      error_of([&] { Session(std::move(model)).run({{"x", Tensor::zeros(DType::f32, {1, 4})}}); });
+  EXPECT_NE(message.find("FrobnicateX"), std::string::npos) << message;
+  EXPECT_NE(message.find("node 'relu'"), std::string::npos) << message;
+  EXPECT_NE(message.find("opset 13"), std::string::npos) << message;
+}
+
+class CountingObserver : public Observer {
+ public:
+  void on_step_begin(const Plan&, size_t) override { ++begins; }
+  void on_step_end(const Plan& plan, size_t step) override { ops.push_back(plan.steps()[step].record.op_type); }
+  int begins = 0;
+  std::vector<std::string> ops;
+};
+
+TEST(Session, ObserversSeeEveryStep) {
+  Session session(relu_model());
+  CountingObserver observer;
+  session.add_observer(&observer);
+  session.run({{"x", Tensor::zeros(DType::f32, {1, 4})}});
+  EXPECT_EQ(observer.begins, 2);
+  EXPECT_EQ(observer.ops, (std::vector<std::string>{"Add", "Relu"}));
+  session.remove_observer(&observer);
+  session.run({{"x", Tensor::zeros(DType::f32, {1, 4})}});
+  EXPECT_EQ(observer.begins, 2);
+}
+
+TEST(Session, ConcurrentRunsShareOnePlanSafely) {
+  Session session(relu_model());
+  constexpr int kThreads = 4;
+  constexpr int kRunsPerThread = 25;
+  std::vector<int> mismatches(kThreads, 0);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < kThreads; ++t) {
+    workers.emplace_back([&, t] {
+      try {
+        for (int run = 0; run < kRunsPerThread; ++run) {
+          const float value = static_cast<float>(t * 100 + run);
+          Tensor x = Tensor::from_vector<float>({value, value, value, value}, {1, 4});
+          const Tensor out = session.run({{"x", x}}).at("out");
+          const float expected[] = {value + 1, value - 1, value + 0.5f, value - 0.5f};
+          for (int i = 0; i < 4; ++i) mismatches[t] += out.data<float>()[i] != std::max(expected[i], 0.0f);
+        }
+      } catch (const Error&) {
+        mismatches[t] = -1;  // a run failed
+      }
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+}
+
+}  // namespace
+}  // namespace kiln

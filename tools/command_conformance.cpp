@@ -1,0 +1,200 @@
+// `kiln conformance [DIR]`: runs ONNX's operator test suite (one folder per case: model.onnx and
+// test_data_set_*/{input,output}_N.pb) and compares kiln's outputs with ONNX's within ONNX's own
+// tolerances. A case is skipped only when its model uses an op kiln does not implement.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "graph/onnx_import.h"
+#include "graph/session.h"
+#include "ops/op_schema.h"
+#include "tools/cli_args.h"
+#include "tools/commands.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kDefaultSuite = "/usr/share/libonnx-testdata/data/node";
+// onnx/backend/test: np.testing.assert_allclose(ref, out, rtol=1e-3, atol=1e-7) unless a case says otherwise.
+constexpr double kRelativeTolerance = 1e-3;
+constexpr double kAbsoluteTolerance = 1e-7;
+
+enum class Outcome { passed, failed, skipped };
+
+struct CaseResult {
+  Outcome outcome = Outcome::passed;
+  std::string detail;
+  std::set<std::string> ops;
+};
+
+// Every op type used by `graph`, including nested graphs, as "Op" or "domain:Op".
+void collect_ops(const Graph& graph, std::set<std::string>& ops) {
+  for (const Node& node : graph.nodes) {
+    const bool default_domain = node.domain.empty() || node.domain == "ai.onnx";
+    ops.insert(default_domain ? node.op_type : node.domain + ":" + node.op_type);
+    for (const auto& [name, attribute] : node.attributes.all()) {
+      if (attribute.g) collect_ops(*attribute.g, ops);
+      for (const auto& subgraph : attribute.graphs) collect_ops(*subgraph, ops);
+    }
+  }
+}
+
+// Empty when equal within tolerance, otherwise what differs.
+std::string compare(const std::string& name, const Tensor& expected, const Tensor& actual) {
+  if (expected.dtype() != actual.dtype()) {
+    return str_cat("output '", name, "' is ", dtype_name(actual.dtype()), ", expected ", dtype_name(expected.dtype()));
+  }
+  if (expected.shape() != actual.shape()) {
+    return str_cat("output '", name, "' has shape ", shape_to_string(actual.shape()), ", expected ",
+                   shape_to_string(expected.shape()));
+  }
+  for (int64_t i = 0; i < expected.numel(); ++i) {
+    const double want = expected.double_at(i);
+    const double got = actual.double_at(i);
+    if (std::isnan(want) && std::isnan(got)) continue;
+    if (is_floating(expected.dtype())) {
+      if (std::isinf(want) && want == got) continue;
+      if (!(std::fabs(got - want) <= kAbsoluteTolerance + kRelativeTolerance * std::fabs(want))) {
+        return str_cat("output '", name, "'[", i, "] = ", got, ", expected ", want);
+      }
+    } else if (expected.int_at(i) != actual.int_at(i) || want != got) {
+      return str_cat("output '", name, "'[", i, "] = ", got, ", expected ", want);
+    }
+  }
+  return {};
+}
+
+CaseResult run_case(const fs::path& folder) {
+  CaseResult result;
+  try {
+    Model model;
+    try {
+      model = load_onnx_model(folder / "model.onnx");
+    } catch (const Error& error) {
+      // Valid models using what kiln does not implement (an opset outside 7..17, STRING tensors)
+      // are skipped with the reason; malformed ones fail.
+      if (error.kind() != ErrorKind::not_implemented) throw;
+      result.outcome = Outcome::skipped;
+      result.detail = error.message();
+      return result;
+    }
+    collect_ops(model.graph, result.ops);
+    for (const std::string& op : result.ops) {
+      if (find_op_schema(op, "") == nullptr) {
+        result.outcome = Outcome::skipped;
+        result.detail = str_cat("op ", op, " is not implemented");
+        return result;
+      }
+    }
+    const std::vector<ValueInfo> declared_outputs = model.graph.outputs;
+    Session session(std::move(model));
+    std::vector<fs::path> data_sets;
+    for (const auto& entry : fs::directory_iterator(folder)) {
+      if (entry.is_directory() && entry.path().filename().string().rfind("test_data_set_", 0) == 0) {
+        data_sets.push_back(entry.path());
+      }
+    }
+    std::sort(data_sets.begin(), data_sets.end());
+    for (const fs::path& data_set : data_sets) {
+      TensorMap inputs;
+      for (size_t i = 0; i < session.inputs().size(); ++i) {
+        const fs::path file = data_set / str_cat("input_", i, ".pb");
+        if (fs::exists(file)) inputs[session.inputs()[i].name] = load_tensor_file(file);
+      }
+      const TensorMap outputs = session.run(inputs);
+      for (size_t i = 0; i < declared_outputs.size(); ++i) {
+        const fs::path file = data_set / str_cat("output_", i, ".pb");
+        if (!fs::exists(file)) continue;
+        const std::string difference =
+            compare(declared_outputs[i].name, load_tensor_file(file), outputs.at(declared_outputs[i].name));
+        if (!difference.empty()) {
+          result.outcome = Outcome::failed;
+          result.detail = str_cat(data_set.filename().string(), ": ", difference);
+          return result;
+        }
+      }
+    }
+  } catch (const std::exception& error) {
+    result.outcome = Outcome::failed;
+    result.detail = error.what();
+  }
+  return result;
+}
+
+struct Tally {
+  int passed = 0;
+  int failed = 0;
+  int skipped = 0;
+};
+
+}  // namespace
+
+int command_conformance(const std::vector<std::string>& args) {
+  const std::vector<OptionSpec> specs = {
+      {"filter", true, "SUBSTR: run only cases whose folder name contains SUBSTR"},
+      {"verbose", false, "print every case, not only failures and skips"},
+      {"help", false, "show this help"},
+  };
+  const ParsedArgs parsed = parse_args("conformance", args, specs);
+  if (parsed.has("help")) {
+    std::printf("usage: kiln conformance [DIR] [options]\n\nRuns ONNX's node test suite (default %s).\n\n%s",
+                kDefaultSuite, options_help(specs).c_str());
+    return 0;
+  }
+  KILN_CHECK(parsed.positional.size() <= 1, invalid_argument, "kiln conformance takes at most one DIR");
+  const fs::path suite = parsed.positional.empty() ? fs::path(kDefaultSuite) : fs::path(parsed.positional[0]);
+  KILN_CHECK(fs::is_directory(suite), invalid_argument, "conformance suite folder '", suite.string(),
+             "' does not exist (install Debian's libonnx-testdata)");
+  const std::string filter = parsed.value("filter");
+  const bool verbose = parsed.has("verbose");
+
+  std::vector<fs::path> cases;
+  for (const auto& entry : fs::directory_iterator(suite)) {
+    if (entry.is_directory() && fs::exists(entry.path() / "model.onnx") &&
+        entry.path().filename().string().find(filter) != std::string::npos) {
+      cases.push_back(entry.path());
+    }
+  }
+  std::sort(cases.begin(), cases.end());
+
+  Tally total;
+  std::map<std::string, Tally> per_op;
+  std::set<std::string> missing_ops;
+  for (const fs::path& folder : cases) {
+    const CaseResult result = run_case(folder);
+    const std::string name = folder.filename().string();
+    const char* label = result.outcome == Outcome::passed ? "pass" : result.outcome == Outcome::failed ? "FAIL" : "skip";
+    if (verbose || result.outcome != Outcome::passed) {
+      std::printf("%s %s%s%s\n", label, name.c_str(), result.detail.empty() ? "" : ": ", result.detail.c_str());
+    }
+    Tally* tallies[] = {&total};
+    for (Tally* tally : tallies) {
+      (result.outcome == Outcome::passed ? tally->passed
+       : result.outcome == Outcome::failed ? tally->failed : tally->skipped)++;
+    }
+    for (const std::string& op : result.ops) {
+      const bool known = find_op_schema(op, "") != nullptr;
+      if (!known) missing_ops.insert(op);
+      if (!known) continue;
+      Tally& tally = per_op[op];
+      (result.outcome == Outcome::passed ? tally.passed
+       : result.outcome == Outcome::failed ? tally.failed : tally.skipped)++;
+    }
+  }
+  std::printf("\nper implemented op (cases using it: passed / failed / skipped because of another op):\n");
+  for (const auto& [op, tally] : per_op) {
+    std::printf("  %-28s %4d / %d / %d\n", op.c_str(), tally.passed, tally.failed, tally.skipped);
+  }
+  std::printf("implemented ops exercised: %zu; ops in the suite kiln does not implement: %zu\n", per_op.size(),
+              missing_ops.size());
+  std::printf("%d passed, %d failed, %d skipped\n", total.passed, total.failed, total.skipped);
+  return total.failed == 0 ? 0 : 1;
+}
+
+}  // namespace kiln

@@ -1,0 +1,36 @@
+#include "tools/random_input.h"
+
+#include <type_traits>
+
+#include "core/error.h"
+
+namespace kiln {
+
+Tensor random_input(const ValueInfo& info, int64_t symbolic_size, std::mt19937& rng) {
+  KILN_CHECK(info.dtype != DType::undefined, invalid_model, "input '", info.name, "' has no element type");
+  Shape shape;
+  for (const Dim& dim : info.shape) shape.push_back(dim.is_known() ? dim.value : symbolic_size);
+  Tensor tensor = Tensor::empty(info.dtype, shape);
+  std::uniform_real_distribution<float> real(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> small_int(0, 9);
+  visit_dtype(info.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* data = tensor.data<T>();
+    for (int64_t i = 0; i < tensor.numel(); ++i) {
+      if constexpr (std::is_same_v<T, Float16>) {
+        data[i] = float_to_float16(real(rng));
+      } else if constexpr (std::is_same_v<T, BFloat16>) {
+        data[i] = float_to_bfloat16(real(rng));
+      } else if constexpr (std::is_floating_point_v<T>) {
+        data[i] = static_cast<T>(real(rng));
+      } else if constexpr (std::is_same_v<T, bool>) {
+        data[i] = small_int(rng) % 2 == 0;
+      } else {
+        data[i] = static_cast<T>(small_int(rng));
+      }
+    }
+  });
+  return tensor;
+}
+
+}  // namespace kiln
