@@ -48,15 +48,15 @@ class Importer {
                  "' is declared twice");
       // Older exporters list initializers as inputs too; those are constants, not caller inputs.
       if (graph.initializers.count(input.name())) continue;
-      graph.inputs.push_back(convert_value_info(input, "graph input"));
+      graph.inputs.push_back(convert_value_info(input, "graph input", depth));
     }
     for (const onnx::ValueInfoProto& output : proto.output()) {
       KILN_CHECK(!output.name().empty(), invalid_model, "a graph output has no name");
-      graph.outputs.push_back(convert_value_info(output, "graph output"));
+      graph.outputs.push_back(convert_value_info(output, "graph output", depth));
     }
     for (const onnx::ValueInfoProto& info : proto.value_info()) {
       // value_info is only a hint: skip entries kiln cannot represent instead of failing the model.
-      if (info.type().has_tensor_type()) graph.value_info.push_back(convert_value_info(info, "value_info"));
+      if (info.type().has_tensor_type()) graph.value_info.push_back(convert_value_info(info, "value_info", depth));
     }
     graph.nodes.reserve(static_cast<size_t>(proto.node_size()));
     for (int i = 0; i < proto.node_size(); ++i) graph.nodes.push_back(convert_node(proto.node(i), i, depth));
@@ -64,10 +64,12 @@ class Importer {
   }
 
  private:
-  ValueInfo convert_value_info(const onnx::ValueInfoProto& proto, const char* role) {
+  // Inputs and outputs of nested graphs (Loop bodies) may leave their type to inference.
+  ValueInfo convert_value_info(const onnx::ValueInfoProto& proto, const char* role, int depth) {
     return with_context(str_cat(role, " '", proto.name(), "'"), [&] {
       ValueInfo info;
       info.name = proto.name();
+      if (!proto.has_type() && depth > 0) return info;
       KILN_CHECK(proto.has_type(), invalid_model, "has no type");
       KILN_CHECK(proto.type().has_tensor_type(), not_implemented,
                  "is not a tensor (sequence, map and optional values are not supported)");
