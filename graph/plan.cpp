@@ -29,8 +29,12 @@ bool is_pass_through(const Node& node) {
 
 class PlanBuilder {
  public:
-  PlanBuilder(const Model& model, const std::vector<Shape>& input_shapes)
-      : model_(model), graph_(model.graph), input_shapes_(input_shapes), plan_(std::make_shared<Plan>()) {}
+  PlanBuilder(const Model& model, const std::vector<Shape>& input_shapes, const std::vector<Tensor>& input_values)
+      : model_(model),
+        graph_(model.graph),
+        input_shapes_(input_shapes),
+        input_values_(input_values),
+        plan_(std::make_shared<Plan>()) {}
 
   std::shared_ptr<const Plan> build() {
     const std::vector<size_t> order = live_nodes_in_topological_order();
@@ -137,9 +141,10 @@ class PlanBuilder {
     return order;
   }
 
-  int add_slot(const std::string& name, TensorInfo info, SlotOrigin origin) {
+  int add_slot(const std::string& name, TensorInfo info, SlotOrigin origin, std::vector<size_t> inputs = {}) {
     const int slot = static_cast<int>(plan_->slots_.size());
     plan_->slots_.push_back({name, std::move(info), origin});
+    input_dependencies_.push_back(std::move(inputs));
     if (!name.empty()) slot_by_name_[name] = slot;
     return slot;
   }
@@ -179,8 +184,9 @@ class PlanBuilder {
         }
       }
       checked_numel(shape);
+      const Tensor value = i < input_values_.size() ? input_values_[i] : Tensor{};
       plan_->input_slots_.push_back(
-          add_slot(declared.name, TensorInfo{declared.dtype, shape, {}}, SlotOrigin::graph_input));
+          add_slot(declared.name, TensorInfo{declared.dtype, shape, value}, SlotOrigin::graph_input, {i}));
     }
   }
 
@@ -209,7 +215,20 @@ class PlanBuilder {
     }
     KILN_CHECK(spec.opset >= schema->since_opset, invalid_model, node.op_type, " needs opset ",
                schema->since_opset, " or later, the model imports opset ", spec.opset);
-    std::vector<TensorInfo> outputs = schema->infer(spec);
+    std::vector<TensorInfo> outputs;
+    try {
+      outputs = schema->infer(spec);
+    } catch (const MissingConstantInput& missing) {
+      // A shape-defining value computed from caller inputs: ask for one of those inputs' values to be
+      // bound into the plan (the session retries until the value folds).
+      const int slot = slot_by_name_.at(node.inputs.at(static_cast<size_t>(missing.input())));
+      for (size_t input : input_dependencies_[static_cast<size_t>(slot)]) {
+        if (input >= input_values_.size() || !input_values_[input].defined()) {
+          throw NeedsInputValue(input, missing.message());
+        }
+      }
+      throw;
+    }
     KILN_ASSERT(outputs.size() >= node.outputs.size());
     outputs.resize(node.outputs.size());
 
@@ -245,6 +264,15 @@ class PlanBuilder {
       step.record.input_shapes.push_back(spec.inputs[i].shape);
     }
     const bool is_view = selection.kernel->is_view();
+    std::vector<size_t> dependencies;  // graph inputs this step's outputs are computed from
+    for (int slot : step.inputs) {
+      if (slot < 0) continue;
+      for (size_t input : input_dependencies_[static_cast<size_t>(slot)]) {
+        if (std::find(dependencies.begin(), dependencies.end(), input) == dependencies.end()) {
+          dependencies.push_back(input);
+        }
+      }
+    }
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       TensorInfo info{outputs[i].dtype, outputs[i].shape, {}};
       step.record.output_shapes.push_back(info.shape);
@@ -256,7 +284,7 @@ class PlanBuilder {
       // A view shares its first input's storage, so it inherits that input's origin.
       const SlotOrigin origin = (is_view && step.inputs.at(0) >= 0) ? plan_->slots_[step.inputs[0]].origin
                                                                     : SlotOrigin::computed;
-      step.outputs.push_back(add_slot(node.outputs[i], info, origin));
+      step.outputs.push_back(add_slot(node.outputs[i], info, origin, dependencies));
     }
     step.kernel = std::move(selection.kernel);
     plan_->steps_.push_back(std::move(step));
@@ -305,12 +333,15 @@ class PlanBuilder {
   const Model& model_;
   const Graph& graph_;
   const std::vector<Shape>& input_shapes_;
+  const std::vector<Tensor>& input_values_;
   std::shared_ptr<Plan> plan_;
   std::unordered_map<std::string, int> slot_by_name_;
+  std::vector<std::vector<size_t>> input_dependencies_;  // per slot: graph inputs it derives from
 };
 
-std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Shape>& input_shapes) {
-  return PlanBuilder(model, input_shapes).build();
+std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Shape>& input_shapes,
+                                        const std::vector<Tensor>& input_values) {
+  return PlanBuilder(model, input_shapes, input_values).build();
 }
 
 }  // namespace kiln

@@ -43,6 +43,17 @@ struct Slot {
   SlotOrigin origin = SlotOrigin::computed;
 };
 
+// Thrown by Plan::build when a graph input's value is needed at plan time but was not bound.
+class NeedsInputValue : public Error {
+ public:
+  NeedsInputValue(size_t input, std::string message)
+      : Error(ErrorKind::not_implemented, std::move(message)), input_(input) {}
+  size_t input() const { return input_; }
+
+ private:
+  size_t input_;
+};
+
 class Plan {
  public:
   const std::vector<PlanStep>& steps() const { return steps_; }
@@ -55,7 +66,10 @@ class Plan {
   int removed_nodes() const { return removed_nodes_; }
 
   // Builds the plan for `model` with one concrete shape per graph input (in graph input order).
-  static std::shared_ptr<const Plan> build(const Model& model, const std::vector<Shape>& input_shapes);
+  // `input_values` (empty, or one per graph input) binds the values of inputs that define shapes,
+  // such as a Reshape target fed as a graph input: the plan folds them and is valid only for them.
+  static std::shared_ptr<const Plan> build(const Model& model, const std::vector<Shape>& input_shapes,
+                                           const std::vector<Tensor>& input_values = {});
 
  private:
   friend class PlanBuilder;

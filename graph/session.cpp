@@ -43,15 +43,47 @@ std::vector<Tensor> Session::bind_inputs(const TensorMap& inputs) const {
 }
 
 std::shared_ptr<const Plan> Session::plan_for(const std::vector<Shape>& input_shapes) {
+  return cached_plan(PlanKey{input_shapes, std::vector<std::string>(input_shapes.size())}, input_shapes, {});
+}
+
+std::shared_ptr<const Plan> Session::plan_for(const std::vector<Tensor>& inputs) {
+  std::vector<Shape> shapes;
+  for (const Tensor& input : inputs) shapes.push_back(input.shape());
+  // Each retry binds one more input's value, so this ends after at most one retry per input.
+  for (size_t attempt = 0;; ++attempt) {
+    std::vector<Tensor> values(inputs.size());
+    std::vector<std::string> value_bytes(inputs.size());
+    {
+      std::lock_guard lock(mutex_);
+      value_inputs_.resize(inputs.size(), false);
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (!value_inputs_[i]) continue;
+        values[i] = inputs[i];
+        value_bytes[i].assign(static_cast<const char*>(inputs[i].raw_data()), inputs[i].nbytes());
+      }
+    }
+    try {
+      return cached_plan(PlanKey{shapes, value_bytes}, shapes, values);
+    } catch (const NeedsInputValue& needs) {
+      if (attempt >= inputs.size() || needs.input() >= inputs.size()) throw;
+      std::lock_guard lock(mutex_);
+      if (value_inputs_[needs.input()]) throw;
+      value_inputs_[needs.input()] = true;
+    }
+  }
+}
+
+std::shared_ptr<const Plan> Session::cached_plan(const PlanKey& key, const std::vector<Shape>& shapes,
+                                                 const std::vector<Tensor>& values) {
   {
     std::lock_guard lock(mutex_);
-    auto it = plans_.find(input_shapes);
+    auto it = plans_.find(key);
     if (it != plans_.end()) return it->second;
   }
-  // Planning happens outside the lock; two threads may plan the same shapes once each.
-  std::shared_ptr<const Plan> plan = Plan::build(model_, input_shapes);
+  // Planning happens outside the lock; two threads may plan the same key once each.
+  std::shared_ptr<const Plan> plan = Plan::build(model_, shapes, values);
   std::lock_guard lock(mutex_);
-  auto [it, inserted] = plans_.emplace(input_shapes, plan);
+  auto [it, inserted] = plans_.emplace(key, plan);
   if (inserted) {
     plan_order_.push_back(plan);
     if (plan_order_.size() > kMaxCachedPlans) {
@@ -75,9 +107,7 @@ void Session::remove_observer(Observer* observer) {
 
 TensorMap Session::run(const TensorMap& inputs) {
   const std::vector<Tensor> bound = bind_inputs(inputs);
-  std::vector<Shape> shapes;
-  for (const Tensor& tensor : bound) shapes.push_back(tensor.shape());
-  const std::shared_ptr<const Plan> plan = plan_for(shapes);
+  const std::shared_ptr<const Plan> plan = plan_for(bound);
   std::vector<Observer*> observers;
   {
     std::lock_guard lock(mutex_);

@@ -31,19 +31,29 @@ class Session {
   // are rejected. Returns one tensor per graph output, owned by the caller.
   TensorMap run(const TensorMap& inputs);
 
-  // The plan run() would use for these input shapes (built and cached if new).
+  // The plan run() would use for these input shapes (built and cached if new). Models whose shapes
+  // depend on input values (a Reshape target fed as an input) need plan_for(inputs) instead.
   std::shared_ptr<const Plan> plan_for(const std::vector<Shape>& input_shapes);
+  // The plan for these inputs (one per graph input, in order): their shapes, plus the values of the
+  // inputs that define shapes, which are bound into the plan.
+  std::shared_ptr<const Plan> plan_for(const std::vector<Tensor>& inputs);
 
   // Observers see every later run until removed; they must outlive their registration.
   void add_observer(Observer* observer);
   void remove_observer(Observer* observer);
 
  private:
+  // Shapes, and the bytes of value-bound inputs ("" for the others).
+  using PlanKey = std::pair<std::vector<Shape>, std::vector<std::string>>;
+
   std::vector<Tensor> bind_inputs(const TensorMap& inputs) const;
+  std::shared_ptr<const Plan> cached_plan(const PlanKey& key, const std::vector<Shape>& shapes,
+                                          const std::vector<Tensor>& values);
 
   Model model_;
-  std::mutex mutex_;  // guards plans_ and observers_
-  std::map<std::vector<Shape>, std::shared_ptr<const Plan>> plans_;
+  std::mutex mutex_;  // guards plans_, plan_order_, value_inputs_ and observers_
+  std::map<PlanKey, std::shared_ptr<const Plan>> plans_;
+  std::vector<bool> value_inputs_;  // graph inputs whose values planning needs
   std::vector<std::shared_ptr<const Plan>> plan_order_;  // oldest first, for eviction
   std::vector<Observer*> observers_;
 };

@@ -11,9 +11,11 @@ const TensorInfo& OpSpec::input(int index) const {
 
 const Tensor& OpSpec::constant_input(int index, const char* what) const {
   const TensorInfo& info = input(index);
-  KILN_CHECK(info.is_constant(), not_implemented, op_type, " input ", index, " (", what,
-             ") must be known at plan time (an initializer or computable from shapes); kiln plans shapes "
-             "statically");
+  if (!info.is_constant()) {
+    throw MissingConstantInput(index, str_cat(op_type, " input ", index, " (", what,
+                                              ") must be known at plan time (an initializer, a graph input, or "
+                                              "computable from shapes); kiln plans shapes statically"));
+  }
   return info.value;
 }
 

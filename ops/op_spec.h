@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/tensor.h"
 #include "ops/attributes.h"
 
@@ -37,9 +38,21 @@ struct OpSpec {
   bool has_input(int index) const { return index < num_inputs() && inputs[index].present(); }
   // Throws invalid_model naming the input when it is absent.
   const TensorInfo& input(int index) const;
-  // The value of a plan-time constant input; throws not_implemented when it is only known at run
-  // time (kiln plans shapes statically, so shape-defining inputs must be constants).
+  // The value of a plan-time constant input; throws MissingConstantInput when it is only known at
+  // run time (kiln plans shapes statically, so shape-defining inputs must be constants; the planner
+  // then binds a graph input's value into the plan, or reports the error).
   const Tensor& constant_input(int index, const char* what) const;
+};
+
+// Thrown by OpSpec::constant_input; `input` is the node input whose value was needed.
+class MissingConstantInput : public Error {
+ public:
+  MissingConstantInput(int input, std::string message)
+      : Error(ErrorKind::not_implemented, std::move(message)), input_(input) {}
+  int input() const { return input_; }
+
+ private:
+  int input_;
 };
 
 // Checks shared by many ops; each throws kiln::Error with the op's wording.
