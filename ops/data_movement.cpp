@@ -1,7 +1,256 @@
+// Ops that move data without arithmetic: Concat, Split, Slice, Transpose, Gather, GatherElements,
+// Tile, Pad.
+#include "ops/data_movement.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "core/error.h"
 #include "ops/op_schema.h"
 
 namespace kiln {
+namespace {
 
-std::span<const OpSchema> data_movement_schemas() { return {}; }
+std::vector<TensorInfo> infer_concat(const OpSpec& spec) {
+  expect_inputs(spec, 1, 1 << 16);
+  const TensorInfo& first = spec.input(0);
+  const int64_t rank = static_cast<int64_t>(first.shape.size());
+  const int64_t axis = normalize_axis(spec.attrs().require_int("axis"), rank, "Concat axis");
+  Shape shape = first.shape;
+  shape[static_cast<size_t>(axis)] = 0;
+  for (int i = 0; i < spec.num_inputs(); ++i) {
+    const TensorInfo& input = spec.input(i);
+    KILN_CHECK(input.dtype == first.dtype, type_mismatch, "Concat input ", i, " is ", dtype_name(input.dtype),
+               ", input 0 is ", dtype_name(first.dtype));
+    KILN_CHECK(static_cast<int64_t>(input.shape.size()) == rank, invalid_argument, "Concat input ", i, " has shape ",
+               shape_to_string(input.shape), ", input 0 has ", shape_to_string(first.shape));
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d == axis) continue;
+      KILN_CHECK(input.shape[d] == first.shape[d], invalid_argument, "Concat input ", i, " has shape ",
+                 shape_to_string(input.shape), ", incompatible with input 0's ", shape_to_string(first.shape),
+                 " outside axis ", axis);
+    }
+    shape[static_cast<size_t>(axis)] += input.shape[static_cast<size_t>(axis)];
+  }
+  return {TensorInfo{first.dtype, shape, {}}};
+}
+
+std::vector<TensorInfo> infer_split(const OpSpec& spec) {
+  expect_inputs(spec, 1, 2);
+  const TensorInfo& input = spec.input(0);
+  const int64_t axis = normalize_axis(spec.attrs().get_int("axis", 0), static_cast<int64_t>(input.shape.size()),
+                                      "Split axis");
+  const std::vector<int64_t> sizes = split_sizes(spec, axis, input.shape[static_cast<size_t>(axis)]);
+  std::vector<TensorInfo> outputs;
+  for (int64_t size : sizes) {
+    Shape shape = input.shape;
+    shape[static_cast<size_t>(axis)] = size;
+    outputs.push_back(TensorInfo{input.dtype, shape, {}});
+  }
+  return outputs;
+}
+
+std::vector<TensorInfo> infer_slice(const OpSpec& spec) {
+  expect_inputs(spec, 1, spec.opset < 10 ? 1 : 5);
+  return {TensorInfo{spec.input(0).dtype, slice_params(spec).output, {}}};
+}
+
+std::vector<TensorInfo> infer_transpose(const OpSpec& spec) {
+  expect_inputs(spec, 1, 1);
+  const std::vector<int64_t> perm = transpose_perm(spec);
+  Shape shape;
+  for (int64_t axis : perm) shape.push_back(spec.input(0).shape[static_cast<size_t>(axis)]);
+  return {TensorInfo{spec.input(0).dtype, shape, {}}};
+}
+
+std::vector<TensorInfo> infer_gather(const OpSpec& spec) {
+  expect_inputs(spec, 2, 2);
+  const TensorInfo& data = spec.input(0);
+  const TensorInfo& indices = spec.input(1);
+  KILN_CHECK(indices.dtype == DType::i64 || indices.dtype == DType::i32, type_mismatch,
+             "Gather indices must be int32 or int64, got ", dtype_name(indices.dtype));
+  const int64_t rank = static_cast<int64_t>(data.shape.size());
+  KILN_CHECK(rank >= 1, invalid_argument, "Gather data must have rank >= 1");
+  const int64_t axis = normalize_axis(spec.attrs().get_int("axis", 0), rank, "Gather axis");
+  Shape shape(data.shape.begin(), data.shape.begin() + axis);
+  shape.insert(shape.end(), indices.shape.begin(), indices.shape.end());
+  shape.insert(shape.end(), data.shape.begin() + axis + 1, data.shape.end());
+  return {TensorInfo{data.dtype, shape, {}}};
+}
+
+std::vector<TensorInfo> infer_gather_elements(const OpSpec& spec) {
+  expect_inputs(spec, 2, 2);
+  const TensorInfo& data = spec.input(0);
+  const TensorInfo& indices = spec.input(1);
+  KILN_CHECK(indices.dtype == DType::i64 || indices.dtype == DType::i32, type_mismatch,
+             "GatherElements indices must be int32 or int64, got ", dtype_name(indices.dtype));
+  KILN_CHECK(data.shape.size() == indices.shape.size(), invalid_argument, "GatherElements data ",
+             shape_to_string(data.shape), " and indices ", shape_to_string(indices.shape), " must have the same rank");
+  normalize_axis(spec.attrs().get_int("axis", 0), static_cast<int64_t>(data.shape.size()), "GatherElements axis");
+  return {TensorInfo{data.dtype, indices.shape, {}}};
+}
+
+std::vector<TensorInfo> infer_tile(const OpSpec& spec) {
+  expect_inputs(spec, 2, 2);
+  const Shape& input = spec.input(0).shape;
+  const std::vector<int64_t> repeats = spec.constant_input(1, "repeats").to_int64_vector();
+  KILN_CHECK(repeats.size() == input.size(), invalid_argument, "Tile repeats has ", repeats.size(),
+             " entries for an input of rank ", input.size());
+  Shape shape;
+  for (size_t d = 0; d < input.size(); ++d) {
+    KILN_CHECK(repeats[d] >= 0, invalid_argument, "Tile repeats must be >= 0, got ", repeats[d]);
+    shape.push_back(input[d] * repeats[d]);
+  }
+  checked_numel(shape);
+  return {TensorInfo{spec.input(0).dtype, shape, {}}};
+}
+
+std::vector<TensorInfo> infer_pad(const OpSpec& spec) {
+  expect_inputs(spec, 1, spec.opset < 11 ? 1 : 3);
+  const Shape& input = spec.input(0).shape;
+  const PadParams params = pad_params(spec);
+  const size_t rank = input.size();
+  Shape shape;
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t size = input[d] + params.pads[d] + params.pads[d + rank];
+    KILN_CHECK(size >= 0, invalid_argument, "Pad makes dim ", d, " negative");
+    if (params.mode != "constant" && (params.pads[d] > 0 || params.pads[d + rank] > 0)) {
+      KILN_CHECK(input[d] > 0, invalid_argument, "Pad mode '", params.mode, "' cannot pad an empty dim");
+    }
+    shape.push_back(size);
+  }
+  return {TensorInfo{spec.input(0).dtype, shape, {}}};
+}
+
+constexpr OpSchema kSchemas[] = {
+    {"Concat", infer_concat},
+    {"Split", infer_split, 2},
+    {"Slice", infer_slice},
+    {"Transpose", infer_transpose},
+    {"Gather", infer_gather},
+    {"GatherElements", infer_gather_elements, 11},
+    {"Tile", infer_tile, 6},
+    {"Pad", infer_pad, 2},
+};
+
+}  // namespace
+
+std::vector<int64_t> split_sizes(const OpSpec& spec, int64_t axis, int64_t dim) {
+  std::vector<int64_t> sizes;
+  if (spec.opset < 13) {
+    sizes = spec.attrs().get_ints("split");
+  } else if (spec.has_input(1)) {
+    sizes = spec.constant_input(1, "split").to_int64_vector();
+  }
+  const int64_t parts = spec.num_outputs;
+  if (sizes.empty()) {
+    KILN_CHECK(parts > 0 && dim % parts == 0, invalid_argument, "Split cannot divide dim ", axis, " of size ", dim,
+               " into ", parts, " equal parts");
+    return std::vector<int64_t>(static_cast<size_t>(parts), dim / parts);
+  }
+  KILN_CHECK(static_cast<int64_t>(sizes.size()) == parts, invalid_model, "Split has ", sizes.size(), " sizes for ",
+             parts, " outputs");
+  int64_t total = 0;
+  for (int64_t size : sizes) {
+    KILN_CHECK(size >= 0, invalid_model, "Split sizes must be >= 0");
+    total += size;
+  }
+  KILN_CHECK(total == dim, invalid_argument, "Split sizes sum to ", total, " but dim ", axis, " has size ", dim);
+  return sizes;
+}
+
+SliceParams slice_params(const OpSpec& spec) {
+  const Shape& input = spec.input(0).shape;
+  const int64_t rank = static_cast<int64_t>(input.size());
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (spec.opset < 10) {
+    starts = spec.attrs().get_ints("starts");
+    ends = spec.attrs().get_ints("ends");
+    axes = spec.attrs().get_ints("axes");
+  } else {
+    starts = spec.constant_input(1, "starts").to_int64_vector();
+    ends = spec.constant_input(2, "ends").to_int64_vector();
+    if (spec.has_input(3)) axes = spec.constant_input(3, "axes").to_int64_vector();
+    if (spec.has_input(4)) steps = spec.constant_input(4, "steps").to_int64_vector();
+  }
+  KILN_CHECK(starts.size() == ends.size(), invalid_model, "Slice starts and ends differ in length");
+  if (axes.empty()) {
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  KILN_CHECK(axes.size() == starts.size() && steps.size() == starts.size(), invalid_model,
+             "Slice starts, ends, axes and steps must have the same length");
+  SliceParams params;
+  params.starts.assign(static_cast<size_t>(rank), 0);
+  params.steps.assign(static_cast<size_t>(rank), 1);
+  params.output = input;
+  std::set<int64_t> seen;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const int64_t axis = normalize_axis(axes[i], rank, "Slice axis");
+    KILN_CHECK(seen.insert(axis).second, invalid_model, "Slice axis ", axis, " appears twice");
+    const int64_t dim = input[static_cast<size_t>(axis)];
+    const int64_t step = steps[i];
+    KILN_CHECK(step != 0, invalid_model, "Slice step must not be 0");
+    // ONNX's clamping: negative indices count from the end, then indices saturate to the dim.
+    auto from_end = [dim](int64_t index) { return index < 0 ? index + dim : index; };
+    int64_t start = 0;
+    int64_t count = 0;
+    if (dim == 0) {
+      count = 0;
+    } else if (step > 0) {
+      start = std::clamp<int64_t>(from_end(starts[i]), 0, dim);
+      const int64_t end = std::clamp<int64_t>(from_end(ends[i]), 0, dim);
+      count = end > start ? (end - start - 1) / step + 1 : 0;
+    } else {
+      start = std::clamp<int64_t>(from_end(starts[i]), 0, dim - 1);
+      const int64_t end = std::clamp<int64_t>(from_end(ends[i]), -1, dim - 1);
+      const int64_t stride = step == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -step;
+      count = start > end ? (start - end - 1) / stride + 1 : 0;
+    }
+    params.starts[static_cast<size_t>(axis)] = count > 0 ? start : 0;
+    params.steps[static_cast<size_t>(axis)] = step;
+    params.output[static_cast<size_t>(axis)] = count;
+  }
+  return params;
+}
+
+std::vector<int64_t> transpose_perm(const OpSpec& spec) {
+  const int64_t rank = static_cast<int64_t>(spec.input(0).shape.size());
+  std::vector<int64_t> perm = spec.attrs().get_ints("perm");
+  if (perm.empty()) {
+    for (int64_t d = rank - 1; d >= 0; --d) perm.push_back(d);
+  }
+  KILN_CHECK(static_cast<int64_t>(perm.size()) == rank, invalid_model, "Transpose perm has ", perm.size(),
+             " entries for rank ", rank);
+  std::vector<bool> used(static_cast<size_t>(rank), false);
+  for (int64_t& axis : perm) {
+    axis = normalize_axis(axis, rank, "Transpose perm entry");
+    KILN_CHECK(!used[static_cast<size_t>(axis)], invalid_model, "Transpose perm repeats axis ", axis);
+    used[static_cast<size_t>(axis)] = true;
+  }
+  return perm;
+}
+
+PadParams pad_params(const OpSpec& spec) {
+  PadParams params;
+  params.mode = spec.attrs().get_string("mode", "constant");
+  KILN_CHECK(params.mode == "constant" || params.mode == "reflect" || params.mode == "edge", invalid_model,
+             "Pad mode must be constant, reflect or edge, got '", params.mode, "'");
+  const size_t rank = spec.input(0).shape.size();
+  params.pads = spec.opset < 11 ? spec.attrs().get_ints("pads") : spec.constant_input(1, "pads").to_int64_vector();
+  KILN_CHECK(params.pads.size() == 2 * rank, invalid_model, "Pad has ", params.pads.size(), " pads for rank ", rank,
+             " (expected ", 2 * rank, ")");
+  if (params.mode == "reflect") {
+    for (size_t d = 0; d < rank; ++d) {
+      const int64_t dim = spec.input(0).shape[d];
+      KILN_CHECK(params.pads[d] < dim && params.pads[d + rank] < dim, invalid_argument,
+                 "Pad reflect needs pads smaller than the dim (dim ", d, " has size ", dim, ")");
+    }
+  }
+  return params;
+}
+
+std::span<const OpSchema> data_movement_schemas() { return kSchemas; }
 
 }  // namespace kiln
