@@ -1,7 +1,76 @@
+// MatMul (numpy semantics: 1-D operands, batched, broadcast batch dims) and Gemm.
+#include "ops/matmul.h"
+
+#include "core/error.h"
+#include "ops/broadcast.h"
 #include "ops/op_schema.h"
 
 namespace kiln {
+namespace {
 
-std::span<const OpSchema> matmul_schemas() { return {}; }
+std::vector<TensorInfo> infer_matmul(const OpSpec& spec) {
+  return {TensorInfo{spec.input(0).dtype, matmul_params(spec).output, {}}};
+}
+
+std::vector<TensorInfo> infer_gemm(const OpSpec& spec) {
+  expect_inputs(spec, 2, 3);
+  expect_floating(spec, 0);
+  expect_dtype(spec, 1, spec.input(0).dtype);
+  expect_rank(spec, 0, 2);
+  expect_rank(spec, 1, 2);
+  const bool trans_a = spec.attrs().get_int("transA", 0) != 0;
+  const bool trans_b = spec.attrs().get_int("transB", 0) != 0;
+  const Shape& a = spec.input(0).shape;
+  const Shape& b = spec.input(1).shape;
+  const int64_t m = trans_a ? a[1] : a[0];
+  const int64_t k = trans_a ? a[0] : a[1];
+  const int64_t kb = trans_b ? b[1] : b[0];
+  const int64_t n = trans_b ? b[0] : b[1];
+  KILN_CHECK(k == kb, invalid_argument, "Gemm inner dims differ: A ", shape_to_string(a), (trans_a ? " (transposed)" : ""),
+             " and B ", shape_to_string(b), (trans_b ? " (transposed)" : ""));
+  if (spec.has_input(2)) {
+    expect_dtype(spec, 2, spec.input(0).dtype);
+    const Shape& c = spec.input(2).shape;
+    KILN_CHECK(broadcast_shapes(c, Shape{m, n}) == Shape({m, n}), invalid_argument, "Gemm C of shape ",
+               shape_to_string(c), " does not broadcast to [", m, ", ", n, "]");
+  }
+  return {TensorInfo{spec.input(0).dtype, {m, n}, {}}};
+}
+
+constexpr OpSchema kSchemas[] = {
+    {"MatMul", infer_matmul},
+    {"Gemm", infer_gemm},
+};
+
+}  // namespace
+
+MatMulParams matmul_params(const OpSpec& spec) {
+  expect_inputs(spec, 2, 2);
+  expect_floating(spec, 0);
+  expect_dtype(spec, 1, spec.input(0).dtype);
+  Shape a = spec.input(0).shape;
+  Shape b = spec.input(1).shape;
+  KILN_CHECK(!a.empty() && !b.empty(), invalid_argument, "MatMul inputs must have rank >= 1, got ",
+             shape_to_string(a), " and ", shape_to_string(b));
+  const bool a_vector = a.size() == 1;
+  const bool b_vector = b.size() == 1;
+  if (a_vector) a.insert(a.begin(), 1);
+  if (b_vector) b.push_back(1);
+  MatMulParams params;
+  params.m = a[a.size() - 2];
+  params.k = a[a.size() - 1];
+  params.n = b[b.size() - 1];
+  KILN_CHECK(b[b.size() - 2] == params.k, invalid_argument, "MatMul inner dims differ: ",
+             shape_to_string(spec.input(0).shape), " x ", shape_to_string(spec.input(1).shape));
+  params.a_batch.assign(a.begin(), a.end() - 2);
+  params.b_batch.assign(b.begin(), b.end() - 2);
+  params.batch = broadcast_shapes(params.a_batch, params.b_batch);
+  params.output = params.batch;
+  if (!a_vector) params.output.push_back(params.m);
+  if (!b_vector) params.output.push_back(params.n);
+  return params;
+}
+
+std::span<const OpSchema> matmul_schemas() { return kSchemas; }
 
 }  // namespace kiln

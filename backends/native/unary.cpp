@@ -1,0 +1,390 @@
+// Native unary elementwise kernels: one contiguous loop per op, split across threads. float (and
+// the 16-bit floats, computed in float) use branch-free exp/sigmoid/tanh/erf that GCC vectorizes;
+// double uses the C library.
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "backends/native/element_math.h"
+#include "backends/native/elementwise.h"
+#include "backends/native/kernel_util.h"
+#include "runtime/parallel.h"
+
+namespace kiln::native::elementwise {
+namespace {
+
+// ---- vectorizable float math -------------------------------------------------------------------
+// Branch-free (see select()), so GCC vectorizes loops calling them: every case is computed and the
+// right one selected.
+// Coefficients are minimax-style fits (Lawson's weighted least squares) of the stated functions;
+// the unit tests check every op against the C library.
+
+// e^x within about 1 ulp. x = n ln2 + r with |r| <= ln2/2, e^r = 1 + r + r^2 G(r) with G of degree
+// 4, and 2^n written into exponent bits in two halves, so results in the subnormal range are right.
+inline float fast_exp(float x) {
+  constexpr float kLog2e = 1.44269504f;
+  constexpr float kLn2High = 0.693359375f;  // few mantissa bits: n * kLn2High is exact
+  constexpr float kLn2Low = -2.12194440e-4f;
+  constexpr float kRoundShift = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer held in the low bits
+  constexpr float kOverflow = 89.0f;          // e^89 > FLT_MAX (ln FLT_MAX = 88.72)
+  constexpr float kUnderflow = -104.0f;       // e^-104 rounds to 0
+  constexpr uint32_t kExponentBias = 127;
+  constexpr int kMantissaBits = 23;
+  const float shifted = x * kLog2e + kRoundShift;
+  const uint32_t n_bits = std::bit_cast<uint32_t>(shifted) - std::bit_cast<uint32_t>(kRoundShift);
+  const float n = shifted - kRoundShift;
+  float r = x - n * kLn2High;
+  r = r - n * kLn2Low;
+  float g = 1.38146104e-3f;
+  g = g * r + 8.36871006e-3f;
+  g = g * r + 4.16683890e-2f;
+  g = g * r + 1.66665211e-1f;
+  g = g * r + 4.99999940e-1f;
+  const float p = 1.0f + (r + r * r * g);
+  const uint32_t half = static_cast<uint32_t>(static_cast<int32_t>(n_bits) >> 1);
+  const float scale_low = std::bit_cast<float>((half + kExponentBias) << kMantissaBits);
+  const float scale_high = std::bit_cast<float>((n_bits - half + kExponentBias) << kMantissaBits);
+  float result = p * scale_low * scale_high;
+  // Outside [kUnderflow, kOverflow] the bit tricks above produce garbage; replace it.
+  result = select(x > kOverflow, std::numeric_limits<float>::infinity(), result);
+  result = select(x < kUnderflow, 0.0f, result);
+  return select(x != x, x, result);
+}
+
+inline float fast_sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
+
+// tanh: an odd polynomial near 0, where 1 - 2 / (e^2|x| + 1) would cancel.
+inline float fast_tanh(float x) {
+  constexpr float kPolynomialLimit = 0.625f;
+  const float magnitude = std::fabs(x);
+  const float u = x * x;
+  float q = -5.70499059e-3f;  // tanh(x) = x + x^3 Q(x^2) on [0, 0.625]
+  q = q * u + 2.06390899e-2f;
+  q = q * u - 5.37397154e-2f;
+  q = q * u + 1.33314416e-1f;
+  q = q * u - 3.33332807e-1f;
+  const float near_zero = x + x * u * q;
+  const float away = std::copysign(1.0f - 2.0f / (fast_exp(2.0f * magnitude) + 1.0f), x);
+  return select(magnitude < kPolynomialLimit, near_zero, away);
+}
+
+// erf: x P(x^2) below 1; above, 1 - erfc with erfc(x) = e^(-x^2) R(t), t = 1 / (1 + x/2).
+inline float fast_erf(float x) {
+  constexpr float kPolynomialLimit = 1.0f;
+  const float magnitude = std::fabs(x);
+  const float u = x * x;
+  float p = 7.85402444e-5f;
+  p = p * u - 8.01024726e-4f;
+  p = p * u + 5.18833427e-3f;
+  p = p * u - 2.68538166e-2f;
+  p = p * u + 1.12835854e-1f;
+  p = p * u - 3.76126260e-1f;
+  p = p * u + 1.12837911e+0f;
+  const float near_zero = x * p;
+  const float t = 1.0f / (1.0f + 0.5f * magnitude);
+  float q = -2.30801687e-1f;
+  q = q * t + 6.36680067e-1f;
+  q = q * t - 6.44606873e-2f;
+  q = q * t + 3.96802098e-1f;
+  q = q * t + 2.59700596e-1f;
+  q = q * t + 1.82248314e-3f;
+  const float away = std::copysign(1.0f - fast_exp(-u) * q, x);
+  return select(magnitude < kPolynomialLimit, near_zero, away);
+}
+
+// Clamps with NaN passing through (a NaN x fails both comparisons).
+template <typename C>
+C clamp_keep_nan(C x, C low, C high) {
+  const C raised = x < low ? low : x;
+  return raised > high ? high : raised;
+}
+
+// float goes to the fast versions above, double to the C library.
+template <typename C>
+C exp_of(C x) {
+  if constexpr (std::is_same_v<C, float>) return fast_exp(x);
+  else return std::exp(x);
+}
+template <typename C>
+C sigmoid_of(C x) {
+  if constexpr (std::is_same_v<C, float>) {
+    return fast_sigmoid(x);
+  } else {
+    const C e = std::exp(-std::fabs(x));  // never overflows
+    return x >= 0 ? 1 / (1 + e) : e / (1 + e);
+  }
+}
+template <typename C>
+C tanh_of(C x) {
+  if constexpr (std::is_same_v<C, float>) return fast_tanh(x);
+  else return std::tanh(x);
+}
+template <typename C>
+C erf_of(C x) {
+  if constexpr (std::is_same_v<C, float>) return fast_erf(x);
+  else return std::erf(x);
+}
+
+// ---- loops and factories -----------------------------------------------------------------------
+
+// dst[i] = f(src[i]); T and Out are storage types, f works on T's compute type.
+template <typename T, typename Out = T, typename F>
+void unary_loop(const Tensor& src_tensor, Tensor& dst_tensor, int64_t cost, const F& f) {
+  const T* src = src_tensor.data<T>();
+  Out* dst = dst_tensor.data<Out>();
+  parallel_for(0, src_tensor.numel(), cost, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) dst[i] = from_compute<Out>(f(to_compute(src[i])));
+  });
+}
+
+// A kernel applying f (a generic lambda over the compute type) to floating inputs.
+template <typename F>
+KernelOrReason float_unary(const OpSpec& spec, int64_t cost, F f) {
+  const DType dtype = spec.input(0).dtype;
+  return visit_floating(
+      dtype,
+      [&](auto tag) -> KernelOrReason {
+        using T = decltype(tag);
+        return make_kernel(kernel_name(spec), [f, cost](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+          unary_loop<T>(inputs[0], outputs[0], cost, f);
+        });
+      },
+      [&] { return unsupported_dtype(spec, dtype); });
+}
+
+// Like float_unary, but for integer inputs too.
+template <typename F>
+KernelOrReason numeric_unary(const OpSpec& spec, F f) {
+  const DType dtype = spec.input(0).dtype;
+  return visit_dtype(dtype, [&](auto tag) -> KernelOrReason {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>) {
+      return unsupported_dtype(spec, dtype);
+    } else {
+      return make_kernel(kernel_name(spec), [f](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+        unary_loop<T>(inputs[0], outputs[0], kCheapCost, f);
+      });
+    }
+  });
+}
+
+// Floating inputs, bool output.
+template <typename F>
+KernelOrReason float_predicate(const OpSpec& spec, F f) {
+  const DType dtype = spec.input(0).dtype;
+  return visit_floating(
+      dtype,
+      [&](auto tag) -> KernelOrReason {
+        using T = decltype(tag);
+        return make_kernel(kernel_name(spec), [f](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+          unary_loop<T, bool>(inputs[0], outputs[0], kCheapCost, f);
+        });
+      },
+      [&] { return unsupported_dtype(spec, dtype); });
+}
+
+}  // namespace
+
+KernelOrReason make_relu(const OpSpec& spec, Outputs) {
+  // x < 0 rather than x > 0 so that NaN passes through, as in numpy and PyTorch.
+  return numeric_unary(spec, [](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; });
+}
+
+KernelOrReason make_neg(const OpSpec& spec, Outputs) {
+  return numeric_unary(spec, [](auto x) {
+    using C = decltype(x);
+    if constexpr (std::is_integral_v<C>) {
+      return static_cast<C>(-static_cast<std::make_unsigned_t<C>>(x));  // wraps like two's complement
+    } else {
+      return -x;
+    }
+  });
+}
+
+KernelOrReason make_abs(const OpSpec& spec, Outputs) {
+  return numeric_unary(spec, [](auto x) {
+    using C = decltype(x);
+    if constexpr (std::is_floating_point_v<C>) {
+      return std::fabs(x);  // clears the sign bit: |-0| is +0
+    } else if constexpr (std::is_unsigned_v<C>) {
+      return x;
+    } else {
+      return x < C(0) ? static_cast<C>(-static_cast<std::make_unsigned_t<C>>(x)) : x;
+    }
+  });
+}
+
+KernelOrReason make_sign(const OpSpec& spec, Outputs) {
+  // Zero and NaN map to themselves.
+  return numeric_unary(spec, [](auto x) {
+    using C = decltype(x);
+    return x > C(0) ? C(1) : (x < C(0) ? static_cast<C>(-1) : x);
+  });
+}
+
+KernelOrReason make_sigmoid(const OpSpec& spec, Outputs) {
+  return float_unary(spec, kTranscendentalCost, [](auto x) { return sigmoid_of(x); });
+}
+KernelOrReason make_tanh(const OpSpec& spec, Outputs) {
+  return float_unary(spec, kTranscendentalCost, [](auto x) { return tanh_of(x); });
+}
+KernelOrReason make_erf(const OpSpec& spec, Outputs) {
+  return float_unary(spec, kTranscendentalCost, [](auto x) { return erf_of(x); });
+}
+KernelOrReason make_exp(const OpSpec& spec, Outputs) {
+  return float_unary(spec, kTranscendentalCost, [](auto x) { return exp_of(x); });
+}
+
+// The rest use the C library.
+#define KILN_FLOAT_UNARY(factory, cost, expression)                                   \
+  KernelOrReason factory(const OpSpec& spec, Outputs) {                               \
+    return float_unary(spec, cost, [](auto x) -> decltype(x) { return expression; }); \
+  }
+
+KILN_FLOAT_UNARY(make_sqrt, kTranscendentalCost, std::sqrt(x))
+KILN_FLOAT_UNARY(make_log, kTranscendentalCost, std::log(x))
+KILN_FLOAT_UNARY(make_reciprocal, kCheapCost, 1 / x)
+KILN_FLOAT_UNARY(make_floor, kCheapCost, std::floor(x))
+KILN_FLOAT_UNARY(make_ceil, kCheapCost, std::ceil(x))
+KILN_FLOAT_UNARY(make_round, kCheapCost, std::nearbyint(x))  // default rounding mode: half to even
+KILN_FLOAT_UNARY(make_sin, kTranscendentalCost, std::sin(x))
+KILN_FLOAT_UNARY(make_cos, kTranscendentalCost, std::cos(x))
+KILN_FLOAT_UNARY(make_tan, kTranscendentalCost, std::tan(x))
+KILN_FLOAT_UNARY(make_asin, kTranscendentalCost, std::asin(x))
+KILN_FLOAT_UNARY(make_acos, kTranscendentalCost, std::acos(x))
+KILN_FLOAT_UNARY(make_atan, kTranscendentalCost, std::atan(x))
+KILN_FLOAT_UNARY(make_sinh, kTranscendentalCost, std::sinh(x))
+KILN_FLOAT_UNARY(make_cosh, kTranscendentalCost, std::cosh(x))
+KILN_FLOAT_UNARY(make_asinh, kTranscendentalCost, std::asinh(x))
+KILN_FLOAT_UNARY(make_acosh, kTranscendentalCost, std::acosh(x))
+KILN_FLOAT_UNARY(make_atanh, kTranscendentalCost, std::atanh(x))
+KILN_FLOAT_UNARY(make_softplus, kTranscendentalCost,
+                 x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)))  // never overflows
+KILN_FLOAT_UNARY(make_softsign, kCheapCost, x / (1 + std::fabs(x)))
+
+#undef KILN_FLOAT_UNARY
+
+KernelOrReason make_hard_swish(const OpSpec& spec, Outputs) {
+  return float_unary(spec, kCheapCost, [](auto x) -> decltype(x) {
+    using C = decltype(x);
+    return x * clamp_keep_nan<C>(x / C(6) + C(0.5), C(0), C(1));
+  });
+}
+
+KernelOrReason make_hard_sigmoid(const OpSpec& spec, Outputs) {
+  const double alpha = spec.attrs().get_float("alpha", 0.2f);
+  const double beta = spec.attrs().get_float("beta", 0.5f);
+  return float_unary(spec, kCheapCost, [alpha, beta](auto x) -> decltype(x) {
+    using C = decltype(x);
+    return clamp_keep_nan<C>(C(alpha) * x + C(beta), C(0), C(1));
+  });
+}
+
+KernelOrReason make_leaky_relu(const OpSpec& spec, Outputs) {
+  const double alpha = spec.attrs().get_float("alpha", 0.01f);
+  return float_unary(spec, kCheapCost, [alpha](auto x) -> decltype(x) {
+    using C = decltype(x);
+    return choose(x < C(0), C(alpha) * x, x);
+  });
+}
+
+KernelOrReason make_thresholded_relu(const OpSpec& spec, Outputs) {
+  const double alpha = spec.attrs().get_float("alpha", 1.0f);
+  return float_unary(spec, kCheapCost, [alpha](auto x) -> decltype(x) { return x > decltype(x)(alpha) ? x : 0; });
+}
+
+// expm1 keeps Elu, Selu and Celu accurate for small negative x, where e^x - 1 would cancel.
+KernelOrReason make_elu(const OpSpec& spec, Outputs) {
+  const double alpha = spec.attrs().get_float("alpha", 1.0f);
+  return float_unary(spec, kTranscendentalCost,
+                     [alpha](auto x) -> decltype(x) { return x >= 0 ? x : decltype(x)(alpha) * std::expm1(x); });
+}
+
+KernelOrReason make_selu(const OpSpec& spec, Outputs) {
+  // ONNX's defaults, as float32 values.
+  const double alpha = spec.attrs().get_float("alpha", 1.67326319217681884765625f);
+  const double gamma = spec.attrs().get_float("gamma", 1.05070102214813232421875f);
+  return float_unary(spec, kTranscendentalCost, [alpha, gamma](auto x) -> decltype(x) {
+    using C = decltype(x);
+    return C(gamma) * (x > 0 ? x : C(alpha) * std::expm1(x));
+  });
+}
+
+KernelOrReason make_celu(const OpSpec& spec, Outputs) {
+  const double alpha = spec.attrs().get_float("alpha", 1.0f);
+  return float_unary(spec, kTranscendentalCost, [alpha](auto x) -> decltype(x) {
+    using C = decltype(x);
+    return std::max(C(0), x) + std::min(C(0), C(alpha) * std::expm1(x / C(alpha)));
+  });
+}
+
+KernelOrReason make_shrink(const OpSpec& spec, Outputs) {
+  const double bias = spec.attrs().get_float("bias", 0.0f);
+  const double lambd = spec.attrs().get_float("lambd", 0.5f);
+  return numeric_unary(spec, [bias, lambd](auto x) {
+    using C = decltype(x);
+    // Integers are shrunk in double: the attributes are floats.
+    using Math = std::conditional_t<std::is_floating_point_v<C>, C, double>;
+    const Math v = static_cast<Math>(x);
+    const Math result = v < Math(-lambd) ? v + Math(bias) : (v > Math(lambd) ? v - Math(bias) : Math(0));
+    return static_cast<C>(result);
+  });
+}
+
+KernelOrReason make_not(const OpSpec& spec, Outputs) {
+  if (spec.input(0).dtype != DType::boolean) return unsupported_dtype(spec, spec.input(0).dtype);
+  return make_kernel("native:not", [](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+    // Bytes rather than bool so GCC vectorizes; a bool tensor holds 0 or 1.
+    const uint8_t* src = static_cast<const uint8_t*>(inputs[0].raw_data());
+    uint8_t* dst = static_cast<uint8_t*>(outputs[0].raw_data());
+    parallel_for(0, inputs[0].numel(), kCheapCost, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) dst[i] = src[i] ^ 1u;
+    });
+  });
+}
+
+KernelOrReason make_is_nan(const OpSpec& spec, Outputs) {
+  return float_predicate(spec, [](auto x) { return x != x; });
+}
+
+KernelOrReason make_is_inf(const OpSpec& spec, Outputs) {
+  const bool negative = spec.attrs().get_int("detect_negative", 1) != 0;
+  const bool positive = spec.attrs().get_int("detect_positive", 1) != 0;
+  return float_predicate(spec, [negative, positive](auto x) {
+    using C = decltype(x);
+    return (positive && x == std::numeric_limits<C>::infinity()) ||
+           (negative && x == -std::numeric_limits<C>::infinity());
+  });
+}
+
+// Clip's bounds are attributes before opset 11 and optional scalar inputs from 11 on; an absent
+// bound is the type's lowest/highest value. When min > max every element becomes max, as ONNX says.
+KernelOrReason make_clip(const OpSpec& spec, Outputs) {
+  const DType dtype = spec.input(0).dtype;
+  const bool bounds_are_attributes = spec.opset < 11;
+  const float min_attribute = spec.attrs().get_float("min", -std::numeric_limits<float>::infinity());
+  const float max_attribute = spec.attrs().get_float("max", std::numeric_limits<float>::infinity());
+  return visit_dtype(dtype, [&](auto tag) -> KernelOrReason {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    if constexpr (std::is_same_v<T, bool>) {
+      return unsupported_dtype(spec, dtype);
+    } else {
+      return make_kernel("native:clip", [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+        C low = std::numeric_limits<C>::lowest();
+        C high = std::numeric_limits<C>::max();
+        if (bounds_are_attributes) {
+          low = static_cast<C>(std::max<double>(min_attribute, static_cast<double>(low)));
+          high = static_cast<C>(std::min<double>(max_attribute, static_cast<double>(high)));
+        } else {
+          if (inputs.size() > 1 && inputs[1].defined()) low = to_compute(inputs[1].data<T>()[0]);
+          if (inputs.size() > 2 && inputs[2].defined()) high = to_compute(inputs[2].data<T>()[0]);
+        }
+        unary_loop<T>(inputs[0], outputs[0], kCheapCost, [low, high](C x) { return clamp_keep_nan(x, low, high); });
+      });
+    }
+  });
+}
+
+}  // namespace kiln::native::elementwise

@@ -1,0 +1,20 @@
+// MatMul's numpy semantics, shared by inference and kernels.
+#pragma once
+
+#include "ops/op_spec.h"
+
+namespace kiln {
+
+struct MatMulParams {
+  Shape a_batch;  // A's batch dims (after promoting a 1-D A to [1, K])
+  Shape b_batch;
+  Shape batch;    // broadcast batch dims
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+  Shape output;  // with the promoted dims of 1-D operands removed
+};
+
+MatMulParams matmul_params(const OpSpec& spec);
+
+}  // namespace kiln
