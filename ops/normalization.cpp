@@ -1,7 +1,76 @@
+// BatchNormalization (inference), LayerNormalization, InstanceNormalization.
+#include "core/error.h"
 #include "ops/op_schema.h"
 
 namespace kiln {
+namespace {
 
-std::span<const OpSchema> normalization_schemas() { return {}; }
+void expect_channel_vector(const OpSpec& spec, int input, int64_t channels, const char* what) {
+  expect_dtype(spec, input, spec.input(0).dtype);
+  KILN_CHECK(spec.input(input).shape == Shape{channels}, invalid_argument, spec.op_type, " ", what, " must have shape [",
+             channels, "], got ", shape_to_string(spec.input(input).shape));
+}
+
+std::vector<TensorInfo> infer_batch_norm(const OpSpec& spec) {
+  expect_inputs(spec, 5, 5);
+  expect_floating(spec, 0);
+  const Shape& x = spec.input(0).shape;
+  KILN_CHECK(x.size() >= 2, invalid_argument, "BatchNormalization input must have rank >= 2, got ", shape_to_string(x));
+  if (spec.opset >= 14) {
+    KILN_CHECK(spec.attrs().get_int("training_mode", 0) == 0, not_implemented,
+               "BatchNormalization in training mode is not supported (kiln runs inference)");
+  }
+  if (spec.opset < 9) {
+    KILN_CHECK(spec.attrs().get_int("spatial", 1) == 1, not_implemented,
+               "BatchNormalization with spatial=0 is not supported");
+  }
+  KILN_CHECK(spec.num_outputs == 1, not_implemented,
+             "BatchNormalization's running-statistics outputs exist only in training mode, which kiln does not run");
+  const char* names[] = {"scale", "B", "mean", "var"};
+  for (int i = 1; i < 5; ++i) expect_channel_vector(spec, i, x[1], names[i - 1]);
+  return {TensorInfo{spec.input(0).dtype, x, {}}};
+}
+
+std::vector<TensorInfo> infer_layer_norm(const OpSpec& spec) {
+  expect_inputs(spec, 2, 3);
+  expect_floating(spec, 0);
+  const Shape& x = spec.input(0).shape;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  const int64_t axis = normalize_axis(spec.attrs().get_int("axis", -1), rank, "LayerNormalization axis");
+  const Shape normalized(x.begin() + axis, x.end());
+  for (int i = 1; i < spec.num_inputs(); ++i) {
+    if (!spec.has_input(i)) continue;
+    expect_dtype(spec, i, spec.input(0).dtype);
+    KILN_CHECK(checked_numel(spec.input(i).shape) == checked_numel(normalized), invalid_argument,
+               "LayerNormalization ", i == 1 ? "Scale" : "B", " of shape ", shape_to_string(spec.input(i).shape),
+               " does not match the normalized dims ", shape_to_string(normalized));
+  }
+  std::vector<TensorInfo> outputs = {TensorInfo{spec.input(0).dtype, x, {}}};
+  Shape stats(x.begin(), x.begin() + axis);
+  stats.resize(x.size(), 1);
+  for (int i = 1; i < spec.num_outputs; ++i) outputs.push_back(TensorInfo{DType::f32, stats, {}});
+  return outputs;
+}
+
+std::vector<TensorInfo> infer_instance_norm(const OpSpec& spec) {
+  expect_inputs(spec, 3, 3);
+  expect_floating(spec, 0);
+  const Shape& x = spec.input(0).shape;
+  KILN_CHECK(x.size() >= 3, invalid_argument, "InstanceNormalization input must have rank >= 3, got ",
+             shape_to_string(x));
+  expect_channel_vector(spec, 1, x[1], "scale");
+  expect_channel_vector(spec, 2, x[1], "B");
+  return {TensorInfo{spec.input(0).dtype, x, {}}};
+}
+
+constexpr OpSchema kSchemas[] = {
+    {"BatchNormalization", infer_batch_norm},
+    {"LayerNormalization", infer_layer_norm, 17},
+    {"InstanceNormalization", infer_instance_norm},
+};
+
+}  // namespace
+
+std::span<const OpSchema> normalization_schemas() { return kSchemas; }
 
 }  // namespace kiln
