@@ -1,0 +1,40 @@
+"""Shared fixtures: the kiln binary, the exported-model cache, and the slow tier switch."""
+import os
+import pathlib
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def pytest_addoption(parser):
+    parser.addoption("--run-slow", action="store_true", help="also run tests marked slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--run-slow") or os.environ.get("KILN_SLOW") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow tier: use --run-slow or KILN_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def kiln_bin():
+    path = pathlib.Path(os.environ.get("KILN_BIN", REPO / "build" / "kiln"))
+    if not path.exists():
+        pytest.fail(f"kiln binary not found at {path}; build it or set KILN_BIN")
+    return path
+
+
+@pytest.fixture(scope="session")
+def model_cache():
+    path = pathlib.Path(os.environ.get("KILN_MODEL_CACHE", "/tmp/kiln-models"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def demo_model():
+    return REPO / "models" / "demo.onnx"
