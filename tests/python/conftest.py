@@ -11,6 +11,11 @@ def pytest_addoption(parser):
     parser.addoption("--run-slow", action="store_true", help="also run tests marked slow")
 
 
+def pytest_configure(config):
+    # Also registered in pytest.ini; repeated here so the marker is known under any rootdir/inifile.
+    config.addinivalue_line("markers", "slow: slow tier; runs only with --run-slow or KILN_SLOW=1")
+
+
 def pytest_collection_modifyitems(config, items):
     if config.getoption("--run-slow") or os.environ.get("KILN_SLOW") == "1":
         return

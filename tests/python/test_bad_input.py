@@ -1,11 +1,12 @@
 """Bad input never crashes kiln: each case exits non-zero with one clear `kiln: error:` line that
-names what was wrong. Run against the sanitizer build too (ctest --preset asan -L bad_input)."""
+names what was wrong. Run against the sanitizer build too (ctest --preset asan -L bad_input).
+
+The malformed models and inputs come from make_bad_models.py, written into pytest's tmp_path."""
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 import kiln_cli
+import make_bad_models as bad
 
 
 def expect_error(kiln_bin, *args, mentions=()):
@@ -20,86 +21,66 @@ def expect_error(kiln_bin, *args, mentions=()):
     return lines[0]
 
 
-def save(model, path):
-    onnx.save(model, str(path))
-    return path
-
-
-def relu_model(extra_nodes=(), initializers=(), op="Relu"):
-    """y = op(x) on x: float[1, 4]."""
-    nodes = [helper.make_node(op, ["x"], ["y"], name="the_node")] + list(extra_nodes)
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], list(initializers))
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-
-
 def test_missing_model_file(kiln_bin, tmp_path):
     expect_error(kiln_bin, "run", tmp_path / "nope.onnx", mentions=["nope.onnx"])
 
 
 def test_truncated_model(kiln_bin, demo_model, tmp_path):
-    data = demo_model.read_bytes()
-    path = tmp_path / "truncated.onnx"
-    path.write_bytes(data[: len(data) // 2])
-    expect_error(kiln_bin, "run", path, mentions=["truncated.onnx"])
+    expect_error(kiln_bin, "run", bad.truncated_model(tmp_path, demo_model), mentions=["truncated.onnx"])
 
 
 def test_random_bytes(kiln_bin, tmp_path):
-    path = tmp_path / "random.onnx"
-    path.write_bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes())
-    expect_error(kiln_bin, "run", path, mentions=["random.onnx"])
+    expect_error(kiln_bin, "run", bad.random_bytes(tmp_path), mentions=["random.onnx"])
 
 
 def test_protobuf_that_is_not_a_model(kiln_bin, tmp_path):
-    path = tmp_path / "tensor.onnx"
-    path.write_bytes(numpy_helper.from_array(np.ones((3, 3), np.float32), "t").SerializeToString())
-    expect_error(kiln_bin, "run", path, mentions=["not"])
+    expect_error(kiln_bin, "run", bad.tensor_proto(tmp_path), mentions=["tensor.onnx", "not"])
 
 
 def test_unknown_op_names_op_node_and_opset(kiln_bin, tmp_path):
-    path = save(relu_model(op="FrobnicateX"), tmp_path / "unknown.onnx")
-    expect_error(kiln_bin, "run", path, mentions=["FrobnicateX", "the_node", "opset 13"])
+    expect_error(kiln_bin, "run", bad.unknown_op(tmp_path),
+                 mentions=[bad.UNKNOWN_OP, bad.NODE_NAME, f"opset {bad.OPSET}"])
 
 
 def test_initializer_shorter_than_its_shape(kiln_bin, tmp_path):
-    weight = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[4], raw_data=np.ones(2, np.float32).tobytes())
-    model = relu_model(initializers=[weight])
-    model.graph.node[0].op_type = "Add"
-    model.graph.node[0].input.append("w")
-    expect_error(kiln_bin, "run", save(model, tmp_path / "short.onnx"), mentions=["'w'", "8 bytes", "expected 16"])
+    expect_error(kiln_bin, "run", bad.short_initializer(tmp_path),
+                 mentions=[f"'{bad.SHORT_INITIALIZER}'", "8 bytes", "expected 16"])
 
 
 def test_external_data_escaping_the_model_folder(kiln_bin, tmp_path):
-    (tmp_path / "outside.bin").write_bytes(np.ones(4, np.float32).tobytes())
-    folder = tmp_path / "model"
-    folder.mkdir()
-    weight = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[4], data_location=TensorProto.EXTERNAL)
-    entry = weight.external_data.add()
-    entry.key, entry.value = "location", "../outside.bin"
-    model = relu_model(initializers=[weight])
-    model.graph.node[0].op_type = "Add"
-    model.graph.node[0].input.append("w")
-    expect_error(kiln_bin, "run", save(model, folder / "escape.onnx"), mentions=["../outside.bin", "escapes"])
+    expect_error(kiln_bin, "run", bad.external_data_escaping(tmp_path),
+                 mentions=[f"'{bad.SHORT_INITIALIZER}'", "../outside.bin", "escapes"])
 
 
-@pytest.mark.parametrize("shape,mentions", [((64, 64), ["'input'", "rank 4"]),
-                                            ((1, 4, 64, 64), ["'input'", "[batch, 3, 64, 64]"])])
-def test_input_with_wrong_rank_or_shape(kiln_bin, demo_model, tmp_path, shape, mentions):
-    path = tmp_path / "x.npy"
-    np.save(path, np.zeros(shape, np.float32))
-    expect_error(kiln_bin, "run", demo_model, "--input", f"input={path}", mentions=mentions)
+def test_external_data_at_an_absolute_path(kiln_bin, tmp_path):
+    expect_error(kiln_bin, "run", bad.external_data_absolute(tmp_path),
+                 mentions=[f"'{bad.SHORT_INITIALIZER}'", "absolute.bin"])
+
+
+def test_external_data_file_missing(kiln_bin, tmp_path):
+    expect_error(kiln_bin, "run", bad.external_data_missing(tmp_path),
+                 mentions=[f"'{bad.SHORT_INITIALIZER}'", "missing.bin"])
+
+
+@pytest.mark.parametrize("make,mentions", [(bad.wrong_rank_input, ["'input'", "rank 4"]),
+                                           (bad.wrong_shape_input, ["'input'", "[batch, 3, 64, 64]", "[1, 4, 64, 64]"])],
+                         ids=["rank", "shape"])
+def test_input_with_wrong_rank_or_shape(kiln_bin, demo_model, tmp_path, make, mentions):
+    expect_error(kiln_bin, "run", demo_model, "--input", f"input={make(tmp_path)}", mentions=mentions)
 
 
 def test_input_with_wrong_dtype(kiln_bin, demo_model, tmp_path):
-    path = tmp_path / "x.npy"
-    np.save(path, np.zeros((1, 3, 64, 64), np.float64))
-    expect_error(kiln_bin, "run", demo_model, "--input", f"input={path}", mentions=["'input'", "float32", "float64"])
+    expect_error(kiln_bin, "run", demo_model, "--input", f"input={bad.wrong_dtype_input(tmp_path)}",
+                 mentions=["'input'", "float32", "float64"])
 
 
 def test_unknown_input_name(kiln_bin, demo_model, tmp_path):
-    path = tmp_path / "x.npy"
-    np.save(path, np.zeros((1, 3, 64, 64), np.float32))
-    expect_error(kiln_bin, "run", demo_model, "--input", f"nosuch={path}", mentions=["'nosuch'", "'input'"])
+    expect_error(kiln_bin, "run", demo_model, "--input", f"nosuch={bad.good_input(tmp_path)}",
+                 mentions=["'nosuch'", "'input'"])
+
+
+def test_input_binding_without_equals(kiln_bin, demo_model):
+    expect_error(kiln_bin, "run", demo_model, "--input", "input", mentions=["NAME=FILE.npy"])
 
 
 def test_unknown_option(kiln_bin, demo_model):
@@ -111,13 +92,12 @@ def test_bad_thread_count(kiln_bin, demo_model):
 
 
 def test_malformed_npy(kiln_bin, demo_model, tmp_path):
-    path = tmp_path / "x.npy"
-    path.write_bytes(b"definitely not numpy")
-    expect_error(kiln_bin, "run", demo_model, "--input", f"input={path}", mentions=["x.npy"])
+    expect_error(kiln_bin, "run", demo_model, "--input", f"input={bad.malformed_npy(tmp_path)}",
+                 mentions=["malformed.npy"])
 
 
 def test_demo_model_runs(kiln_bin, demo_model, tmp_path):
-    result = kiln_cli.run(kiln_bin, "run", demo_model, "--output-dir", tmp_path)
+    result = kiln_cli.run(kiln_bin, "run", demo_model, "--output-dir", tmp_path)  # input: seeded random data
     assert result.returncode == 0, result.stderr
     assert "logits: float32 [1, 10]" in result.stdout
     assert np.load(tmp_path / "logits.npy").shape == (1, 10)
