@@ -1,16 +1,16 @@
 // ONNX ModelProto -> kiln Model. Every field read from the file is validated here or in
-// tensor_from_proto before it is used; graph-level consistency (names, order) is the planner's job.
+// tensor_proto.cpp before it is used; graph-level consistency (names, order, op semantics) is the
+// planner's job.
 #include "graph/onnx_import.h"
 
 #include <onnx/onnx_pb.h>  // defines ONNX_API, then includes onnx-ml.pb.h
 
-#include <cstring>
-#include <fstream>
 #include <limits>
 #include <set>
+#include <string>
 
 #include "core/error.h"
-#include "ops/onnx_dtype.h"
+#include "graph/tensor_proto.h"
 
 namespace kiln {
 namespace {
@@ -20,24 +20,28 @@ namespace fs = std::filesystem;
 // Nested graphs (If/Loop bodies) deeper than this are rejected: real models nest a few levels, and
 // unbounded recursion would let a file overflow the stack.
 constexpr int kMaxGraphDepth = 32;
-// protobuf parses at most 2 GiB from one buffer; larger models must keep weights in external data.
-constexpr size_t kMaxModelBytes = static_cast<size_t>(std::numeric_limits<int>::max());
 
-bool is_default_domain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
+bool is_default_domain(const std::string& domain) {
+  return domain.empty() || domain == "ai.onnx";
+}
 
 class Importer {
  public:
   explicit Importer(fs::path model_dir) : model_dir_(std::move(model_dir)) {}
 
+  // depth 0 is the main graph; subgraphs (attributes of If, Loop, Scan) are 1 and deeper.
   Graph convert_graph(const onnx::GraphProto& proto, int depth) {
-    KILN_CHECK(depth <= kMaxGraphDepth, invalid_model, "graphs are nested more than ", kMaxGraphDepth, " levels deep");
+    KILN_CHECK(depth <= kMaxGraphDepth, invalid_model, "graphs are nested more than ", kMaxGraphDepth,
+               " levels deep");
     Graph graph;
     graph.name = proto.name();
-    KILN_CHECK(proto.sparse_initializer_size() == 0, not_implemented, "sparse initializers are not supported");
-    for (const onnx::TensorProto& initializer : proto.initializer()) {
-      KILN_CHECK(!initializer.name().empty(), invalid_model, "an initializer has no name");
-      Tensor tensor = with_context(str_cat("initializer '", initializer.name(), "'"),
-                                   [&] { return tensor_from_proto(initializer, model_dir_); });
+    KILN_CHECK(proto.sparse_initializer_size() == 0, not_implemented,
+               "sparse initializers are not supported ('", proto.sparse_initializer(0).values().name(), "')");
+    for (int i = 0; i < proto.initializer_size(); ++i) {
+      const onnx::TensorProto& initializer = proto.initializer(i);
+      KILN_CHECK(!initializer.name().empty(), invalid_model, "initializer #", i, " has no name");
+      Tensor tensor = tensor_from_proto_labeled(initializer, model_dir_,
+                                                str_cat("initializer '", initializer.name(), "'"));
       KILN_CHECK(graph.initializers.emplace(initializer.name(), std::move(tensor)).second, invalid_model,
                  "initializer '", initializer.name(), "' is defined twice");
     }
@@ -46,7 +50,8 @@ class Importer {
       KILN_CHECK(!input.name().empty(), invalid_model, "a graph input has no name");
       KILN_CHECK(input_names.insert(input.name()).second, invalid_model, "graph input '", input.name(),
                  "' is declared twice");
-      // Older exporters list initializers as inputs too; those are constants, not caller inputs.
+      // Older exporters (IR < 4) list every initializer as an input too; those are constants that
+      // the caller does not feed.
       if (graph.initializers.count(input.name())) continue;
       graph.inputs.push_back(convert_value_info(input, "graph input", depth));
     }
@@ -55,8 +60,12 @@ class Importer {
       graph.outputs.push_back(convert_value_info(output, "graph output", depth));
     }
     for (const onnx::ValueInfoProto& info : proto.value_info()) {
-      // value_info is only a hint: skip entries kiln cannot represent instead of failing the model.
-      if (info.type().has_tensor_type()) graph.value_info.push_back(convert_value_info(info, "value_info", depth));
+      // value_info is only a hint for intermediate values: entries kiln cannot represent (sequences,
+      // maps, unsupported element types) are skipped; the nodes that produce them will be rejected
+      // by the planner with a clearer message. Malformed entries (negative dims) still fail.
+      if (!info.type().has_tensor_type() || !is_supported_elem_type(info.type().tensor_type().elem_type()))
+        continue;
+      graph.value_info.push_back(convert_value_info(info, "value_info", depth));
     }
     graph.nodes.reserve(static_cast<size_t>(proto.node_size()));
     for (int i = 0; i < proto.node_size(); ++i) graph.nodes.push_back(convert_node(proto.node(i), i, depth));
@@ -64,24 +73,35 @@ class Importer {
   }
 
  private:
-  // Inputs and outputs of nested graphs (Loop bodies) may leave their type to inference.
+  static bool is_supported_elem_type(int32_t code) {
+    try {
+      checked_dtype_from_onnx(code);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }
+
   ValueInfo convert_value_info(const onnx::ValueInfoProto& proto, const char* role, int depth) {
     return with_context(str_cat(role, " '", proto.name(), "'"), [&] {
       ValueInfo info;
       info.name = proto.name();
+      // Subgraph inputs and outputs (Loop bodies) may leave their type to inference.
       if (!proto.has_type() && depth > 0) return info;
       KILN_CHECK(proto.has_type(), invalid_model, "has no type");
-      KILN_CHECK(proto.type().has_tensor_type(), not_implemented,
-                 "is not a tensor (sequence, map and optional values are not supported)");
+      KILN_CHECK(proto.type().has_tensor_type(), not_implemented, "is ", type_kind(proto.type()),
+                 ", not a tensor; kiln supports only tensor values");
       const onnx::TypeProto_Tensor& tensor_type = proto.type().tensor_type();
-      info.dtype = dtype_from_onnx(tensor_type.elem_type());
-      KILN_CHECK(info.dtype != DType::undefined, not_implemented, "has element type ",
-                 onnx_dtype_name(tensor_type.elem_type()), " (", tensor_type.elem_type(), "), which kiln does not support");
+      if (depth == 0 || tensor_type.elem_type() != onnx::TensorProto_DataType_UNDEFINED) {
+        info.dtype = checked_dtype_from_onnx(tensor_type.elem_type());
+      }
       info.has_shape = tensor_type.has_shape();
-      for (const onnx::TensorShapeProto_Dimension& dim : tensor_type.shape().dim()) {
-        Dim converted;
+      for (int i = 0; i < tensor_type.shape().dim_size(); ++i) {
+        const onnx::TensorShapeProto_Dimension& dim = tensor_type.shape().dim(i);
+        Dim converted;  // neither value nor symbol: unknown
         if (dim.has_dim_value()) {
-          KILN_CHECK(dim.dim_value() >= 0, invalid_model, "has negative dimension ", dim.dim_value());
+          KILN_CHECK(dim.dim_value() >= 0, invalid_model, "has negative dimension ", dim.dim_value(),
+                     " at axis ", i);
           converted.value = dim.dim_value();
         } else if (dim.has_dim_param()) {
           converted.symbol = dim.dim_param();
@@ -90,6 +110,15 @@ class Importer {
       }
       return info;
     });
+  }
+
+  static const char* type_kind(const onnx::TypeProto& type) {
+    if (type.has_sequence_type()) return "a sequence";
+    if (type.has_map_type()) return "a map";
+    if (type.has_optional_type()) return "an optional";
+    if (type.has_sparse_tensor_type()) return "a sparse tensor";
+    if (type.has_opaque_type()) return "an opaque value";
+    return "a value of unknown type";
   }
 
   Node convert_node(const onnx::NodeProto& proto, int index, int depth) {
@@ -105,17 +134,17 @@ class Importer {
         KILN_CHECK(!attribute.name().empty(), invalid_model, "has an attribute without a name");
         KILN_CHECK(!node.attributes.has(attribute.name()), invalid_model, "attribute '", attribute.name(),
                    "' is given twice");
-        node.attributes.set(attribute.name(), with_context(str_cat("attribute '", attribute.name(), "'"), [&] {
-                              return convert_attribute(attribute, depth);
-                            }));
+        node.attributes.set(attribute.name(),
+                            with_context(str_cat("attribute '", attribute.name(), "'"),
+                                         [&] { return convert_attribute(attribute, depth); }));
       }
       return node;
     });
   }
 
   Attribute convert_attribute(const onnx::AttributeProto& proto, int depth) {
-    KILN_CHECK(proto.ref_attr_name().empty(), invalid_model, "refers to a function attribute ('",
-               proto.ref_attr_name(), "') outside a function");
+    KILN_CHECK(proto.ref_attr_name().empty(), invalid_model, "refers to function attribute '",
+               proto.ref_attr_name(), "', which only a function body may do");
     Attribute attribute;
     switch (proto.type()) {
       case onnx::AttributeProto_AttributeType_FLOAT:
@@ -132,11 +161,12 @@ class Importer {
         break;
       case onnx::AttributeProto_AttributeType_TENSOR:
         attribute.type = Attribute::Type::t;
-        attribute.t = tensor_from_proto(proto.t(), model_dir_);
+        attribute.t =
+            tensor_from_proto_labeled(proto.t(), model_dir_, "");  // the context names the attribute
         break;
       case onnx::AttributeProto_AttributeType_GRAPH:
         attribute.type = Attribute::Type::g;
-        attribute.g = std::make_shared<const Graph>(convert_graph(proto.g(), depth + 1));
+        attribute.g = std::make_shared<const Graph>(convert_subgraph(proto.g(), depth));
         break;
       case onnx::AttributeProto_AttributeType_FLOATS:
         attribute.type = Attribute::Type::floats;
@@ -152,62 +182,86 @@ class Importer {
         break;
       case onnx::AttributeProto_AttributeType_TENSORS:
         attribute.type = Attribute::Type::tensors;
-        for (const onnx::TensorProto& tensor : proto.tensors()) {
-          attribute.tensors.push_back(tensor_from_proto(tensor, model_dir_));
+        for (int i = 0; i < proto.tensors_size(); ++i) {
+          attribute.tensors.push_back(
+              tensor_from_proto_labeled(proto.tensors(i), model_dir_, str_cat("tensor #", i)));
         }
         break;
       case onnx::AttributeProto_AttributeType_GRAPHS:
         attribute.type = Attribute::Type::graphs;
-        for (const onnx::GraphProto& graph : proto.graphs()) {
-          attribute.graphs.push_back(std::make_shared<const Graph>(convert_graph(graph, depth + 1)));
+        for (int i = 0; i < proto.graphs_size(); ++i) {
+          attribute.graphs.push_back(std::make_shared<const Graph>(
+              with_context(str_cat("graph #", i), [&] { return convert_subgraph(proto.graphs(i), depth); })));
         }
         break;
+      case onnx::AttributeProto_AttributeType_SPARSE_TENSOR:
+      case onnx::AttributeProto_AttributeType_SPARSE_TENSORS:
+      case onnx::AttributeProto_AttributeType_TYPE_PROTO:
+      case onnx::AttributeProto_AttributeType_TYPE_PROTOS:
+        fail(ErrorKind::not_implemented, "has type ", onnx::AttributeProto_AttributeType_Name(proto.type()),
+             ", which kiln does not support");
       default:
-        fail(ErrorKind::invalid_model, "has undefined or unsupported attribute type ", static_cast<int>(proto.type()));
+        // protobuf maps type codes it does not know to UNDEFINED as well.
+        fail(ErrorKind::invalid_model, "has no valid type (",
+             onnx::AttributeProto_AttributeType_Name(proto.type()), ")");
     }
     return attribute;
+  }
+
+  Graph convert_subgraph(const onnx::GraphProto& proto, int depth) {
+    return with_context(str_cat("subgraph '", proto.name(), "'"),
+                        [&] { return convert_graph(proto, depth + 1); });
   }
 
   fs::path model_dir_;
 };
 
-}  // namespace
-
-Model parse_onnx_model(std::span<const uint8_t> bytes, const fs::path& model_dir) {
-  KILN_CHECK(bytes.size() <= kMaxModelBytes, not_implemented, "models over 2 GiB must keep their weights in "
-             "external data files");
+// `source` names the bytes in messages: "'model.onnx'" or "the model data".
+Model parse_model(std::span<const uint8_t> bytes, const fs::path& model_dir, const std::string& source) {
+  KILN_CHECK(
+      bytes.size() <= static_cast<size_t>(std::numeric_limits<int>::max()), not_implemented, source,
+      " is larger than 2 GiB, more than protobuf can parse (large weights belong in external data files)");
   onnx::ModelProto proto;
-  KILN_CHECK(proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())), invalid_model,
-             "not a valid ONNX model (protobuf parse failed: truncated or not a model file)");
-  KILN_CHECK(proto.ir_version() > 0, invalid_model, "not an ONNX model (no ir_version)");
-  KILN_CHECK(proto.has_graph(), invalid_model, "not an ONNX model (it has no graph)");
-  KILN_CHECK(proto.opset_import_size() > 0, invalid_model, "the model imports no opset");
+  KILN_CHECK(proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())), invalid_model, source,
+             " is not a valid ONNX model (protobuf parse failed)");
+  // Any byte string that happens to parse (another message type, a few stray bytes) lacks these.
+  KILN_CHECK(proto.has_graph(), invalid_model, source, " is not an ONNX model: it has no graph");
+  KILN_CHECK(proto.ir_version() > 0, invalid_model, source, " is not an ONNX model: its ir_version is ",
+             proto.ir_version());
+  KILN_CHECK(proto.opset_import_size() > 0, invalid_model, source,
+             " is not an ONNX model: it imports no opset");
 
   Model model;
   model.ir_version = proto.ir_version();
-  model.producer = str_cat(proto.producer_name(), proto.producer_version().empty() ? "" : " ",
-                           proto.producer_version());
+  model.producer =
+      str_cat(proto.producer_name(), proto.producer_version().empty() ? "" : " ", proto.producer_version());
   for (const onnx::OperatorSetIdProto& opset : proto.opset_import()) {
     const std::string domain = is_default_domain(opset.domain()) ? "" : opset.domain();
-    model.opsets[domain] = opset.version();
+    const auto [it, added] = model.opsets.emplace(domain, opset.version());
+    KILN_CHECK(added || it->second == opset.version(), invalid_model, source, " imports opset domain '",
+               opset.domain(), "' twice, as versions ", it->second, " and ", opset.version());
   }
-  const int64_t opset = model.default_opset();
-  KILN_CHECK(model.opsets.count("") == 0 || (opset >= kMinOpset && opset <= kMaxOpset), not_implemented,
-             "the model uses ONNX opset ", opset, "; kiln supports opsets ", kMinOpset, " to ", kMaxOpset);
-  model.graph = Importer(model_dir).convert_graph(proto.graph(), 0);
+  // Nodes of other domains are left to the planner, which rejects them as unknown ops.
+  if (model.opsets.count("")) {
+    const int64_t opset = model.default_opset();
+    KILN_CHECK(opset >= kMinOpset && opset <= kMaxOpset, not_implemented, source, " uses ONNX opset ", opset,
+               "; kiln supports opsets ", kMinOpset, " to ", kMaxOpset);
+  }
+  model.graph = with_context(source, [&] { return Importer(model_dir).convert_graph(proto.graph(), 0); });
   return model;
 }
 
+}  // namespace
+
+Model parse_onnx_model(std::span<const uint8_t> bytes, const fs::path& model_dir) {
+  return parse_model(bytes, model_dir, "the model data");
+}
+
 Model load_onnx_model(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file.good()) {
-    fail(ErrorKind::invalid_argument, "cannot open model file '", path.string(), "': ", std::strerror(errno));
-  }
-  KILN_CHECK(!fs::is_directory(path), invalid_argument, "model path '", path.string(), "' is a folder");
-  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  Model model = with_context(str_cat("'", path.string(), "'"), [&] {
-    return parse_onnx_model(bytes, path.has_parent_path() ? path.parent_path() : fs::path("."));
-  });
+  const std::string bytes = read_file_bytes(path, "model file");
+  const fs::path folder = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  Model model = parse_model(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), folder,
+                            str_cat("'", path.string(), "'"));
   model.path = path;
   return model;
 }
