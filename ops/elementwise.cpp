@@ -23,12 +23,18 @@ std::vector<TensorInfo> infer_float_unary(const OpSpec& spec) {
   return same_as_input(spec);
 }
 
-// Relu, Neg, Abs, Sign also take signed integers.
+// Relu, Neg, Abs, Sign and Shrink also take integers.
 std::vector<TensorInfo> infer_numeric_unary(const OpSpec& spec) {
   expect_inputs(spec, 1, 1);
   KILN_CHECK(is_numeric(spec.input(0).dtype), type_mismatch, spec.op_type, " input must be numeric, got ",
              dtype_name(spec.input(0).dtype));
   return same_as_input(spec);
+}
+
+std::vector<TensorInfo> infer_float_predicate(const OpSpec& spec) {
+  expect_inputs(spec, 1, 1);
+  expect_floating(spec, 0);
+  return {TensorInfo{DType::boolean, spec.input(0).shape, {}}};
 }
 
 std::vector<TensorInfo> infer_not(const OpSpec& spec) {
@@ -81,10 +87,11 @@ std::vector<TensorInfo> infer_variadic(const OpSpec& spec) {
 
 std::vector<TensorInfo> infer_pow(const OpSpec& spec) {
   expect_inputs(spec, 2, 2);
-  for (int i = 0; i < 2; ++i) {
-    KILN_CHECK(is_numeric(spec.input(i).dtype), type_mismatch, "Pow input ", i, " must be numeric, got ",
-               dtype_name(spec.input(i).dtype));
-  }
+  const DType base = spec.input(0).dtype;
+  KILN_CHECK(is_floating(base) || base == DType::i32 || base == DType::i64, type_mismatch,
+             "Pow base (input 0) must be a float, int32 or int64 tensor, got ", dtype_name(base));
+  KILN_CHECK(is_numeric(spec.input(1).dtype), type_mismatch, "Pow exponent (input 1) must be numeric, got ",
+             dtype_name(spec.input(1).dtype));
   return {TensorInfo{spec.input(0).dtype, broadcast_all_inputs(spec), {}}};
 }
 
@@ -180,7 +187,10 @@ constexpr OpSchema kSchemas[] = {
     {"HardSigmoid", infer_float_unary},
     {"HardSwish", infer_float_unary, 14},
     {"ThresholdedRelu", infer_float_unary, 10},
+    {"Shrink", infer_numeric_unary, 9},
     {"Not", infer_not},
+    {"IsNaN", infer_float_predicate, 9},
+    {"IsInf", infer_float_predicate, 10},
     {"Clip", infer_clip},
     {"Add", infer_arithmetic},
     {"Sub", infer_arithmetic},

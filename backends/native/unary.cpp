@@ -17,8 +17,9 @@ namespace {
 // ---- vectorizable float math -------------------------------------------------------------------
 // Branch-free (see select()), so GCC vectorizes loops calling them: every case is computed and the
 // right one selected.
-// Coefficients are minimax-style fits (Lawson's weighted least squares) of the stated functions;
-// the unit tests check every op against the C library.
+// Coefficients are minimax-style fits (Lawson's weighted least squares) of the stated functions.
+// Measured against double over every 7th float bit pattern: exp 0.97 ulp, sigmoid 2.3, tanh 1.3,
+// erf 2.6; the unit tests hold them to 1, 3, 2 and 3.
 
 // e^x within about 1 ulp. x = n ln2 + r with |r| <= ln2/2, e^r = 1 + r + r^2 G(r) with G of degree
 // 4, and 2^n written into exponent bits in two halves, so results in the subnormal range are right.
@@ -52,7 +53,12 @@ inline float fast_exp(float x) {
   return select(x != x, x, result);
 }
 
-inline float fast_sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
+// 1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) below, so e^-|x| never overflows and tiny results
+// keep their precision.
+inline float fast_sigmoid(float x) {
+  const float e = fast_exp(-std::fabs(x));
+  return select(x >= 0.0f, 1.0f, e) / (1.0f + e);
+}
 
 // tanh: an odd polynomial near 0, where 1 - 2 / (e^2|x| + 1) would cancel.
 inline float fast_tanh(float x) {
