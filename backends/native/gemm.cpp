@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
 #include <new>
 
 #include "runtime/parallel.h"
@@ -10,100 +9,126 @@
 namespace kiln::native {
 namespace {
 
-// Register block: kMr rows of A times kNr columns of B stay in 16 vector accumulators on AVX-512.
-constexpr int64_t kMr = 8;
-constexpr int64_t kNr = 32;
-// Cache blocks: a kKc x kNr panel of B (32 KB) fits L1, a kMc x kKc panel of A L2, kKc x kNc of B L3.
+// Cache blocking. A packed K block of one B sliver (kKc x nr floats, 32 KB for nr = 32) stays in L1
+// while the A slivers of a row block (kMcTarget x kKc, under 100 KB) stream from L2; one task's B
+// panel (kKc x kTaskColumns, 256 KB) stays in L2 while the task walks its row blocks.
 constexpr int64_t kKc = 256;
-constexpr int64_t kMc = 96;
-constexpr int64_t kNc = 3072;
-// Columns of B one parallel task covers (a multiple of kNr), so narrow matrices still split.
-constexpr int64_t kTaskColumns = 8 * kNr;
+constexpr int64_t kMcTarget = 96;
+constexpr int64_t kTaskColumns = 256;
+constexpr size_t kAlignment = 64;
 
-using Vec16 = float __attribute__((vector_size(64)));  // lowered to 1 zmm, 2 ymm or 4 xmm
+using Vec16 = float __attribute__((vector_size(64)));  // one zmm (AVX-512)
+using Vec8 = float __attribute__((vector_size(32)));   // one ymm (AVX2)
+using Vec4 = float __attribute__((vector_size(16)));   // one xmm (SSE2, baseline x86-64)
 
-struct AlignedBuffer {
-  explicit AlignedBuffer(size_t count)
-      : data(static_cast<float*>(::operator new(count * sizeof(float), std::align_val_t{64}))) {}
-  ~AlignedBuffer() { ::operator delete(data, std::align_val_t{64}); }
-  AlignedBuffer(const AlignedBuffer&) = delete;
-  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  float* data;
-};
+int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+int64_t ceil_div(int64_t value, int64_t divisor) { return (value + divisor - 1) / divisor; }
 
-// acc[kMr][kNr] = sum_k a_panel[k][0..kMr) * b_panel[k][0..kNr), then written to C:
-// C = alpha * acc + beta * C over the valid rows/cols. Compiled once per ISA below.
-__attribute__((always_inline)) inline void micro_kernel_body(int64_t kc, const float* __restrict a_panel,
-                                                             const float* __restrict b_panel, float* __restrict c,
-                                                             int64_t ldc, int64_t rows, int64_t cols, float alpha,
-                                                             float beta) {
-  Vec16 acc[kMr][2] = {};
+// ---- micro-kernel ------------------------------------------------------------------------------
+
+// acc[kMr][nr] = sum_p a[p][0..kMr) * b[p][0..nr) over one packed K block, nr = 2 vectors, then
+// C = alpha * acc + bias[i] + beta * C over the valid `rows` x `cols` corner. The accumulators are
+// a fixed-size array of GCC vectors so they live in registers: kMr * 2 of them plus two B vectors
+// and one broadcast A value must fit the ISA's register file (32 zmm, 16 ymm, 16 xmm).
+template <typename Vec, int64_t kMr>
+[[gnu::always_inline]] inline void micro_kernel_body(int64_t kc, const float* __restrict a, const float* __restrict b,
+                                                     float* __restrict c, int64_t ldc, int64_t rows, int64_t cols,
+                                                     float alpha, float beta, const float* __restrict bias) {
+  constexpr int64_t kLanes = sizeof(Vec) / sizeof(float);
+  constexpr int64_t kNr = 2 * kLanes;
+  Vec acc[kMr][2];
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = Vec{};
   for (int64_t p = 0; p < kc; ++p) {
-    Vec16 b0, b1;
-    std::memcpy(&b0, b_panel + p * kNr, sizeof(Vec16));
-    std::memcpy(&b1, b_panel + p * kNr + 16, sizeof(Vec16));
-#pragma GCC unroll 8
+    Vec b0, b1;
+    std::memcpy(&b0, b + p * kNr, sizeof(Vec));
+    std::memcpy(&b1, b + p * kNr + kLanes, sizeof(Vec));
+#pragma GCC unroll 16
     for (int64_t i = 0; i < kMr; ++i) {
-      const float a = a_panel[p * kMr + i];
-      acc[i][0] += a * b0;
-      acc[i][1] += a * b1;
+      const float a_value = a[p * kMr + i];
+      acc[i][0] += a_value * b0;
+      acc[i][1] += a_value * b1;
     }
   }
-  alignas(64) float tile[kMr][kNr];
+  if (rows == kMr && cols == kNr) {
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < kMr; ++i) {
+      float* row = c + i * ldc;
+      Vec out0 = alpha * acc[i][0];
+      Vec out1 = alpha * acc[i][1];
+      if (bias != nullptr) {
+        out0 += bias[i];
+        out1 += bias[i];
+      }
+      if (beta != 0.0f) {
+        Vec old0, old1;
+        std::memcpy(&old0, row, sizeof(Vec));
+        std::memcpy(&old1, row + kLanes, sizeof(Vec));
+        out0 += beta * old0;
+        out1 += beta * old1;
+      }
+      std::memcpy(row, &out0, sizeof(Vec));
+      std::memcpy(row + kLanes, &out1, sizeof(Vec));
+    }
+    return;
+  }
+  // An edge tile: go through memory and write only the valid corner.
+  alignas(kAlignment) float tile[kMr][kNr];
   for (int64_t i = 0; i < kMr; ++i) {
-    std::memcpy(&tile[i][0], &acc[i][0], sizeof(Vec16));
-    std::memcpy(&tile[i][16], &acc[i][1], sizeof(Vec16));
+    std::memcpy(&tile[i][0], &acc[i][0], sizeof(Vec));
+    std::memcpy(&tile[i][kLanes], &acc[i][1], sizeof(Vec));
   }
   for (int64_t i = 0; i < rows; ++i) {
     float* row = c + i * ldc;
-    if (beta == 0.0f) {
-      for (int64_t j = 0; j < cols; ++j) row[j] = alpha * tile[i][j];
-    } else {
-      for (int64_t j = 0; j < cols; ++j) row[j] = alpha * tile[i][j] + beta * row[j];
+    const float row_bias = bias != nullptr ? bias[i] : 0.0f;
+    for (int64_t j = 0; j < cols; ++j) {
+      const float old = beta != 0.0f ? beta * row[j] : 0.0f;
+      row[j] = alpha * tile[i][j] + row_bias + old;
     }
   }
 }
 
-#define KILN_MICRO_KERNEL_PARAMETERS                                                                          \
-  int64_t kc, const float *__restrict a_panel, const float *__restrict b_panel, float *__restrict c, int64_t ldc, \
-      int64_t rows, int64_t cols, float alpha, float beta
-#define KILN_MICRO_KERNEL_ARGUMENTS kc, a_panel, b_panel, c, ldc, rows, cols, alpha, beta
+#define KILN_MICRO_KERNEL_PARAMETERS                                                                              \
+  int64_t kc, const float *__restrict a, const float *__restrict b, float *__restrict c, int64_t ldc, int64_t rows, \
+      int64_t cols, float alpha, float beta, const float *__restrict bias
+#define KILN_MICRO_KERNEL_ARGUMENTS kc, a, b, c, ldc, rows, cols, alpha, beta, bias
+
+// Register blocks per ISA: 8 x 32 on AVX-512 (16 zmm accumulators), 6 x 16 on AVX2 and 6 x 8 on
+// SSE2 (12 accumulators of their 16 registers).
+constexpr int64_t kMrAvx512 = 14;
+constexpr int64_t kMrAvx2 = 6;
+constexpr int64_t kMrBaseline = 6;
 
 __attribute__((target("avx512f,avx512vl,fma"))) void micro_kernel_avx512(KILN_MICRO_KERNEL_PARAMETERS) {
-  micro_kernel_body(KILN_MICRO_KERNEL_ARGUMENTS);
+  micro_kernel_body<Vec16, kMrAvx512>(KILN_MICRO_KERNEL_ARGUMENTS);
 }
 __attribute__((target("avx2,fma"))) void micro_kernel_avx2(KILN_MICRO_KERNEL_PARAMETERS) {
-  micro_kernel_body(KILN_MICRO_KERNEL_ARGUMENTS);
+  micro_kernel_body<Vec8, kMrAvx2>(KILN_MICRO_KERNEL_ARGUMENTS);
 }
-void micro_kernel_baseline(KILN_MICRO_KERNEL_PARAMETERS) { micro_kernel_body(KILN_MICRO_KERNEL_ARGUMENTS); }
+void micro_kernel_baseline(KILN_MICRO_KERNEL_PARAMETERS) {
+  micro_kernel_body<Vec4, kMrBaseline>(KILN_MICRO_KERNEL_ARGUMENTS);
+}
 
 using MicroKernel = void (*)(KILN_MICRO_KERNEL_PARAMETERS);
-
-// The widest variant this CPU runs, chosen once (the binary itself targets baseline x86-64).
-MicroKernel select_micro_kernel() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) return micro_kernel_avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return micro_kernel_avx2;
-  return micro_kernel_baseline;
-}
 
 #undef KILN_MICRO_KERNEL_PARAMETERS
 #undef KILN_MICRO_KERNEL_ARGUMENTS
 
-// Rows of C at or below which sgemm skips packing: with so few rows of A, packing B would cost as
-// much as the product, which is bandwidth-bound anyway (a Linear layer at batch 1).
-constexpr int64_t kSmallM = 4;
+// ---- small-m path ------------------------------------------------------------------------------
 
 // C[i, j0:j1] for small m: dot products against rows of B^T (transpose_b) or row updates with
 // rows of B, both reading B contiguously.
-__attribute__((always_inline)) inline void small_m_body(bool transpose_b, GemmShape shape, float alpha,
-                                                        const float* __restrict a, int64_t lda,
-                                                        const float* __restrict b, int64_t ldb, float beta,
-                                                        float* __restrict c, int64_t ldc, int64_t j0, int64_t j1) {
+[[gnu::always_inline]] inline void small_m_body(bool transpose_b, GemmShape shape, const float* __restrict a,
+                                                int64_t lda, const float* __restrict b, int64_t ldb,
+                                                float* __restrict c, int64_t ldc, const GemmEpilogue& epilogue,
+                                                int64_t j0, int64_t j1) {
   const int64_t k = shape.k;
+  const float alpha = epilogue.alpha;
+  const float beta = epilogue.beta;
   for (int64_t i = 0; i < shape.m; ++i) {
     const float* a_row = a + i * lda;
     float* c_row = c + i * ldc;
+    const float bias = epilogue.row_bias != nullptr ? epilogue.row_bias[i] : 0.0f;
     if (transpose_b) {
       for (int64_t j = j0; j < j1; ++j) {
         const float* b_row = b + j * ldb;
@@ -118,10 +143,10 @@ __attribute__((always_inline)) inline void small_m_body(bool transpose_b, GemmSh
         float sum = 0.0f;
         for (int lane = 0; lane < 16; ++lane) sum += acc[lane];
         for (; p < k; ++p) sum += a_row[p] * b_row[p];
-        c_row[j] = alpha * sum + (beta == 0.0f ? 0.0f : beta * c_row[j]);
+        c_row[j] = alpha * sum + bias + (beta == 0.0f ? 0.0f : beta * c_row[j]);
       }
     } else {
-      for (int64_t j = j0; j < j1; ++j) c_row[j] = beta == 0.0f ? 0.0f : beta * c_row[j];
+      for (int64_t j = j0; j < j1; ++j) c_row[j] = bias + (beta == 0.0f ? 0.0f : beta * c_row[j]);
       for (int64_t p = 0; p < k; ++p) {
         const float scale = alpha * a_row[p];
         const float* b_row = b + p * ldb;
@@ -131,10 +156,10 @@ __attribute__((always_inline)) inline void small_m_body(bool transpose_b, GemmSh
   }
 }
 
-#define KILN_SMALL_M_PARAMETERS                                                                              \
-  bool transpose_b, GemmShape shape, float alpha, const float *__restrict a, int64_t lda,                   \
-      const float *__restrict b, int64_t ldb, float beta, float *__restrict c, int64_t ldc, int64_t j0, int64_t j1
-#define KILN_SMALL_M_ARGUMENTS transpose_b, shape, alpha, a, lda, b, ldb, beta, c, ldc, j0, j1
+#define KILN_SMALL_M_PARAMETERS                                                                                 \
+  bool transpose_b, GemmShape shape, const float *__restrict a, int64_t lda, const float *__restrict b,        \
+      int64_t ldb, float *__restrict c, int64_t ldc, const GemmEpilogue &epilogue, int64_t j0, int64_t j1
+#define KILN_SMALL_M_ARGUMENTS transpose_b, shape, a, lda, b, ldb, c, ldc, epilogue, j0, j1
 
 __attribute__((target("avx512f,avx512vl,fma"))) void small_m_avx512(KILN_SMALL_M_PARAMETERS) {
   small_m_body(KILN_SMALL_M_ARGUMENTS);
@@ -144,119 +169,226 @@ void small_m_baseline(KILN_SMALL_M_PARAMETERS) { small_m_body(KILN_SMALL_M_ARGUM
 
 using SmallMKernel = void (*)(KILN_SMALL_M_PARAMETERS);
 
-SmallMKernel select_small_m_kernel() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) return small_m_avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return small_m_avx2;
-  return small_m_baseline;
-}
-
 #undef KILN_SMALL_M_PARAMETERS
 #undef KILN_SMALL_M_ARGUMENTS
 
-// Packs op(A)[i0 : i0+mc, p0 : p0+kc] into kMr-row slivers, zero-padded: dst[sliver][p][kMr].
-void pack_a(bool transpose, const float* a, int64_t lda, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* dst) {
-  for (int64_t s = 0; s < mc; s += kMr) {
-    const int64_t rows = std::min(kMr, mc - s);
-    for (int64_t p = 0; p < kc; ++p) {
-      float* out = dst + s * kc + p * kMr;
-      for (int64_t i = 0; i < rows; ++i) {
-        const int64_t row = i0 + s + i;
-        const int64_t col = p0 + p;
-        out[i] = transpose ? a[col * lda + row] : a[row * lda + col];
+// ---- dispatch ----------------------------------------------------------------------------------
+
+struct KernelSet {
+  const char* isa;
+  int64_t mr;
+  int64_t nr;
+  MicroKernel micro;
+  SmallMKernel small_m;
+};
+
+// The widest variant this CPU runs, chosen once (the binary itself targets baseline x86-64).
+const KernelSet& kernel_set() {
+  static const KernelSet chosen = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) {
+      return KernelSet{"avx512", kMrAvx512, 2 * 16, micro_kernel_avx512, small_m_avx512};
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+      return KernelSet{"avx2", kMrAvx2, 2 * 8, micro_kernel_avx2, small_m_avx2};
+    }
+    return KernelSet{"baseline", kMrBaseline, 2 * 4, micro_kernel_baseline, small_m_baseline};
+  }();
+  return chosen;
+}
+
+// ---- scratch memory ----------------------------------------------------------------------------
+
+// Grow-only, 64-byte aligned scratch owned by the calling thread, so repeated calls neither
+// allocate nor fault in fresh pages. Kernels stay stateless: each thread has its own.
+enum class ScratchSlot { packed_a, packed_b, count };
+
+struct AlignedDeleter {
+  void operator()(float* data) const { ::operator delete[](data, std::align_val_t{kAlignment}); }
+};
+
+float* aligned_floats(size_t count) {
+  return static_cast<float*>(::operator new[](count * sizeof(float), std::align_val_t{kAlignment}));
+}
+
+float* thread_scratch(ScratchSlot slot, size_t count) {
+  struct Buffer {
+    std::unique_ptr<float[], AlignedDeleter> data;
+    size_t size = 0;
+  };
+  thread_local Buffer buffers[static_cast<size_t>(ScratchSlot::count)];
+  Buffer& buffer = buffers[static_cast<size_t>(slot)];
+  if (buffer.size < count) {
+    buffer.data.reset();
+    buffer.data.reset(aligned_floats(count));
+    buffer.size = count;
+  }
+  return buffer.data.get();
+}
+
+// ---- packing -----------------------------------------------------------------------------------
+// Packed A: for each K block p0 (kKc deep, the last one shorter), round_up(m, mr) rows stored as
+// slivers of mr rows, each kc x mr with the rows of one k adjacent; rows past m are zero. The
+// block at p0 starts at p0 * round_up(m, mr), its sliver at row i at that plus i * kc.
+
+void pack_a_sliver(bool transpose, const float* a, int64_t lda, int64_t i0, int64_t rows, int64_t p0, int64_t kc,
+                   int64_t mr, float* dst) {
+  if (rows < mr) std::fill(dst, dst + kc * mr, 0.0f);
+  if (!transpose) {
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* src = a + (i0 + i) * lda + p0;
+      for (int64_t p = 0; p < kc; ++p) dst[p * mr + i] = src[p];
+    }
+  } else {
+    for (int64_t p = 0; p < kc; ++p) std::memcpy(dst + p * mr, a + (p0 + p) * lda + i0, rows * sizeof(float));
+  }
+}
+
+void pack_a(bool transpose, GemmShape shape, const float* a, int64_t lda, int64_t mr, float* dst) {
+  const int64_t padded_m = round_up(shape.m, mr);
+  const int64_t slivers = padded_m / mr;
+  const int64_t k_blocks = ceil_div(shape.k, kKc);
+  parallel_for(0, k_blocks * slivers, kKc * mr, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t p0 = task / slivers * kKc;
+      const int64_t i0 = task % slivers * mr;
+      const int64_t kc = std::min(kKc, shape.k - p0);
+      pack_a_sliver(transpose, a, lda, i0, std::min(mr, shape.m - i0), p0, kc, mr, dst + p0 * padded_m + i0 * kc);
+    }
+  });
+}
+
+// ---- driver ------------------------------------------------------------------------------------
+
+// C = epilogue(packed A x op(B)). Tasks are (column group of kTaskColumns) x (row block), numbered
+// group-major, so a thread's contiguous chunk packs each B panel it needs once per K block and
+// runs all its row blocks against it.
+void gemm_packed_a(const KernelSet& kernels, const float* packed_a, int64_t m, int64_t k, const PackedBSource& b,
+                   int64_t n, float* c, int64_t ldc, const GemmEpilogue& epilogue) {
+  const int64_t mr = kernels.mr;
+  const int64_t nr = kernels.nr;
+  const int64_t padded_m = round_up(m, mr);
+  const int64_t mc = std::max<int64_t>(mr, kMcTarget / mr * mr);
+  const int64_t row_blocks = ceil_div(m, mc);
+  const int64_t groups = ceil_div(n, kTaskColumns);
+  const int64_t task_cost = 2 * std::min(mc, m) * std::min(kTaskColumns, n) * k;
+  parallel_for(0, groups * row_blocks, task_cost, [&](int64_t begin, int64_t end) {
+    float* b_panel = thread_scratch(ScratchSlot::packed_b, static_cast<size_t>(kKc * kTaskColumns));
+    for (int64_t task = begin; task < end;) {
+      const int64_t group = task / row_blocks;
+      const int64_t block_begin = task % row_blocks;
+      const int64_t block_end = std::min(row_blocks, block_begin + (end - task));
+      task += block_end - block_begin;
+      const int64_t j0 = group * kTaskColumns;
+      const int64_t cols = std::min(kTaskColumns, n - j0);
+      const int64_t slivers = ceil_div(cols, nr);
+      for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+        const int64_t kc = std::min(kKc, k - p0);
+        b.pack(p0, kc, j0, cols, nr, b_panel);
+        // Only the first K block applies beta and the bias; later ones accumulate into C.
+        const bool first = p0 == 0;
+        const float beta = first ? epilogue.beta : 1.0f;
+        const float* bias = first ? epilogue.row_bias : nullptr;
+        const float* a_block = packed_a + p0 * padded_m;
+        for (int64_t block = block_begin; block < block_end; ++block) {
+          const int64_t i0 = block * mc;
+          const int64_t block_rows = std::min(mc, m - i0);
+          for (int64_t s = 0; s < slivers; ++s) {
+            const float* b_sliver = b_panel + s * kc * nr;
+            const int64_t j = j0 + s * nr;
+            const int64_t sliver_cols = std::min(nr, cols - s * nr);
+            for (int64_t r = 0; r < block_rows; r += mr) {
+              const int64_t row = i0 + r;
+              kernels.micro(kc, a_block + row * kc, b_sliver, c + row * ldc + j, ldc, std::min(mr, block_rows - r),
+                            sliver_cols, epilogue.alpha, beta, bias != nullptr ? bias + row : nullptr);
+            }
+          }
+        }
       }
-      for (int64_t i = rows; i < kMr; ++i) out[i] = 0.0f;
     }
-  }
+  });
 }
 
-// Packs op(B)[p0 : p0+kc, j0 : j0+nc] into kNr-column slivers, zero-padded: dst[sliver][p][kNr].
-void pack_b_sliver(bool transpose, const float* b, int64_t ldb, int64_t p0, int64_t kc, int64_t j0, int64_t cols,
-                   float* dst) {
-  for (int64_t p = 0; p < kc; ++p) {
-    float* out = dst + p * kNr;
-    if (!transpose) {
-      const float* src = b + (p0 + p) * ldb + j0;
-      std::memcpy(out, src, static_cast<size_t>(cols) * sizeof(float));
-    } else {
-      for (int64_t j = 0; j < cols; ++j) out[j] = b[(j0 + j) * ldb + p0 + p];
-    }
-    for (int64_t j = cols; j < kNr; ++j) out[j] = 0.0f;
-  }
-}
-
-void scale_c(GemmShape shape, float beta, float* c, int64_t ldc) {
-  for (int64_t i = 0; i < shape.m; ++i) {
+// C = row_bias + beta * C, for products with nothing to sum (k == 0 or alpha == 0).
+void apply_epilogue_only(int64_t m, int64_t n, float* c, int64_t ldc, const GemmEpilogue& epilogue) {
+  for (int64_t i = 0; i < m; ++i) {
     float* row = c + i * ldc;
-    if (beta == 0.0f) {
-      std::fill(row, row + shape.n, 0.0f);
-    } else {
-      for (int64_t j = 0; j < shape.n; ++j) row[j] *= beta;
-    }
+    const float bias = epilogue.row_bias != nullptr ? epilogue.row_bias[i] : 0.0f;
+    for (int64_t j = 0; j < n; ++j) row[j] = bias + (epilogue.beta == 0.0f ? 0.0f : epilogue.beta * row[j]);
   }
 }
 
 }  // namespace
 
-void sgemm(bool transpose_a, bool transpose_b, GemmShape shape, float alpha, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  const auto [m, n, k] = shape;
-  if (m == 0 || n == 0) return;
-  if (k == 0 || alpha == 0.0f) {
-    scale_c(shape, beta, c, ldc);
+void MatrixB::pack(int64_t p0, int64_t kc, int64_t j0, int64_t cols, int64_t nr, float* dst) const {
+  const int64_t slivers = ceil_div(cols, nr);
+  const int64_t tail = cols - (slivers - 1) * nr;  // valid columns of the last sliver
+  if (!transpose_) {
+    // Row by row, so B is read sequentially.
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* src = b_ + (p0 + p) * ldb_ + j0;
+      float* out = dst + p * nr;
+      for (int64_t s = 0; s + 1 < slivers; ++s) std::memcpy(out + s * kc * nr, src + s * nr, nr * sizeof(float));
+      float* last = out + (slivers - 1) * kc * nr;
+      std::memcpy(last, src + (slivers - 1) * nr, tail * sizeof(float));
+      std::fill(last + tail, last + nr, 0.0f);
+    }
     return;
   }
-  if (m <= kSmallM && !transpose_a) {
-    static const SmallMKernel small_m_kernel = select_small_m_kernel();
+  // Column j of op(B) is row j of B: read each one along k.
+  for (int64_t s = 0; s < slivers; ++s) {
+    float* out = dst + s * kc * nr;
+    const int64_t width = s + 1 < slivers ? nr : tail;
+    for (int64_t j = 0; j < width; ++j) {
+      const float* src = b_ + (j0 + s * nr + j) * ldb_ + p0;
+      for (int64_t p = 0; p < kc; ++p) out[p * nr + j] = src[p];
+    }
+    for (int64_t p = 0; p < kc && width < nr; ++p) std::fill(out + p * nr + width, out + (p + 1) * nr, 0.0f);
+  }
+}
+
+PackedA::PackedA(bool transpose, int64_t m, int64_t k, const float* a, int64_t lda) : m_(m), k_(k) {
+  const int64_t mr = kernel_set().mr;
+  const size_t count = static_cast<size_t>(std::max<int64_t>(1, round_up(m, mr) * k));
+  data_ = std::shared_ptr<float[]>(aligned_floats(count), AlignedDeleter{});
+  if (m > 0 && k > 0) pack_a(transpose, {m, 0, k}, a, lda, mr, data_.get());
+}
+
+void sgemm(bool transpose_a, bool transpose_b, GemmShape shape, const float* a, int64_t lda, const float* b,
+           int64_t ldb, float* c, int64_t ldc, const GemmEpilogue& epilogue) {
+  const auto [m, n, k] = shape;
+  if (m == 0 || n == 0) return;
+  if (k == 0 || epilogue.alpha == 0.0f) {
+    apply_epilogue_only(m, n, c, ldc, epilogue);
+    return;
+  }
+  const KernelSet& kernels = kernel_set();
+  if (m <= kGemmSmallRows && !transpose_a) {
     parallel_for(0, n, m * k, [&](int64_t j0, int64_t j1) {
-      small_m_kernel(transpose_b, shape, alpha, a, lda, b, ldb, beta, c, ldc, j0, j1);
+      kernels.small_m(transpose_b, shape, a, lda, b, ldb, c, ldc, epilogue, j0, j1);
     });
     return;
   }
-  static const MicroKernel micro_kernel = select_micro_kernel();
-  const int64_t nc_max = std::min(kNc, (n + kNr - 1) / kNr * kNr);
-  AlignedBuffer b_packed(static_cast<size_t>(std::min(kKc, k) * nc_max));
-  for (int64_t j0 = 0; j0 < n; j0 += kNc) {
-    const int64_t nc = std::min(kNc, n - j0);
-    const int64_t slivers = (nc + kNr - 1) / kNr;
-    for (int64_t p0 = 0; p0 < k; p0 += kKc) {
-      const int64_t kc = std::min(kKc, k - p0);
-      const float beta_here = p0 == 0 ? beta : 1.0f;  // later K blocks accumulate
-      parallel_for(0, slivers, kc * kNr, [&](int64_t begin, int64_t end) {
-        for (int64_t s = begin; s < end; ++s) {
-          pack_b_sliver(transpose_b, b, ldb, p0, kc, j0 + s * kNr, std::min(kNr, nc - s * kNr),
-                        b_packed.data + s * kc * kNr);
-        }
-      });
-      // Tasks: (row block of A) x (group of B slivers).
-      const int64_t row_blocks = (m + kMc - 1) / kMc;
-      const int64_t slivers_per_task = kTaskColumns / kNr;
-      const int64_t column_groups = (slivers + slivers_per_task - 1) / slivers_per_task;
-      parallel_for(0, row_blocks * column_groups, 2 * kMc * kc * kTaskColumns, [&](int64_t begin, int64_t end) {
-        AlignedBuffer a_packed(static_cast<size_t>(kMc * kc));
-        int64_t packed_block = -1;
-        for (int64_t task = begin; task < end; ++task) {
-          const int64_t block = task / column_groups;
-          const int64_t group = task % column_groups;
-          const int64_t i0 = block * kMc;
-          const int64_t mc = std::min(kMc, m - i0);
-          if (block != packed_block) {
-            pack_a(transpose_a, a, lda, i0, mc, p0, kc, a_packed.data);
-            packed_block = block;
-          }
-          const int64_t s_end = std::min(slivers, (group + 1) * slivers_per_task);
-          for (int64_t s = group * slivers_per_task; s < s_end; ++s) {
-            const int64_t j = j0 + s * kNr;
-            const int64_t cols = std::min(kNr, nc - s * kNr);
-            for (int64_t r = 0; r < mc; r += kMr) {
-              micro_kernel(kc, a_packed.data + r * kc, b_packed.data + s * kc * kNr, c + (i0 + r) * ldc + j, ldc,
-                           std::min(kMr, mc - r), cols, alpha, beta_here);
-            }
-          }
-        }
-      });
-    }
+  float* packed_a = thread_scratch(ScratchSlot::packed_a, static_cast<size_t>(round_up(m, kernels.mr) * k));
+  pack_a(transpose_a, shape, a, lda, kernels.mr, packed_a);
+  gemm_packed_a(kernels, packed_a, m, k, MatrixB(b, ldb, transpose_b), n, c, ldc, epilogue);
+}
+
+void sgemm(bool transpose_a, bool transpose_b, GemmShape shape, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  sgemm(transpose_a, transpose_b, shape, a, lda, b, ldb, c, ldc, GemmEpilogue{alpha, beta, nullptr});
+}
+
+void sgemm_packed(const PackedA& a, const PackedBSource& b, int64_t n, float* c, int64_t ldc,
+                  const GemmEpilogue& epilogue) {
+  const int64_t m = a.rows();
+  const int64_t k = a.depth();
+  if (m == 0 || n == 0) return;
+  if (k == 0 || epilogue.alpha == 0.0f) {
+    apply_epilogue_only(m, n, c, ldc, epilogue);
+    return;
   }
+  gemm_packed_a(kernel_set(), a.data(), m, k, b, n, c, ldc, epilogue);
 }
 
 void sgemm_reference(bool transpose_a, bool transpose_b, GemmShape shape, float alpha, const float* a, int64_t lda,
@@ -273,6 +405,11 @@ void sgemm_reference(bool transpose_a, bool transpose_b, GemmShape shape, float 
       out = static_cast<float>(alpha * sum + (beta == 0.0f ? 0.0 : beta * static_cast<double>(out)));
     }
   }
+}
+
+GemmKernelInfo gemm_kernel_info() {
+  const KernelSet& kernels = kernel_set();
+  return {kernels.isa, kernels.mr, kernels.nr};
 }
 
 }  // namespace kiln::native

@@ -7,6 +7,8 @@
 #include "core/error.h"
 #include "ops/broadcast.h"
 #include "ops/matmul.h"
+#include "runtime/parallel.h"
+#include "runtime/threads.h"
 
 namespace kiln::native {
 namespace {
@@ -47,13 +49,32 @@ KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo>) {
   const std::vector<int64_t> b_offsets = batch_offsets(params.b_batch, params.batch, params.k * params.n);
   const int64_t m = params.m, n = params.n, k = params.k;
   if (spec.input(0).dtype == DType::f32) {
-    return make_kernel("native:matmul_sgemm", [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+    // A batched A times one shared B is a single product with batch * m rows.
+    const bool shared_b = checked_numel(params.b_batch) == 1 && params.a_batch == params.batch;
+    if (shared_b) {
+      const int64_t rows = checked_numel(params.batch) * m;
+      return make_kernel("native:matmul_sgemm", [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+        sgemm(false, false, {rows, n, k}, 1.0f, inputs[0].data<float>(), k, inputs[1].data<float>(), n, 0.0f,
+              outputs[0].data<float>(), n);
+      });
+    }
+    return make_kernel("native:matmul_sgemm_batched", [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
       const float* a = inputs[0].data<float>();
       const float* b = inputs[1].data<float>();
       float* c = outputs[0].data<float>();
-      for (size_t batch = 0; batch < a_offsets.size(); ++batch) {
-        sgemm(false, false, {m, n, k}, 1.0f, a + a_offsets[batch], k, b + b_offsets[batch], n, 0.0f,
-              c + static_cast<int64_t>(batch) * m * n, n);
+      const int64_t batches = static_cast<int64_t>(a_offsets.size());
+      auto multiply = [&](int64_t begin, int64_t end) {
+        for (int64_t batch = begin; batch < end; ++batch) {
+          sgemm(false, false, {m, n, k}, 1.0f, a + a_offsets[batch], k, b + b_offsets[batch], n, 0.0f,
+                c + batch * m * n, n);
+        }
+      };
+      // Enough products to go round: one per worker, each running inline (attention's many small
+      // products). Otherwise one at a time, each parallel inside.
+      if (batches >= get_num_threads()) {
+        parallel_for(0, batches, 2 * m * n * k, multiply);
+      } else {
+        multiply(0, batches);
       }
     });
   }

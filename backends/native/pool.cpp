@@ -1,7 +1,10 @@
 // Native pooling: MaxPool (with optional Indices), AveragePool, GlobalAveragePool, GlobalMaxPool.
 // Each (image, channel) plane is independent, so planes are the unit of parallel work.
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "backends/native/element_math.h"
 #include "backends/native/kernel_util.h"
@@ -15,9 +18,56 @@ namespace {
 
 enum class PoolKind { max, average };
 
+// For every output index along one dim, the window taps [lo, hi) that land inside the input and
+// how many land inside the padded input (AveragePool's count_include_pad divisor), fixed at plan
+// time so the per-output loops need neither bounds checks nor divisions.
+struct DimTaps {
+  std::vector<int64_t> lo;
+  std::vector<int64_t> hi;
+  std::vector<int64_t> padded;
+};
+
+struct PoolGeometry {
+  Window3d w;
+  std::array<DimTaps, 3> taps;
+};
+
+PoolGeometry make_geometry(const Window3d& w) {
+  PoolGeometry geometry{w, {}};
+  for (int d = 0; d < 3; ++d) {
+    DimTaps& taps = geometry.taps[d];
+    for (int64_t o = 0; o < w.out[d]; ++o) {
+      const int64_t start = o * w.stride[d] - w.pad[d];
+      int64_t lo = 0;
+      while (lo < w.kernel[d] && start + lo * w.dilation[d] < 0) ++lo;
+      int64_t hi = lo;
+      while (hi < w.kernel[d] && start + hi * w.dilation[d] < w.in[d]) ++hi;
+      const int64_t last = start + (w.kernel[d] - 1) * w.dilation[d];
+      const int64_t limit = w.in[d] + w.pad_end[d] - 1;  // last index of the padded input
+      taps.lo.push_back(lo);
+      taps.hi.push_back(hi);
+      taps.padded.push_back((std::min(last, limit) - start) / w.dilation[d] + 1);
+    }
+  }
+  return geometry;
+}
+
+// What a max over nothing yields: -inf for floating types, the lowest value for integers.
+template <typename T>
+T lowest_value() {
+  if constexpr (std::is_integral_v<T>) {
+    return std::numeric_limits<T>::lowest();
+  } else {
+    return from_compute<T>(-std::numeric_limits<float>::infinity());
+  }
+}
+
 template <typename T, PoolKind kKind>
-void pool_planes(const Tensor& src, Tensor& dst, Tensor* indices, const Window3d& w, bool count_include_pad,
-                 bool column_major_indices) {
+void pool_planes(const Tensor& src, Tensor& dst, Tensor* indices, const PoolGeometry& geometry,
+                 bool count_include_pad, bool column_major_indices) {
+  using Compute = compute_t<T>;
+  const Window3d& w = geometry.w;
+  const auto& taps = geometry.taps;
   const int64_t planes = src.dim(0) * src.dim(1);
   const T* x = src.data<T>();
   T* y = dst.data<T>();
@@ -26,37 +76,33 @@ void pool_planes(const Tensor& src, Tensor& dst, Tensor* indices, const Window3d
       const T* in = x + plane * w.in_size();
       T* out = y + plane * w.out_size();
       int64_t* index_out = indices ? indices->data<int64_t>() + plane * w.out_size() : nullptr;
+      int64_t o = 0;
       for (int64_t od = 0; od < w.out[0]; ++od) {
+        const int64_t start_d = od * w.stride[0] - w.pad[0];
         for (int64_t oh = 0; oh < w.out[1]; ++oh) {
-          for (int64_t ow = 0; ow < w.out[2]; ++ow) {
-            const int64_t starts[3] = {od * w.stride[0] - w.pad[0], oh * w.stride[1] - w.pad[1],
-                                       ow * w.stride[2] - w.pad[2]};
-            double sum = 0;
-            double best = -std::numeric_limits<double>::infinity();
-            int64_t best_index = -1;
+          const int64_t start_h = oh * w.stride[1] - w.pad[1];
+          for (int64_t ow = 0; ow < w.out[2]; ++ow, ++o) {
+            const int64_t start_w = ow * w.stride[2] - w.pad[2];
+            const int64_t kw_lo = taps[2].lo[ow];
+            const int64_t kw_hi = taps[2].hi[ow];
+            Compute best{};
+            Compute sum{};
+            int64_t best_offset = -1;
             int64_t valid = 0;
-            int64_t padded = 1;  // window taps inside the padded input, for count_include_pad
-            for (int d = 0; d < 3; ++d) {
-              const int64_t last = starts[d] + (w.kernel[d] - 1) * w.dilation[d];
-              const int64_t limit = w.in[d] + w.pad_end[d] - 1;
-              padded *= (std::min(last, limit) - starts[d]) / w.dilation[d] + 1;
-            }
-            for (int64_t kd = 0; kd < w.kernel[0]; ++kd) {
-              const int64_t id = starts[0] + kd * w.dilation[0];
-              if (id < 0 || id >= w.in[0]) continue;
-              for (int64_t kh = 0; kh < w.kernel[1]; ++kh) {
-                const int64_t ih = starts[1] + kh * w.dilation[1];
-                if (ih < 0 || ih >= w.in[1]) continue;
-                for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
-                  const int64_t iw = starts[2] + kw * w.dilation[2];
-                  if (iw < 0 || iw >= w.in[2]) continue;
-                  const int64_t offset = (id * w.in[1] + ih) * w.in[2] + iw;
-                  const double value = to_compute(in[offset]);
-                  ++valid;
+            for (int64_t kd = taps[0].lo[od]; kd < taps[0].hi[od]; ++kd) {
+              const int64_t id = start_d + kd * w.dilation[0];
+              for (int64_t kh = taps[1].lo[oh]; kh < taps[1].hi[oh]; ++kh) {
+                const int64_t ih = start_h + kh * w.dilation[1];
+                const int64_t row = (id * w.in[1] + ih) * w.in[2] + start_w;
+                valid += kw_hi - kw_lo;
+                for (int64_t kw = kw_lo; kw < kw_hi; ++kw) {
+                  const int64_t offset = row + kw * w.dilation[2];
+                  const Compute value = to_compute(in[offset]);
                   if constexpr (kKind == PoolKind::max) {
-                    if (value > best || best_index < 0) {
+                    // The first maximum wins, as in ONNX's reference.
+                    if (best_offset < 0 || value > best) {
                       best = value;
-                      best_index = column_major_indices ? (iw * w.in[1] + ih) * w.in[0] + id : offset;
+                      best_offset = offset;
                     }
                   } else {
                     sum += value;
@@ -64,13 +110,91 @@ void pool_planes(const Tensor& src, Tensor& dst, Tensor* indices, const Window3d
                 }
               }
             }
-            const int64_t o = (od * w.out[1] + oh) * w.out[2] + ow;
             if constexpr (kKind == PoolKind::max) {
-              out[o] = from_compute<T>(best);
-              if (index_out) index_out[o] = plane * w.in_size() + best_index;
+              // A window entirely in the padding (possible with ceil_mode) has no maximum.
+              out[o] = best_offset < 0 ? lowest_value<T>() : from_compute<T>(best);
+              if (index_out) {
+                int64_t index = std::max<int64_t>(best_offset, 0);
+                if (column_major_indices) {
+                  const int64_t iw = index % w.in[2];
+                  const int64_t ih = index / w.in[2] % w.in[1];
+                  const int64_t id = index / (w.in[1] * w.in[2]);
+                  index = (iw * w.in[1] + ih) * w.in[0] + id;
+                }
+                index_out[o] = plane * w.in_size() + index;
+              }
             } else {
-              const int64_t divisor = count_include_pad ? padded : valid;
-              out[o] = from_compute<T>(divisor > 0 ? sum / static_cast<double>(divisor) : 0.0);
+              const int64_t divisor =
+                  count_include_pad ? taps[0].padded[od] * taps[1].padded[oh] * taps[2].padded[ow] : valid;
+              out[o] = from_compute<T>(divisor > 0 ? static_cast<double>(sum) / static_cast<double>(divisor) : 0.0);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// The same without indices, a row of outputs at a time: for each input row under the window, every
+// tap kw updates all outputs whose window holds it fully in a tight loop over ow (the interior
+// [full_lo, full_hi) of the row), and the few border outputs take the checked path.
+template <typename T, PoolKind kKind>
+void pool_rows(const Tensor& src, Tensor& dst, const PoolGeometry& geometry, bool count_include_pad) {
+  using Compute = compute_t<T>;
+  const Window3d& w = geometry.w;
+  const auto& taps = geometry.taps;
+  const int64_t planes = src.dim(0) * src.dim(1);
+  const int64_t out_w = w.out[2];
+  int64_t full_lo = 0;  // outputs along w whose window lies entirely inside the input row
+  while (full_lo < out_w && taps[2].lo[full_lo] != 0) ++full_lo;
+  int64_t full_hi = full_lo;
+  while (full_hi < out_w && taps[2].lo[full_hi] == 0 && taps[2].hi[full_hi] == w.kernel[2]) ++full_hi;
+  const T* x = src.data<T>();
+  T* y = dst.data<T>();
+  parallel_for(0, planes, w.out_size() * w.kernel_size(), [&](int64_t begin, int64_t end) {
+    std::vector<Compute> acc(static_cast<size_t>(out_w));
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const T* in = x + plane * w.in_size();
+      T* out = y + plane * w.out_size();
+      for (int64_t od = 0; od < w.out[0]; ++od) {
+        const int64_t start_d = od * w.stride[0] - w.pad[0];
+        for (int64_t oh = 0; oh < w.out[1]; ++oh, out += out_w) {
+          const int64_t start_h = oh * w.stride[1] - w.pad[1];
+          const Compute init = kKind == PoolKind::max ? to_compute(lowest_value<T>()) : Compute{};
+          std::fill(acc.begin(), acc.end(), init);
+          for (int64_t kd = taps[0].lo[od]; kd < taps[0].hi[od]; ++kd) {
+            const int64_t id = start_d + kd * w.dilation[0];
+            for (int64_t kh = taps[1].lo[oh]; kh < taps[1].hi[oh]; ++kh) {
+              const int64_t ih = start_h + kh * w.dilation[1];
+              const T* row = in + (id * w.in[1] + ih) * w.in[2] - w.pad[2];  // + ow * stride + kw * dilation
+              auto update = [&](int64_t ow, int64_t kw) {
+                const Compute value = to_compute(row[ow * w.stride[2] + kw * w.dilation[2]]);
+                if constexpr (kKind == PoolKind::max) {
+                  acc[ow] = value > acc[ow] ? value : acc[ow];
+                } else {
+                  acc[ow] += value;
+                }
+              };
+              for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
+                for (int64_t ow = full_lo; ow < full_hi; ++ow) update(ow, kw);
+              }
+              for (int64_t ow = 0; ow < out_w; ++ow) {
+                if (ow == full_lo) ow = full_hi;
+                if (ow >= out_w) break;
+                for (int64_t kw = taps[2].lo[ow]; kw < taps[2].hi[ow]; ++kw) update(ow, kw);
+              }
+            }
+          }
+          for (int64_t ow = 0; ow < out_w; ++ow) {
+            if constexpr (kKind == PoolKind::max) {
+              out[ow] = from_compute<T>(acc[ow]);
+            } else {
+              const int64_t valid = (taps[0].hi[od] - taps[0].lo[od]) * (taps[1].hi[oh] - taps[1].lo[oh]) *
+                                    (taps[2].hi[ow] - taps[2].lo[ow]);
+              const int64_t divisor =
+                  count_include_pad ? taps[0].padded[od] * taps[1].padded[oh] * taps[2].padded[ow] : valid;
+              out[ow] = from_compute<T>(divisor > 0 ? static_cast<double>(acc[ow]) / static_cast<double>(divisor)
+                                                    : 0.0);
             }
           }
         }
@@ -86,6 +210,7 @@ KernelOrReason make_pool(const OpSpec& spec, std::span<const TensorInfo>) {
   if (!lift_to_3d(params.input_spatial, params.window, w)) {
     return KernelOrReason::rejected("native pooling supports up to 3 spatial dims");
   }
+  const PoolGeometry geometry = make_geometry(w);
   const bool include_pad = params.count_include_pad;
   const bool column_major = params.storage_order == 1;
   auto make = [&](auto tag) -> KernelOrReason {
@@ -93,7 +218,11 @@ KernelOrReason make_pool(const OpSpec& spec, std::span<const TensorInfo>) {
     return make_kernel(kKind == PoolKind::max ? "native:maxpool" : "native:averagepool",
                        [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
                          Tensor* indices = outputs.size() > 1 && outputs[1].defined() ? &outputs[1] : nullptr;
-                         pool_planes<T, kKind>(inputs[0], outputs[0], indices, w, include_pad, column_major);
+                         if (indices == nullptr) {
+                           pool_rows<T, kKind>(inputs[0], outputs[0], geometry, include_pad);
+                         } else {
+                           pool_planes<T, kKind>(inputs[0], outputs[0], indices, geometry, include_pad, column_major);
+                         }
                        });
   };
   switch (spec.input(0).dtype) {
