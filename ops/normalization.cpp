@@ -5,29 +5,42 @@
 namespace kiln {
 namespace {
 
+// A per-channel parameter: shape [channels], floating point.
 void expect_channel_vector(const OpSpec& spec, int input, int64_t channels, const char* what) {
-  expect_dtype(spec, input, spec.input(0).dtype);
-  KILN_CHECK(spec.input(input).shape == Shape{channels}, invalid_argument, spec.op_type, " ", what, " must have shape [",
-             channels, "], got ", shape_to_string(spec.input(input).shape));
+  expect_floating(spec, input);
+  KILN_CHECK(spec.input(input).shape == Shape{channels}, invalid_argument, spec.op_type, " ", what,
+             " must have shape [", channels, "], got ", shape_to_string(spec.input(input).shape));
 }
 
 std::vector<TensorInfo> infer_batch_norm(const OpSpec& spec) {
   expect_inputs(spec, 5, 5);
   expect_floating(spec, 0);
   const Shape& x = spec.input(0).shape;
-  KILN_CHECK(x.size() >= 2, invalid_argument, "BatchNormalization input must have rank >= 2, got ", shape_to_string(x));
+  KILN_CHECK(x.size() >= 2, invalid_argument, "BatchNormalization input X must have rank >= 2, got ",
+             shape_to_string(x));
+  // Training mode (opset 14's attribute; before it, requesting the running-statistics outputs)
+  // updates statistics from the batch: out of scope for an inference runtime.
   if (spec.opset >= 14) {
     KILN_CHECK(spec.attrs().get_int("training_mode", 0) == 0, not_implemented,
-               "BatchNormalization in training mode is not supported (kiln runs inference)");
+               "BatchNormalization with training_mode=1 is not supported (kiln runs inference)");
   }
-  if (spec.opset < 9) {
-    KILN_CHECK(spec.attrs().get_int("spatial", 1) == 1, not_implemented,
-               "BatchNormalization with spatial=0 is not supported");
-  }
-  KILN_CHECK(spec.num_outputs == 1, not_implemented,
-             "BatchNormalization's running-statistics outputs exist only in training mode, which kiln does not run");
+  KILN_CHECK(spec.num_outputs == 1, not_implemented, "BatchNormalization declares ", spec.num_outputs,
+             " outputs; the running-statistics outputs exist only in training mode, which kiln does not run");
+  // Opset 7 and 8 have `spatial`: 0 gives every element of a channel's plane its own statistics,
+  // so the parameters have the shape of X without its batch dim.
+  const bool spatial = spec.opset >= 9 || spec.attrs().get_int("spatial", 1) != 0;
+  const Shape per_activation(x.begin() + 1, x.end());
   const char* names[] = {"scale", "B", "mean", "var"};
-  for (int i = 1; i < 5; ++i) expect_channel_vector(spec, i, x[1], names[i - 1]);
+  for (int i = 1; i < 5; ++i) {
+    if (spatial) {
+      expect_channel_vector(spec, i, x[1], names[i - 1]);
+    } else {
+      expect_floating(spec, i);
+      KILN_CHECK(spec.input(i).shape == per_activation, invalid_argument, "BatchNormalization ", names[i - 1],
+                 " must have shape ", shape_to_string(per_activation), " with spatial=0, got ",
+                 shape_to_string(spec.input(i).shape));
+    }
+  }
   return {TensorInfo{spec.input(0).dtype, x, {}}};
 }
 
@@ -36,7 +49,13 @@ std::vector<TensorInfo> infer_layer_norm(const OpSpec& spec) {
   expect_floating(spec, 0);
   const Shape& x = spec.input(0).shape;
   const int64_t rank = static_cast<int64_t>(x.size());
+  KILN_CHECK(rank >= 1, invalid_argument, "LayerNormalization input X must have rank >= 1, got a scalar");
   const int64_t axis = normalize_axis(spec.attrs().get_int("axis", -1), rank, "LayerNormalization axis");
+  // stash_type is the type the statistics are computed and returned in; kiln computes them in double
+  // and returns float, which is what the default (1, float) asks for.
+  const int64_t stash_type = spec.attrs().get_int("stash_type", 1);
+  KILN_CHECK(stash_type == 1, not_implemented, "LayerNormalization stash_type ", stash_type,
+             " is not supported (only 1, float)");
   const Shape normalized(x.begin() + axis, x.end());
   for (int i = 1; i < spec.num_inputs(); ++i) {
     if (!spec.has_input(i)) continue;
@@ -46,6 +65,7 @@ std::vector<TensorInfo> infer_layer_norm(const OpSpec& spec) {
                " does not match the normalized dims ", shape_to_string(normalized));
   }
   std::vector<TensorInfo> outputs = {TensorInfo{spec.input(0).dtype, x, {}}};
+  // Mean and InvStdDev keep X's leading dims and have 1 for each normalized dim.
   Shape stats(x.begin(), x.begin() + axis);
   stats.resize(x.size(), 1);
   for (int i = 1; i < spec.num_outputs; ++i) outputs.push_back(TensorInfo{DType::f32, stats, {}});

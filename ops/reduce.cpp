@@ -40,7 +40,13 @@ ReduceParams reduce_params(const OpSpec& spec) {
   if (arg) {
     axes = {spec.attrs().get_int("axis", 0)};
   } else if (spec.op_type == "ReduceSum" && spec.opset >= 13) {
-    if (spec.has_input(1)) axes = spec.constant_input(1, "axes").to_int64_vector();
+    // From opset 13 ReduceSum takes axes as an optional input (other Reduce ops follow at 18).
+    if (spec.has_input(1)) {
+      expect_dtype(spec, 1, DType::i64);
+      KILN_CHECK(spec.input(1).shape.size() <= 1, invalid_argument, "ReduceSum axes must be a 1-D tensor, got shape ",
+                 shape_to_string(spec.input(1).shape));
+      axes = spec.constant_input(1, "axes").to_int64_vector();
+    }
     if (axes.empty()) {
       if (spec.attrs().get_int("noop_with_empty_axes", 0) != 0) {
         params.output = input;
@@ -49,11 +55,15 @@ ReduceParams reduce_params(const OpSpec& spec) {
       reduce_all = true;
     }
   } else {
+    KILN_CHECK(spec.num_inputs() == 1, invalid_model, spec.op_type, " at opset ", spec.opset,
+               " takes axes as an attribute, not an input");
     axes = spec.attrs().get_ints("axes");
     reduce_all = axes.empty();
   }
   for (int64_t axis : axes) {
-    params.reduced[static_cast<size_t>(normalize_axis(axis, rank, (spec.op_type + " axis").c_str()))] = true;
+    const auto d = static_cast<size_t>(normalize_axis(axis, rank, (spec.op_type + " axis").c_str()));
+    KILN_CHECK(!params.reduced[d] || arg, invalid_model, spec.op_type, " axes name dim ", d, " twice");
+    params.reduced[d] = true;
   }
   if (reduce_all) params.reduced.assign(input.size(), true);
   for (size_t d = 0; d < input.size(); ++d) {

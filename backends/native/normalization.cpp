@@ -1,44 +1,269 @@
-// Native normalization kernels. Statistics accumulate in double: the transformer's LayerNorm over
-// 256 values and parity with PyTorch to 1e-4 need it more than they need speed here.
+// Native BatchNormalization (inference), LayerNormalization and InstanceNormalization.
+// Statistics are two-pass (mean, then the mean of squared deviations), so inputs far from zero keep
+// their variance. float LayerNorm rows (the transformer's case) use GCC vectors of the widest ISA the
+// CPU has, with float partial sums flushed into double every kFlushElements; the other types and ops
+// accumulate in double in independent lanes that GCC vectorizes.
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
 
 #include "backends/native/element_math.h"
 #include "backends/native/kernel_util.h"
 #include "backends/native/native_backend.h"
 #include "runtime/parallel.h"
 
+// The vector helpers below take and return GCC vectors wider than the baseline ABI's, but they are
+// always inlined into functions compiled for a matching target, so no call ever passes one.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace kiln::native {
 namespace {
 
+// ONNX's default epsilon for all three ops.
+constexpr float kDefaultEpsilon = 1e-5f;
+// Independent double accumulators in the portable sums: hides add latency, and GCC vectorizes them.
+constexpr int kLanes = 8;
+// Float partial sums move into a double accumulator after this many elements.
+constexpr int64_t kFlushElements = 1024;
+// Rough scalar operations per element, for parallel_for's inline threshold.
+constexpr int64_t kAffineCost = 2;
+constexpr int64_t kNormalizeCost = 8;
+
 KernelOrReason not_floating() { return KernelOrReason::rejected("native normalization supports floating types only"); }
 
+// ---- portable statistics -----------------------------------------------------------------------
+
+// Sum of (x - center)^kPower over n elements, in double lanes.
+template <int kPower, typename T>
+double lane_sum(const T* src, int64_t n, double center) {
+  double lanes[kLanes] = {};
+  int64_t i = 0;
+  const auto term = [center](T value) {
+    const double x = static_cast<double>(to_compute(value)) - center;
+    return kPower == 1 ? x : x * x;
+  };
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) lanes[j] += term(src[i + j]);
+  }
+  for (int j = 0; i < n; ++i, ++j) lanes[j] += term(src[i]);
+  double result = 0;
+  for (double lane : lanes) result += lane;
+  return result;
+}
+
+struct Moments {
+  double mean;
+  double inv_std;  // 1 / sqrt(variance + epsilon)
+};
+
+template <typename T>
+Moments moments(const T* src, int64_t n, double epsilon) {
+  const double mean = lane_sum<1>(src, n, 0.0) / static_cast<double>(n);
+  const double variance = lane_sum<2>(src, n, mean) / static_cast<double>(n);
+  return {mean, 1.0 / std::sqrt(variance + epsilon)};
+}
+
+// ---- float LayerNorm rows with GCC vectors ------------------------------------------------------
+
+template <int kWidth>
+struct Simd;
+template <>
+struct Simd<4> {  // SSE2, baseline x86-64
+  using F = float __attribute__((vector_size(16)));
+};
+template <>
+struct Simd<8> {  // AVX2
+  using F = float __attribute__((vector_size(32)));
+};
+template <>
+struct Simd<16> {  // AVX-512
+  using F = float __attribute__((vector_size(64)));
+};
+
+template <typename S>
+[[gnu::always_inline]] inline typename S::F load(const float* src) {
+  typename S::F v;
+  std::memcpy(&v, src, sizeof(v));
+  return v;
+}
+
+template <typename S>
+[[gnu::always_inline]] inline void store(float* dst, typename S::F v) {
+  std::memcpy(dst, &v, sizeof(v));
+}
+
+template <typename S>
+[[gnu::always_inline]] inline double horizontal_sum(typename S::F v) {
+  double result = 0;
+  for (size_t j = 0; j < sizeof(v) / sizeof(float); ++j) result += v[j];
+  return result;
+}
+
+struct DeviationSums {
+  double sum = 0;          // of d = x - center
+  double sum_squares = 0;  // of d * d
+};
+
+// Sums of the deviations d = x - center and of d^2, in float vectors flushed into double. The center
+// is a float pair high + low (high = a mean rounded to float, low = the rest): x - high is exact for
+// x near the mean, so deviations keep their digits even when |mean| >> std.
+template <typename S, bool kSquares>
+[[gnu::always_inline]] inline DeviationSums deviation_sums(const float* src, int64_t n, float high, float low) {
+  using F = typename S::F;
+  constexpr int64_t kWidth = sizeof(F) / sizeof(float);
+  DeviationSums sums;
+  int64_t i = 0;
+  while (i + kWidth <= n) {
+    F s0{}, s1{}, q0{}, q1{};
+    const int64_t flush = std::min(n, i + kFlushElements);
+    for (; i + 2 * kWidth <= flush; i += 2 * kWidth) {
+      const F d0 = (load<S>(src + i) - high) - low;
+      const F d1 = (load<S>(src + i + kWidth) - high) - low;
+      s0 += d0;
+      s1 += d1;
+      if constexpr (kSquares) {
+        q0 += d0 * d0;
+        q1 += d1 * d1;
+      }
+    }
+    for (; i + kWidth <= flush; i += kWidth) {
+      const F d = (load<S>(src + i) - high) - low;
+      s0 += d;
+      if constexpr (kSquares) q0 += d * d;
+    }
+    sums.sum += horizontal_sum<S>(s0 + s1);
+    sums.sum_squares += horizontal_sum<S>(q0 + q1);
+  }
+  for (; i < n; ++i) {
+    const double d = (static_cast<double>(src[i]) - high) - low;
+    sums.sum += d;
+    sums.sum_squares += d * d;
+  }
+  return sums;
+}
+
+struct LayerNormArgs {
+  const float* src;
+  const float* scale;
+  const float* bias;  // null when absent
+  float* dst;
+  float* mean;     // optional outputs, null when not requested
+  float* inv_std;
+  int64_t size;    // elements per row
+  double epsilon;
+};
+
+template <typename S>
+[[gnu::always_inline]] inline void layer_norm_rows_simd(const LayerNormArgs& a, int64_t begin, int64_t end) {
+  using F = typename S::F;
+  constexpr int64_t kWidth = sizeof(F) / sizeof(float);
+  const int64_t n = a.size;
+  for (int64_t row = begin; row < end; ++row) {
+    const float* x = a.src + row * n;
+    float* y = a.dst + row * n;
+    // A rough mean first, whose float sums may be off in the last digits of a large |mean|; then
+    // deviations from it give the exact correction and the variance (the shifted-data formula,
+    // which does not cancel because the shift is within rounding of the mean).
+    const double n_double = static_cast<double>(n);
+    const double rough = deviation_sums<S, false>(x, n, 0.0f, 0.0f).sum / n_double;
+    const float rough_high = static_cast<float>(rough);
+    const DeviationSums sums = deviation_sums<S, true>(x, n, rough_high, static_cast<float>(rough - rough_high));
+    const double shift = sums.sum / n_double;
+    const double mean = rough + shift;
+    const double variance = std::max(0.0, sums.sum_squares / n_double - shift * shift);
+    const float mean_high = static_cast<float>(mean);
+    const float mean_low = static_cast<float>(mean - mean_high);
+    const double inv_std = 1.0 / std::sqrt(variance + a.epsilon);
+    const float inv_std_f = static_cast<float>(inv_std);
+    int64_t i = 0;
+    if (a.bias != nullptr) {
+      for (; i + kWidth <= n; i += kWidth) {
+        const F deviation = (load<S>(x + i) - mean_high) - mean_low;
+        store<S>(y + i, deviation * (inv_std_f * load<S>(a.scale + i)) + load<S>(a.bias + i));
+      }
+      for (; i < n; ++i) y[i] = ((x[i] - mean_high) - mean_low) * (inv_std_f * a.scale[i]) + a.bias[i];
+    } else {
+      for (; i + kWidth <= n; i += kWidth) {
+        const F deviation = (load<S>(x + i) - mean_high) - mean_low;
+        store<S>(y + i, deviation * (inv_std_f * load<S>(a.scale + i)));
+      }
+      for (; i < n; ++i) y[i] = ((x[i] - mean_high) - mean_low) * (inv_std_f * a.scale[i]);
+    }
+    if (a.mean != nullptr) a.mean[row] = mean_high;
+    if (a.inv_std != nullptr) a.inv_std[row] = inv_std_f;
+  }
+}
+
+using LayerNormRowsFn = void (*)(const LayerNormArgs& args, int64_t begin, int64_t end);
+
+__attribute__((target("avx512f"))) void layer_norm_rows_avx512(const LayerNormArgs& args, int64_t begin, int64_t end) {
+  layer_norm_rows_simd<Simd<16>>(args, begin, end);
+}
+__attribute__((target("avx2,fma"))) void layer_norm_rows_avx2(const LayerNormArgs& args, int64_t begin, int64_t end) {
+  layer_norm_rows_simd<Simd<8>>(args, begin, end);
+}
+void layer_norm_rows_baseline(const LayerNormArgs& args, int64_t begin, int64_t end) {
+  layer_norm_rows_simd<Simd<4>>(args, begin, end);
+}
+
+struct FloatRows {
+  const char* isa;
+  LayerNormRowsFn fn;
+};
+
+// The widest variant this CPU runs (the binary itself targets baseline x86-64).
+FloatRows float_layer_norm_rows() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return {"avx512", layer_norm_rows_avx512};
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {"avx2", layer_norm_rows_avx2};
+  return {"baseline", layer_norm_rows_baseline};
+}
+
+// ---- kernels -----------------------------------------------------------------------------------
+
+// Per-channel y = x * a + b with a = scale / sqrt(var + eps), b = B - mean * a. With spatial=0
+// (opset 7 and 8) every element of a channel's plane has its own statistics: the parameters then
+// hold channels * plane values.
 KernelOrReason make_batch_norm(const OpSpec& spec, std::span<const TensorInfo>) {
-  const double epsilon = spec.attrs().get_float("epsilon", 1e-5f);
+  const double epsilon = spec.attrs().get_float("epsilon", kDefaultEpsilon);
+  const Shape& shape = spec.input(0).shape;
+  const int64_t channels = shape[1];
+  const int64_t per_channel = checked_numel(spec.input(1).shape) / std::max<int64_t>(channels, 1);
   return visit_floating(
       spec.input(0).dtype,
       [&](auto tag) -> KernelOrReason {
         using T = decltype(tag);
-        return make_kernel("native:batchnorm_inference", [epsilon](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+        return make_kernel("native:batchnorm_inference", [epsilon, per_channel](std::span<const Tensor> inputs,
+                                                                                std::span<Tensor> outputs) {
           const Tensor& x = inputs[0];
           const int64_t batch = x.dim(0);
           const int64_t channels = x.dim(1);
-          const int64_t plane = batch * channels == 0 ? 0 : x.numel() / (batch * channels);
-          // y = x * a + b per channel, with a = scale / sqrt(var + eps), b = B - mean * a.
-          std::vector<double> a(static_cast<size_t>(channels)), b(static_cast<size_t>(channels));
-          for (int64_t c = 0; c < channels; ++c) {
-            const double scale = to_compute(inputs[1].data<T>()[c]);
-            const double mean = to_compute(inputs[3].data<T>()[c]);
-            const double var = to_compute(inputs[4].data<T>()[c]);
-            a[c] = scale / std::sqrt(var + epsilon);
-            b[c] = to_compute(inputs[2].data<T>()[c]) - mean * a[c];
+          const int64_t planes = batch * channels;
+          const int64_t plane = planes == 0 ? 0 : x.numel() / planes;
+          const int64_t params = channels * per_channel;
+          std::vector<compute_t<T>> a(static_cast<size_t>(params)), b(static_cast<size_t>(params));
+          for (int64_t k = 0; k < params; ++k) {
+            const double scale = inputs[1].double_at(k) / std::sqrt(inputs[4].double_at(k) + epsilon);
+            a[k] = static_cast<compute_t<T>>(scale);
+            b[k] = static_cast<compute_t<T>>(inputs[2].double_at(k) - inputs[3].double_at(k) * scale);
           }
           const T* src = x.data<T>();
           T* dst = outputs[0].data<T>();
-          parallel_for(0, batch * channels, plane * 2, [&](int64_t begin, int64_t end) {
+          parallel_for(0, planes, plane * kAffineCost, [&](int64_t begin, int64_t end) {
             for (int64_t p = begin; p < end; ++p) {
-              const auto scale = static_cast<compute_t<T>>(a[p % channels]);
-              const auto shift = static_cast<compute_t<T>>(b[p % channels]);
-              for (int64_t i = p * plane; i < (p + 1) * plane; ++i) dst[i] = from_compute<T>(to_compute(src[i]) * scale + shift);
+              const T* in = src + p * plane;
+              T* out = dst + p * plane;
+              const int64_t c = p % channels;
+              if (per_channel == 1) {
+                const compute_t<T> scale = a[c], shift = b[c];
+                for (int64_t i = 0; i < plane; ++i) out[i] = from_compute<T>(to_compute(in[i]) * scale + shift);
+              } else {
+                const compute_t<T>* scale = a.data() + c * plane;
+                const compute_t<T>* shift = b.data() + c * plane;
+                for (int64_t i = 0; i < plane; ++i) out[i] = from_compute<T>(to_compute(in[i]) * scale[i] + shift[i]);
+              }
             }
           });
         });
@@ -47,52 +272,60 @@ KernelOrReason make_batch_norm(const OpSpec& spec, std::span<const TensorInfo>) 
 }
 
 KernelOrReason make_layer_norm(const OpSpec& spec, std::span<const TensorInfo>) {
-  const double epsilon = spec.attrs().get_float("epsilon", 1e-5f);
+  const double epsilon = spec.attrs().get_float("epsilon", kDefaultEpsilon);
   const Shape& shape = spec.input(0).shape;
   const int64_t axis = normalize_axis(spec.attrs().get_int("axis", -1), static_cast<int64_t>(shape.size()));
   int64_t size = 1;
   for (size_t d = static_cast<size_t>(axis); d < shape.size(); ++d) size *= shape[d];
   const bool has_bias = spec.has_input(2);
+  const DType dtype = spec.input(0).dtype;
+  const FloatRows float_rows = float_layer_norm_rows();
+  const std::string name = dtype == DType::f32 ? std::string("native:layernorm:") + float_rows.isa : "native:layernorm";
   return visit_floating(
-      spec.input(0).dtype,
+      dtype,
       [&](auto tag) -> KernelOrReason {
         using T = decltype(tag);
-        return make_kernel("native:layernorm", [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
-          const T* src = inputs[0].data<T>();
-          const T* scale = inputs[1].data<T>();
-          const T* bias = has_bias ? inputs[2].data<T>() : nullptr;
-          T* dst = outputs[0].data<T>();
+        return make_kernel(name, [=, rows_fn = float_rows.fn](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
           float* mean_out = outputs.size() > 1 && outputs[1].defined() ? outputs[1].data<float>() : nullptr;
           float* inv_std_out = outputs.size() > 2 && outputs[2].defined() ? outputs[2].data<float>() : nullptr;
-          const int64_t rows = size == 0 ? 0 : inputs[0].numel() / size;
-          parallel_for(0, rows, size * 4, [&](int64_t begin, int64_t end) {
-            for (int64_t r = begin; r < end; ++r) {
-              const T* x = src + r * size;
-              double sum = 0;
-              for (int64_t i = 0; i < size; ++i) sum += to_compute(x[i]);
-              const double mean = sum / static_cast<double>(size);
-              double squares = 0;
-              for (int64_t i = 0; i < size; ++i) {
-                const double centered = to_compute(x[i]) - mean;
-                squares += centered * centered;
+          if (size == 0) {  // statistics of nothing
+            if (mean_out) std::fill_n(mean_out, outputs[1].numel(), std::numeric_limits<float>::quiet_NaN());
+            if (inv_std_out) std::fill_n(inv_std_out, outputs[2].numel(), std::numeric_limits<float>::quiet_NaN());
+            return;
+          }
+          const int64_t rows = inputs[0].numel() / size;
+          if constexpr (std::is_same_v<T, float>) {
+            const LayerNormArgs args{inputs[0].data<float>(), inputs[1].data<float>(),
+                                     has_bias ? inputs[2].data<float>() : nullptr,
+                                     outputs[0].data<float>(), mean_out, inv_std_out, size, epsilon};
+            parallel_for(0, rows, size * kNormalizeCost, [&](int64_t begin, int64_t end) { rows_fn(args, begin, end); });
+          } else {
+            const T* src = inputs[0].data<T>();
+            const T* scale = inputs[1].data<T>();
+            const T* bias = has_bias ? inputs[2].data<T>() : nullptr;
+            T* dst = outputs[0].data<T>();
+            parallel_for(0, rows, size * kNormalizeCost, [&](int64_t begin, int64_t end) {
+              for (int64_t r = begin; r < end; ++r) {
+                const T* x = src + r * size;
+                T* y = dst + r * size;
+                const Moments m = moments(x, size, epsilon);
+                for (int64_t i = 0; i < size; ++i) {
+                  const double normalized = (to_compute(x[i]) - m.mean) * m.inv_std * to_compute(scale[i]);
+                  y[i] = from_compute<T>(bias ? normalized + to_compute(bias[i]) : normalized);
+                }
+                if (mean_out) mean_out[r] = static_cast<float>(m.mean);
+                if (inv_std_out) inv_std_out[r] = static_cast<float>(m.inv_std);
               }
-              const double inv_std = 1.0 / std::sqrt(squares / static_cast<double>(size) + epsilon);
-              T* y = dst + r * size;
-              for (int64_t i = 0; i < size; ++i) {
-                const double normalized = (to_compute(x[i]) - mean) * inv_std * to_compute(scale[i]);
-                y[i] = from_compute<T>(bias ? normalized + to_compute(bias[i]) : normalized);
-              }
-              if (mean_out) mean_out[r] = static_cast<float>(mean);
-              if (inv_std_out) inv_std_out[r] = static_cast<float>(inv_std);
-            }
-          });
+            });
+          }
         });
       },
       not_floating);
 }
 
+// Each (n, c) plane normalized by its own statistics, then scaled and shifted per channel.
 KernelOrReason make_instance_norm(const OpSpec& spec, std::span<const TensorInfo>) {
-  const double epsilon = spec.attrs().get_float("epsilon", 1e-5f);
+  const double epsilon = spec.attrs().get_float("epsilon", kDefaultEpsilon);
   return visit_floating(
       spec.input(0).dtype,
       [&](auto tag) -> KernelOrReason {
@@ -102,21 +335,19 @@ KernelOrReason make_instance_norm(const OpSpec& spec, std::span<const TensorInfo
           const int64_t channels = x.dim(1);
           const int64_t planes = x.dim(0) * channels;
           const int64_t size = planes == 0 ? 0 : x.numel() / planes;
+          if (size == 0) return;
           const T* src = x.data<T>();
           T* dst = outputs[0].data<T>();
-          parallel_for(0, planes, size * 4, [&](int64_t begin, int64_t end) {
+          parallel_for(0, planes, size * kNormalizeCost, [&](int64_t begin, int64_t end) {
             for (int64_t p = begin; p < end; ++p) {
               const T* in = src + p * size;
-              double sum = 0, squares = 0;
-              for (int64_t i = 0; i < size; ++i) sum += to_compute(in[i]);
-              const double mean = sum / static_cast<double>(size);
-              for (int64_t i = 0; i < size; ++i) squares += (to_compute(in[i]) - mean) * (to_compute(in[i]) - mean);
-              const double inv_std = 1.0 / std::sqrt(squares / static_cast<double>(size) + epsilon);
-              const double scale = to_compute(inputs[1].data<T>()[p % channels]);
-              const double shift = to_compute(inputs[2].data<T>()[p % channels]);
-              for (int64_t i = 0; i < size; ++i) {
-                dst[p * size + i] = from_compute<T>((to_compute(in[i]) - mean) * inv_std * scale + shift);
-              }
+              T* out = dst + p * size;
+              const Moments m = moments(in, size, epsilon);
+              // (x - mean) * a + b in double rather than x * a + (b - mean * a): no cancellation when
+              // |mean| >> std.
+              const double a = inputs[1].double_at(p % channels) * m.inv_std;
+              const double b = inputs[2].double_at(p % channels);
+              for (int64_t i = 0; i < size; ++i) out[i] = from_compute<T>((to_compute(in[i]) - m.mean) * a + b);
             }
           });
         });

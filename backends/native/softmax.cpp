@@ -1,43 +1,370 @@
-// Native Softmax, LogSoftmax and Hardmax over [outer, axis, inner] views of the input.
+// Native Softmax, LogSoftmax and Hardmax over an [outer, dim, inner] view of the input: dim is the
+// normalized axis (before opset 13, every dim from `axis` on), inner what follows it.
+//   rows     inner == 1 (the last axis, attention's case): float rows use GCC vectors of the widest
+//            ISA the CPU has (chosen once, like gemm.cpp's micro-kernels); double rows plain loops.
+//   columns  inner > 1: a tile of up to kColumnTile neighbouring columns is normalized together, so
+//            every pass still reads contiguous memory and the loops over the tile vectorize.
+// Sums of exps accumulate in float vectors flushed into a double every kFlushElements, which keeps
+// rows of any length accurate to a few float ulps. 16-bit floats are widened to float once per run.
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "backends/native/element_math.h"
+#include "backends/native/elementwise.h"
 #include "backends/native/kernel_util.h"
 #include "backends/native/native_backend.h"
 #include "runtime/parallel.h"
 
+// The vector helpers below take and return GCC vectors wider than the baseline ABI's, but they are
+// always inlined into functions compiled for a matching target, so no call ever passes one.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace kiln::native {
 namespace {
 
+using elementwise::choose;
+
 enum class SoftmaxKind { softmax, log_softmax, hardmax };
 
-template <typename T, SoftmaxKind kKind>
-void softmax_rows(const T* src, T* dst, int64_t outer, int64_t dim, int64_t inner) {
-  parallel_for(0, outer * inner, dim * 8, [&](int64_t begin, int64_t end) {
-    std::vector<double> values(static_cast<size_t>(dim));
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t base = (row / inner) * dim * inner + row % inner;
-      double max_value = -std::numeric_limits<double>::infinity();
-      int64_t argmax = 0;
-      for (int64_t i = 0; i < dim; ++i) {
-        values[i] = to_compute(src[base + i * inner]);
-        if (values[i] > max_value) {
-          max_value = values[i];
-          argmax = i;
+// Columns normalized together when the axis is not the last one.
+constexpr int64_t kColumnTile = 256;
+// Float partial sums move into a double accumulator after this many elements.
+constexpr int64_t kFlushElements = 1024;
+// Rough scalar operations per element (an exp, a max, a sum, a scale), for parallel_for.
+constexpr int64_t kCostPerElement = 24;
+
+// ---- e^x for x <= 0 ----------------------------------------------------------------------------
+// The arguments are x - max(row), so never positive (or NaN, which stays NaN). The range reduction
+// is unary.cpp's fast_exp: x = n ln2 + r with |r| <= ln2/2, e^r = 1 + r + r^2 G(r), within about
+// 1 ulp. Below kMinExponent the result (< 1.7e-38, subnormal) is flushed to 0, which keeps 2^n a
+// normal float and changes no softmax output by more than that.
+constexpr float kMinExponent = -87.0f;
+constexpr float kLog2e = 1.44269504f;
+constexpr float kLn2High = 0.693359375f;  // few mantissa bits: n * kLn2High is exact
+constexpr float kLn2Low = -2.12194440e-4f;
+constexpr float kRoundShift = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer in the low bits
+constexpr float kExpCoefficients[] = {1.38146104e-3f, 8.36871006e-3f, 4.16683890e-2f, 1.66665211e-1f, 4.99999940e-1f};
+constexpr uint32_t kExponentBias = 127;
+constexpr int kMantissaBits = 23;
+
+inline float exp_nonpositive(float x) {
+  const float shifted = x * kLog2e + kRoundShift;
+  const uint32_t n_bits = std::bit_cast<uint32_t>(shifted) - std::bit_cast<uint32_t>(kRoundShift);
+  const float n = shifted - kRoundShift;
+  const float r = (x - n * kLn2High) - n * kLn2Low;
+  float g = kExpCoefficients[0];
+  for (int k = 1; k < 5; ++k) g = g * r + kExpCoefficients[k];
+  const float result = (1.0f + (r + r * r * g)) * std::bit_cast<float>((n_bits + kExponentBias) << kMantissaBits);
+  return choose(x < kMinExponent, 0.0f, result);
+}
+
+template <typename C>
+inline C exp_of(C x) {
+  if constexpr (std::is_same_v<C, float>) {
+    return exp_nonpositive(x);
+  } else {
+    return std::exp(x);
+  }
+}
+
+// Larger of the two. A row's maximum may skip a NaN: the NaN still turns its exp, the row's sum and
+// so every output of the row into NaN, as numpy does.
+template <typename C>
+inline C max_of(C a, C b) {
+  return choose(b > a, b, a);
+}
+
+// ---- float rows with GCC vectors ---------------------------------------------------------------
+
+template <int kWidth>
+struct Simd;
+template <>
+struct Simd<4> {  // SSE2, baseline x86-64
+  using F = float __attribute__((vector_size(16)));
+  using U = uint32_t __attribute__((vector_size(16)));
+};
+template <>
+struct Simd<8> {  // AVX2
+  using F = float __attribute__((vector_size(32)));
+  using U = uint32_t __attribute__((vector_size(32)));
+};
+template <>
+struct Simd<16> {  // AVX-512
+  using F = float __attribute__((vector_size(64)));
+  using U = uint32_t __attribute__((vector_size(64)));
+};
+
+template <typename S>
+[[gnu::always_inline]] inline typename S::F load(const float* src) {
+  typename S::F v;
+  std::memcpy(&v, src, sizeof(v));
+  return v;
+}
+
+template <typename S>
+[[gnu::always_inline]] inline void store(float* dst, typename S::F v) {
+  std::memcpy(dst, &v, sizeof(v));
+}
+
+template <typename S>
+[[gnu::always_inline]] inline typename S::F splat(float value) {
+  return typename S::F{} + value;
+}
+
+template <typename S>
+[[gnu::always_inline]] inline typename S::F vector_max(typename S::F a, typename S::F b) {
+  return b > a ? b : a;
+}
+
+template <typename S>
+[[gnu::always_inline]] inline typename S::F vector_exp_nonpositive(typename S::F x) {
+  using F = typename S::F;
+  using U = typename S::U;
+  const F shifted = x * kLog2e + kRoundShift;
+  const U n_bits = reinterpret_cast<U>(shifted) - std::bit_cast<uint32_t>(kRoundShift);
+  const F n = shifted - kRoundShift;
+  const F r = (x - n * kLn2High) - n * kLn2Low;
+  F g = splat<S>(kExpCoefficients[0]);
+  for (int k = 1; k < 5; ++k) g = g * r + kExpCoefficients[k];
+  const F result = (1.0f + (r + r * r * g)) * reinterpret_cast<F>((n_bits + kExponentBias) << kMantissaBits);
+  return x < kMinExponent ? F{} : result;
+}
+
+template <typename S>
+[[gnu::always_inline]] inline float horizontal_max(typename S::F v) {
+  float result = v[0];
+  for (size_t j = 1; j < sizeof(v) / sizeof(float); ++j) result = max_of(result, v[j]);
+  return result;
+}
+
+template <typename S>
+[[gnu::always_inline]] inline double horizontal_sum(typename S::F v) {
+  double result = 0;
+  for (size_t j = 0; j < sizeof(v) / sizeof(float); ++j) result += v[j];
+  return result;
+}
+
+template <typename S>
+[[gnu::always_inline]] inline float row_max_simd(const float* src, int64_t n) {
+  constexpr int64_t kWidth = sizeof(typename S::F) / sizeof(float);
+  typename S::F m0 = splat<S>(-std::numeric_limits<float>::infinity());
+  typename S::F m1 = m0;
+  int64_t i = 0;
+  for (; i + 2 * kWidth <= n; i += 2 * kWidth) {
+    m0 = vector_max<S>(m0, load<S>(src + i));
+    m1 = vector_max<S>(m1, load<S>(src + i + kWidth));
+  }
+  for (; i + kWidth <= n; i += kWidth) m0 = vector_max<S>(m0, load<S>(src + i));
+  float result = horizontal_max<S>(vector_max<S>(m0, m1));
+  for (; i < n; ++i) result = max_of(result, src[i]);
+  return result;
+}
+
+// Sum of e^(src[i] - shift), also stored to dst when kStore.
+template <typename S, bool kStore>
+[[gnu::always_inline]] inline double exp_sum_simd(const float* src, float* dst, int64_t n, float shift) {
+  using F = typename S::F;
+  constexpr int64_t kWidth = sizeof(F) / sizeof(float);
+  const F shift_vector = splat<S>(shift);
+  double sum = 0;
+  int64_t i = 0;
+  while (i + kWidth <= n) {
+    F s0{}, s1{};
+    const int64_t flush = std::min(n, i + kFlushElements);
+    for (; i + 2 * kWidth <= flush; i += 2 * kWidth) {
+      const F e0 = vector_exp_nonpositive<S>(load<S>(src + i) - shift_vector);
+      const F e1 = vector_exp_nonpositive<S>(load<S>(src + i + kWidth) - shift_vector);
+      if constexpr (kStore) {
+        store<S>(dst + i, e0);
+        store<S>(dst + i + kWidth, e1);
+      }
+      s0 += e0;
+      s1 += e1;
+    }
+    for (; i + kWidth <= flush; i += kWidth) {
+      const F e = vector_exp_nonpositive<S>(load<S>(src + i) - shift_vector);
+      if constexpr (kStore) store<S>(dst + i, e);
+      s0 += e;
+    }
+    sum += horizontal_sum<S>(s0 + s1);
+  }
+  for (; i < n; ++i) {
+    const float e = exp_nonpositive(src[i] - shift);
+    if constexpr (kStore) dst[i] = e;
+    sum += e;
+  }
+  return sum;
+}
+
+// `rows` contiguous rows of n floats; dst may be src.
+template <typename S, SoftmaxKind kKind>
+[[gnu::always_inline]] inline void softmax_rows_simd(const float* src, float* dst, int64_t rows, int64_t n) {
+  using F = typename S::F;
+  constexpr int64_t kWidth = sizeof(F) / sizeof(float);
+  for (int64_t row = 0; row < rows; ++row, src += n, dst += n) {
+    const float maximum = row_max_simd<S>(src, n);
+    if constexpr (kKind == SoftmaxKind::softmax) {
+      const float scale = static_cast<float>(1.0 / exp_sum_simd<S, true>(src, dst, n, maximum));
+      int64_t i = 0;
+      for (; i + kWidth <= n; i += kWidth) store<S>(dst + i, load<S>(dst + i) * scale);
+      for (; i < n; ++i) dst[i] *= scale;
+    } else {
+      // (x - max) - log(sum): x - max is exact for the entries that matter, whereas max + log(sum)
+      // rounded to float would lose log(sum)'s low bits when |max| is large.
+      const float log_sum = static_cast<float>(std::log(exp_sum_simd<S, false>(src, dst, n, maximum)));
+      int64_t i = 0;
+      for (; i + kWidth <= n; i += kWidth) store<S>(dst + i, (load<S>(src + i) - maximum) - log_sum);
+      for (; i < n; ++i) dst[i] = (src[i] - maximum) - log_sum;
+    }
+  }
+}
+
+using FloatRowsFn = void (*)(const float* src, float* dst, int64_t rows, int64_t n);
+
+template <SoftmaxKind kKind>
+__attribute__((target("avx512f"))) void softmax_rows_avx512(const float* src, float* dst, int64_t rows, int64_t n) {
+  softmax_rows_simd<Simd<16>, kKind>(src, dst, rows, n);
+}
+template <SoftmaxKind kKind>
+__attribute__((target("avx2,fma"))) void softmax_rows_avx2(const float* src, float* dst, int64_t rows, int64_t n) {
+  softmax_rows_simd<Simd<8>, kKind>(src, dst, rows, n);
+}
+template <SoftmaxKind kKind>
+void softmax_rows_baseline(const float* src, float* dst, int64_t rows, int64_t n) {
+  softmax_rows_simd<Simd<4>, kKind>(src, dst, rows, n);
+}
+
+struct FloatRows {
+  const char* isa;
+  FloatRowsFn fn;
+};
+
+// The widest variant this CPU runs (the binary itself targets baseline x86-64).
+template <SoftmaxKind kKind>
+FloatRows float_rows() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return {"avx512", softmax_rows_avx512<kKind>};
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {"avx2", softmax_rows_avx2<kKind>};
+  return {"baseline", softmax_rows_baseline<kKind>};
+}
+
+// ---- portable rows and columns -----------------------------------------------------------------
+
+template <typename C>
+C row_max(const C* src, int64_t n) {
+  C result = -std::numeric_limits<C>::infinity();
+  for (int64_t i = 0; i < n; ++i) result = max_of(result, src[i]);
+  return result;
+}
+
+// One contiguous row of any floating type (double, and Hardmax of every type); dst may be src.
+template <typename C, SoftmaxKind kKind>
+void normalize_row(const C* src, C* dst, int64_t n) {
+  if constexpr (kKind == SoftmaxKind::hardmax) {
+    int64_t best = 0;  // the first maximum; a NaN counts as the maximum, as in numpy's argmax
+    for (int64_t i = 1; i < n && src[best] == src[best]; ++i) {
+      if (src[i] > src[best] || src[i] != src[i]) best = i;
+    }
+    std::fill(dst, dst + n, C{0});
+    dst[best] = C{1};
+  } else {
+    const C maximum = row_max(src, n);
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += exp_of<C>(src[i] - maximum);
+    if constexpr (kKind == SoftmaxKind::softmax) {
+      const C scale = static_cast<C>(1.0 / sum);
+      for (int64_t i = 0; i < n; ++i) dst[i] = exp_of<C>(src[i] - maximum) * scale;
+    } else {
+      const C log_sum = static_cast<C>(std::log(sum));
+      for (int64_t i = 0; i < n; ++i) dst[i] = (src[i] - maximum) - log_sum;
+    }
+  }
+}
+
+// `width` neighbouring columns of a [dim, inner] block (rows `inner` apart); dst may be src.
+template <typename C, SoftmaxKind kKind>
+void normalize_columns(const C* src, C* dst, int64_t dim, int64_t inner, int64_t width) {
+  C maximum[kColumnTile];
+  std::fill(maximum, maximum + width, -std::numeric_limits<C>::infinity());
+  if constexpr (kKind == SoftmaxKind::hardmax) {
+    int64_t best[kColumnTile] = {};
+    for (int64_t r = 0; r < dim; ++r) {
+      const C* row = src + r * inner;
+      for (int64_t i = 0; i < width; ++i) {
+        if (r == 0 || (maximum[i] == maximum[i] && (row[i] > maximum[i] || row[i] != row[i]))) {
+          maximum[i] = row[i];
+          best[i] = r;
         }
       }
-      if constexpr (kKind == SoftmaxKind::hardmax) {
-        for (int64_t i = 0; i < dim; ++i) dst[base + i * inner] = from_compute<T>(i == argmax ? 1.0 : 0.0);
-        continue;
+    }
+    for (int64_t r = 0; r < dim; ++r) {
+      for (int64_t i = 0; i < width; ++i) dst[r * inner + i] = best[i] == r ? C{1} : C{0};
+    }
+    return;
+  }
+  for (int64_t r = 0; r < dim; ++r) {
+    const C* row = src + r * inner;
+    for (int64_t i = 0; i < width; ++i) maximum[i] = max_of(maximum[i], row[i]);
+  }
+  double sum[kColumnTile] = {};
+  for (int64_t r = 0; r < dim; ++r) {
+    const C* row = src + r * inner;
+    C* out = dst + r * inner;
+    for (int64_t i = 0; i < width; ++i) {
+      const C e = exp_of<C>(row[i] - maximum[i]);
+      if constexpr (kKind == SoftmaxKind::softmax) out[i] = e;
+      sum[i] += e;
+    }
+  }
+  C factor[kColumnTile];  // 1 / sum for Softmax, log(sum) for LogSoftmax
+  for (int64_t i = 0; i < width; ++i) {
+    factor[i] = kKind == SoftmaxKind::softmax ? static_cast<C>(1.0 / sum[i]) : static_cast<C>(std::log(sum[i]));
+  }
+  for (int64_t r = 0; r < dim; ++r) {
+    const C* row = src + r * inner;
+    C* out = dst + r * inner;
+    for (int64_t i = 0; i < width; ++i) {
+      if constexpr (kKind == SoftmaxKind::softmax) {
+        out[i] *= factor[i];
+      } else {
+        out[i] = (row[i] - maximum[i]) - factor[i];
       }
-      double sum = 0;
-      for (int64_t i = 0; i < dim; ++i) sum += std::exp(values[i] - max_value);
-      for (int64_t i = 0; i < dim; ++i) {
-        const double shifted = values[i] - max_value;
-        dst[base + i * inner] =
-            from_compute<T>(kKind == SoftmaxKind::softmax ? std::exp(shifted) / sum : shifted - std::log(sum));
+    }
+  }
+}
+
+struct SoftmaxGeometry {
+  int64_t outer = 1;
+  int64_t dim = 1;
+  int64_t inner = 1;
+};
+
+// `float_rows` is the vectorized row kernel for C = float (null to use the portable one).
+template <typename C, SoftmaxKind kKind>
+void normalize(const C* src, C* dst, const SoftmaxGeometry& g, FloatRowsFn float_rows) {
+  if (g.dim == 0) return;
+  if (g.inner == 1) {
+    parallel_for(0, g.outer, g.dim * kCostPerElement, [&](int64_t begin, int64_t end) {
+      if constexpr (std::is_same_v<C, float>) {
+        if (float_rows != nullptr) return float_rows(src + begin * g.dim, dst + begin * g.dim, end - begin, g.dim);
       }
+      for (int64_t o = begin; o < end; ++o) normalize_row<C, kKind>(src + o * g.dim, dst + o * g.dim, g.dim);
+    });
+    return;
+  }
+  const int64_t tiles = (g.inner + kColumnTile - 1) / kColumnTile;
+  const int64_t block = g.dim * g.inner;
+  parallel_for(0, g.outer * tiles, g.dim * std::min(g.inner, kColumnTile) * kCostPerElement, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t first = (task % tiles) * kColumnTile;
+      const int64_t offset = (task / tiles) * block + first;
+      normalize_columns<C, kKind>(src + offset, dst + offset, g.dim, g.inner, std::min(kColumnTile, g.inner - first));
     }
   });
 }
@@ -47,23 +374,42 @@ KernelOrReason make_softmax(const OpSpec& spec, std::span<const TensorInfo>) {
   const Shape& shape = spec.input(0).shape;
   const int64_t rank = static_cast<int64_t>(shape.size());
   const int64_t axis = normalize_axis(spec.attrs().get_int("axis", spec.opset < 13 ? 1 : -1), rank);
-  int64_t outer = 1, dim = 1, inner = 1;
+  SoftmaxGeometry g;
   for (int64_t d = 0; d < rank; ++d) {
     const int64_t size = shape[static_cast<size_t>(d)];
     if (d < axis) {
-      outer *= size;
+      g.outer *= size;
     } else if (spec.opset < 13 || d == axis) {
-      dim *= size;  // before opset 13 everything from axis on is one normalized block
+      g.dim *= size;  // before opset 13 everything from axis on is one normalized block
     } else {
-      inner *= size;
+      g.inner *= size;
     }
   }
+  // Hardmax has no arithmetic to vectorize; every row kind of float but Hardmax does.
+  FloatRows rows{"portable", nullptr};
+  if constexpr (kKind != SoftmaxKind::hardmax) rows = float_rows<kKind>();
+  const DType dtype = spec.input(0).dtype;
+  const std::string name = g.inner > 1               ? "native:softmax_columns"
+                           : dtype == DType::f32 && rows.fn ? std::string("native:softmax_rows:") + rows.isa
+                                                            : "native:softmax_rows";
+  const FloatRowsFn float_rows_fn = rows.fn;
   return visit_floating(
-      spec.input(0).dtype,
+      dtype,
       [&](auto tag) -> KernelOrReason {
         using T = decltype(tag);
-        return make_kernel("native:softmax", [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
-          softmax_rows<T, kKind>(inputs[0].data<T>(), outputs[0].data<T>(), outer, dim, inner);
+        return make_kernel(name, [g, float_rows_fn](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+          if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+            normalize<T, kKind>(inputs[0].data<T>(), outputs[0].data<T>(), g, float_rows_fn);
+          } else {
+            // 16-bit floats: widen once, normalize in float, narrow once.
+            const int64_t count = inputs[0].numel();
+            std::vector<float> wide(static_cast<size_t>(count));
+            const T* src = inputs[0].data<T>();
+            T* dst = outputs[0].data<T>();
+            for (int64_t i = 0; i < count; ++i) wide[i] = to_compute(src[i]);
+            normalize<float, kKind>(wide.data(), wide.data(), g, float_rows_fn);
+            for (int64_t i = 0; i < count; ++i) dst[i] = from_compute<T>(wide[i]);
+          }
         });
       },
       [] { return KernelOrReason::rejected("native softmax supports floating types only"); });
