@@ -1,5 +1,5 @@
 // Ops that move data without arithmetic: Concat, Split, Slice, Transpose, Gather, GatherElements,
-// Tile, Pad.
+// Tile, Pad, DepthToSpace, SpaceToDepth.
 #include "ops/data_movement.h"
 
 #include <algorithm>
@@ -12,6 +12,22 @@
 namespace kiln {
 namespace {
 
+// Output dims computed from attribute or constant values (repeats, pads, block sizes) can be
+// anything a file says; these fail instead of overflowing.
+int64_t mul_dims(const OpSpec& spec, int64_t a, int64_t b) {
+  int64_t result = 0;
+  KILN_CHECK(!__builtin_mul_overflow(a, b, &result), invalid_argument, spec.op_type, " output dim ", a, " * ",
+             b, " overflows int64");
+  return result;
+}
+
+int64_t add_dims(const OpSpec& spec, int64_t a, int64_t b) {
+  int64_t result = 0;
+  KILN_CHECK(!__builtin_add_overflow(a, b, &result), invalid_argument, spec.op_type, " output dim ", a, " + ",
+             b, " overflows int64");
+  return result;
+}
+
 std::vector<TensorInfo> infer_concat(const OpSpec& spec) {
   expect_inputs(spec, 1, 1 << 16);
   const TensorInfo& first = spec.input(0);
@@ -23,8 +39,8 @@ std::vector<TensorInfo> infer_concat(const OpSpec& spec) {
     const TensorInfo& input = spec.input(i);
     KILN_CHECK(input.dtype == first.dtype, type_mismatch, "Concat input ", i, " is ", dtype_name(input.dtype),
                ", input 0 is ", dtype_name(first.dtype));
-    KILN_CHECK(static_cast<int64_t>(input.shape.size()) == rank, invalid_argument, "Concat input ", i, " has shape ",
-               shape_to_string(input.shape), ", input 0 has ", shape_to_string(first.shape));
+    KILN_CHECK(static_cast<int64_t>(input.shape.size()) == rank, invalid_argument, "Concat input ", i,
+               " has shape ", shape_to_string(input.shape), ", input 0 has ", shape_to_string(first.shape));
     for (int64_t d = 0; d < rank; ++d) {
       if (d == axis) continue;
       KILN_CHECK(input.shape[d] == first.shape[d], invalid_argument, "Concat input ", i, " has shape ",
@@ -39,8 +55,8 @@ std::vector<TensorInfo> infer_concat(const OpSpec& spec) {
 std::vector<TensorInfo> infer_split(const OpSpec& spec) {
   expect_inputs(spec, 1, 2);
   const TensorInfo& input = spec.input(0);
-  const int64_t axis = normalize_axis(spec.attrs().get_int("axis", 0), static_cast<int64_t>(input.shape.size()),
-                                      "Split axis");
+  const int64_t axis =
+      normalize_axis(spec.attrs().get_int("axis", 0), static_cast<int64_t>(input.shape.size()), "Split axis");
   const std::vector<int64_t> sizes = split_sizes(spec, axis, input.shape[static_cast<size_t>(axis)]);
   std::vector<TensorInfo> outputs;
   for (int64_t size : sizes) {
@@ -85,35 +101,48 @@ std::vector<TensorInfo> infer_gather_elements(const OpSpec& spec) {
   const TensorInfo& indices = spec.input(1);
   KILN_CHECK(indices.dtype == DType::i64 || indices.dtype == DType::i32, type_mismatch,
              "GatherElements indices must be int32 or int64, got ", dtype_name(indices.dtype));
+  KILN_CHECK(!data.shape.empty(), invalid_argument, "GatherElements data must have rank >= 1");
   KILN_CHECK(data.shape.size() == indices.shape.size(), invalid_argument, "GatherElements data ",
-             shape_to_string(data.shape), " and indices ", shape_to_string(indices.shape), " must have the same rank");
-  normalize_axis(spec.attrs().get_int("axis", 0), static_cast<int64_t>(data.shape.size()), "GatherElements axis");
+             shape_to_string(data.shape), " and indices ", shape_to_string(indices.shape),
+             " must have the same rank");
+  const size_t axis = static_cast<size_t>(normalize_axis(
+      spec.attrs().get_int("axis", 0), static_cast<int64_t>(data.shape.size()), "GatherElements axis"));
+  for (size_t d = 0; d < data.shape.size(); ++d) {
+    // Outside the axis an index dim addresses the data dim directly, so it must not be larger.
+    KILN_CHECK(d == axis || indices.shape[d] <= data.shape[d], invalid_argument, "GatherElements indices ",
+               shape_to_string(indices.shape), " exceed data ", shape_to_string(data.shape), " in dim ", d);
+  }
   return {TensorInfo{data.dtype, indices.shape, {}}};
 }
 
 std::vector<TensorInfo> infer_tile(const OpSpec& spec) {
   expect_inputs(spec, 2, 2);
   const Shape& input = spec.input(0).shape;
-  const std::vector<int64_t> repeats = spec.constant_input(1, "repeats").to_int64_vector();
+  const Tensor& repeats_tensor = spec.constant_input(1, "repeats");
+  KILN_CHECK(repeats_tensor.rank() == 1 && is_integer(repeats_tensor.dtype()), invalid_model,
+             "Tile repeats must be a 1-D integer tensor, got ", dtype_name(repeats_tensor.dtype()), " ",
+             shape_to_string(repeats_tensor.shape()));
+  const std::vector<int64_t> repeats = repeats_tensor.to_int64_vector();
   KILN_CHECK(repeats.size() == input.size(), invalid_argument, "Tile repeats has ", repeats.size(),
              " entries for an input of rank ", input.size());
   Shape shape;
   for (size_t d = 0; d < input.size(); ++d) {
     KILN_CHECK(repeats[d] >= 0, invalid_argument, "Tile repeats must be >= 0, got ", repeats[d]);
-    shape.push_back(input[d] * repeats[d]);
+    shape.push_back(mul_dims(spec, input[d], repeats[d]));
   }
   checked_numel(shape);
   return {TensorInfo{spec.input(0).dtype, shape, {}}};
 }
 
 std::vector<TensorInfo> infer_pad(const OpSpec& spec) {
-  expect_inputs(spec, 1, spec.opset < 11 ? 1 : 3);
+  expect_inputs(spec, 1, spec.opset < 11 ? 1 : (spec.opset < 18 ? 3 : 4));
   const Shape& input = spec.input(0).shape;
   const PadParams params = pad_params(spec);
+  if (spec.opset >= 11 && spec.has_input(2)) expect_dtype(spec, 2, spec.input(0).dtype);
   const size_t rank = input.size();
   Shape shape;
   for (size_t d = 0; d < rank; ++d) {
-    const int64_t size = input[d] + params.pads[d] + params.pads[d + rank];
+    const int64_t size = add_dims(spec, add_dims(spec, input[d], params.pads[d]), params.pads[d + rank]);
     KILN_CHECK(size >= 0, invalid_argument, "Pad makes dim ", d, " negative");
     if (params.mode != "constant" && (params.pads[d] > 0 || params.pads[d + rank] > 0)) {
       KILN_CHECK(input[d] > 0, invalid_argument, "Pad mode '", params.mode, "' cannot pad an empty dim");
@@ -121,6 +150,33 @@ std::vector<TensorInfo> infer_pad(const OpSpec& spec) {
     shape.push_back(size);
   }
   return {TensorInfo{spec.input(0).dtype, shape, {}}};
+}
+
+std::vector<TensorInfo> infer_depth_to_space(const OpSpec& spec) {
+  expect_inputs(spec, 1, 1);
+  expect_rank(spec, 0, 4);
+  const SpaceDepthParams params = space_depth_params(spec);
+  const Shape& input = spec.input(0).shape;
+  const int64_t block = params.block;
+  const int64_t block_area = mul_dims(spec, block, block);
+  KILN_CHECK(input[1] % block_area == 0, invalid_argument, "DepthToSpace channels ", input[1],
+             " are not divisible by blocksize^2 = ", block_area, " (input ", shape_to_string(input), ")");
+  return {TensorInfo{
+      spec.input(0).dtype,
+      {input[0], input[1] / block_area, mul_dims(spec, input[2], block), mul_dims(spec, input[3], block)},
+      {}}};
+}
+
+std::vector<TensorInfo> infer_space_to_depth(const OpSpec& spec) {
+  expect_inputs(spec, 1, 1);
+  expect_rank(spec, 0, 4);
+  const SpaceDepthParams params = space_depth_params(spec);
+  const Shape& input = spec.input(0).shape;
+  const int64_t block = params.block;
+  KILN_CHECK(input[2] % block == 0 && input[3] % block == 0, invalid_argument, "SpaceToDepth input ",
+             shape_to_string(input), " has spatial dims not divisible by blocksize ", block);
+  const int64_t depth = mul_dims(spec, input[1], mul_dims(spec, block, block));
+  return {TensorInfo{spec.input(0).dtype, {input[0], depth, input[2] / block, input[3] / block}, {}}};
 }
 
 constexpr OpSchema kSchemas[] = {
@@ -132,6 +188,8 @@ constexpr OpSchema kSchemas[] = {
     {"GatherElements", infer_gather_elements, 11},
     {"Tile", infer_tile, 6},
     {"Pad", infer_pad, 2},
+    {"DepthToSpace", infer_depth_to_space},
+    {"SpaceToDepth", infer_space_to_depth},
 };
 
 }  // namespace
@@ -144,19 +202,31 @@ std::vector<int64_t> split_sizes(const OpSpec& spec, int64_t axis, int64_t dim) 
     sizes = spec.constant_input(1, "split").to_int64_vector();
   }
   const int64_t parts = spec.num_outputs;
+  if (sizes.empty() && spec.opset >= 18 && spec.attrs().has("num_outputs")) {
+    // Opset 18: ceil-sized parts, the last one smaller when the dim does not divide evenly.
+    const int64_t requested = spec.attrs().get_int("num_outputs", parts);
+    KILN_CHECK(requested == parts && parts > 0, invalid_model, "Split num_outputs is ", requested,
+               " but the node has ", parts, " outputs");
+    const int64_t chunk = (dim + parts - 1) / parts;
+    KILN_CHECK(chunk * (parts - 1) <= dim, invalid_argument, "Split cannot divide dim ", axis, " of size ",
+               dim, " into ", parts, " parts");
+    for (int64_t i = 0; i < parts; ++i) sizes.push_back(std::clamp<int64_t>(dim - i * chunk, 0, chunk));
+    return sizes;
+  }
   if (sizes.empty()) {
-    KILN_CHECK(parts > 0 && dim % parts == 0, invalid_argument, "Split cannot divide dim ", axis, " of size ", dim,
-               " into ", parts, " equal parts");
+    KILN_CHECK(parts > 0 && dim % parts == 0, invalid_argument, "Split cannot divide dim ", axis, " of size ",
+               dim, " into ", parts, " equal parts");
     return std::vector<int64_t>(static_cast<size_t>(parts), dim / parts);
   }
-  KILN_CHECK(static_cast<int64_t>(sizes.size()) == parts, invalid_model, "Split has ", sizes.size(), " sizes for ",
-             parts, " outputs");
+  KILN_CHECK(static_cast<int64_t>(sizes.size()) == parts, invalid_model, "Split has ", sizes.size(),
+             " sizes for ", parts, " outputs");
   int64_t total = 0;
   for (int64_t size : sizes) {
     KILN_CHECK(size >= 0, invalid_model, "Split sizes must be >= 0");
     total += size;
   }
-  KILN_CHECK(total == dim, invalid_argument, "Split sizes sum to ", total, " but dim ", axis, " has size ", dim);
+  KILN_CHECK(total == dim, invalid_argument, "Split sizes sum to ", total, " but dim ", axis, " has size ",
+             dim);
   return sizes;
 }
 
@@ -205,7 +275,8 @@ SliceParams slice_params(const OpSpec& spec) {
     } else {
       start = std::clamp<int64_t>(from_end(starts[i]), 0, dim - 1);
       const int64_t end = std::clamp<int64_t>(from_end(ends[i]), -1, dim - 1);
-      const int64_t stride = step == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -step;
+      const int64_t stride =
+          step == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -step;
       count = start > end ? (start - end - 1) / stride + 1 : 0;
     }
     params.starts[static_cast<size_t>(axis)] = count > 0 ? start : 0;
@@ -235,22 +306,59 @@ std::vector<int64_t> transpose_perm(const OpSpec& spec) {
 PadParams pad_params(const OpSpec& spec) {
   PadParams params;
   params.mode = spec.attrs().get_string("mode", "constant");
-  KILN_CHECK(params.mode == "constant" || params.mode == "reflect" || params.mode == "edge", invalid_model,
-             "Pad mode must be constant, reflect or edge, got '", params.mode, "'");
-  const size_t rank = spec.input(0).shape.size();
-  params.pads = spec.opset < 11 ? spec.attrs().get_ints("pads") : spec.constant_input(1, "pads").to_int64_vector();
-  KILN_CHECK(params.pads.size() == 2 * rank, invalid_model, "Pad has ", params.pads.size(), " pads for rank ", rank,
-             " (expected ", 2 * rank, ")");
+  const bool known_mode = params.mode == "constant" || params.mode == "reflect" || params.mode == "edge" ||
+                          (params.mode == "wrap" && spec.opset >= 19);
+  KILN_CHECK(known_mode, invalid_model, "Pad mode must be constant, reflect, edge",
+             spec.opset >= 19 ? " or wrap" : "", ", got '", params.mode, "'");
+  const Shape& input = spec.input(0).shape;
+  const size_t rank = input.size();
+  const std::vector<int64_t> given =
+      spec.opset < 11 ? spec.attrs().get_ints("pads") : spec.constant_input(1, "pads").to_int64_vector();
+  // Opset 18's optional axes say which dims `given` pads (begins then ends); the rest get none.
+  std::vector<int64_t> axes;
+  if (spec.opset >= 18 && spec.has_input(3)) {
+    for (int64_t axis : spec.constant_input(3, "axes").to_int64_vector()) {
+      axes.push_back(normalize_axis(axis, static_cast<int64_t>(rank), "Pad axis"));
+    }
+  } else {
+    for (size_t d = 0; d < rank; ++d) axes.push_back(static_cast<int64_t>(d));
+  }
+  const size_t count = axes.size();
+  KILN_CHECK(given.size() == 2 * count, invalid_model, "Pad has ", given.size(), " pads for ", count,
+             " axes (expected ", 2 * count, ")");
+  params.pads.assign(2 * rank, 0);
+  for (size_t i = 0; i < count; ++i) {
+    const size_t axis = static_cast<size_t>(axes[i]);
+    params.pads[axis] = given[i];
+    params.pads[axis + rank] = given[i + count];
+  }
   if (params.mode == "reflect") {
     for (size_t d = 0; d < rank; ++d) {
-      const int64_t dim = spec.input(0).shape[d];
+      const int64_t dim = input[d];
       KILN_CHECK(params.pads[d] < dim && params.pads[d + rank] < dim, invalid_argument,
-                 "Pad reflect needs pads smaller than the dim (dim ", d, " has size ", dim, ")");
+                 "Pad reflect needs pads smaller than the dim (dim ", d, " has size ", dim, ", pads ",
+                 params.pads[d], " and ", params.pads[d + rank], ")");
     }
   }
   return params;
 }
 
-std::span<const OpSchema> data_movement_schemas() { return kSchemas; }
+SpaceDepthParams space_depth_params(const OpSpec& spec) {
+  SpaceDepthParams params;
+  params.block = spec.attrs().require_int("blocksize");
+  KILN_CHECK(params.block > 0, invalid_model, spec.op_type, " blocksize must be > 0, got ", params.block);
+  params.column_row_depth = false;
+  if (spec.op_type == "DepthToSpace") {
+    const std::string mode = spec.attrs().get_string("mode", "DCR");
+    KILN_CHECK(mode == "DCR" || mode == "CRD", invalid_model, "DepthToSpace mode must be DCR or CRD, got '",
+               mode, "'");
+    params.column_row_depth = mode == "CRD";
+  }
+  return params;
+}
+
+std::span<const OpSchema> data_movement_schemas() {
+  return kSchemas;
+}
 
 }  // namespace kiln

@@ -1,5 +1,5 @@
 // Ops that compute or change shapes: Shape, Size, Reshape, Flatten, Squeeze, Unsqueeze, Expand,
-// ConstantOfShape, Constant, Identity, Dropout (inference), Range.
+// ConstantOfShape, Constant, Identity, Dropout (inference), Range, EyeLike.
 #include "ops/shape_ops.h"
 
 #include <algorithm>
@@ -8,10 +8,17 @@
 
 #include "core/error.h"
 #include "ops/broadcast.h"
+#include "ops/onnx_dtype.h"
 #include "ops/op_schema.h"
 
 namespace kiln {
 namespace {
+
+// Range's output length is computed in double; beyond 2^53 elements it would not be exact (and no
+// machine holds such a tensor anyway).
+constexpr int64_t kMaxRangeElements = int64_t{1} << 53;
+// ONNX's default Dropout ratio when the input is absent.
+constexpr double kDefaultDropoutRatio = 0.5;
 
 TensorInfo constant_info(Tensor value) {
   return TensorInfo{value.dtype(), value.shape(), value};
@@ -50,8 +57,9 @@ std::vector<TensorInfo> infer_reshape(const OpSpec& spec) {
   int64_t known = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0 && !allow_zero) {
-      KILN_CHECK(i < input.size(), invalid_argument, "Reshape shape ", shape_to_string(target.to_int64_vector()),
-                 " copies dim ", i, " but the input ", shape_to_string(input), " has rank ", input.size());
+      KILN_CHECK(i < input.size(), invalid_argument, "Reshape shape ",
+                 shape_to_string(target.to_int64_vector()), " copies dim ", i, " but the input ",
+                 shape_to_string(input), " has rank ", input.size());
       shape[i] = input[i];
     }
     if (shape[i] == -1) {
@@ -80,12 +88,13 @@ std::vector<TensorInfo> infer_flatten(const OpSpec& spec) {
   const Shape& input = spec.input(0).shape;
   const int64_t rank = static_cast<int64_t>(input.size());
   int64_t axis = spec.attrs().get_int("axis", 1);
-  KILN_CHECK(axis >= -rank && axis <= rank, invalid_model, "Flatten axis ", axis, " is out of range for rank ", rank);
+  KILN_CHECK(axis >= -rank && axis <= rank, invalid_model, "Flatten axis ", axis,
+             " is out of range for rank ", rank);
   if (axis < 0) axis += rank;
-  int64_t outer = 1;
-  for (int64_t d = 0; d < axis; ++d) outer *= input[static_cast<size_t>(d)];
-  const int64_t count = checked_numel(input);
-  return {TensorInfo{spec.input(0).dtype, {outer, outer == 0 ? 0 : count / outer}, {}}};
+  const std::span<const int64_t> dims(input);
+  const int64_t outer = checked_numel(dims.first(static_cast<size_t>(axis)));
+  const int64_t inner = checked_numel(dims.subspan(static_cast<size_t>(axis)));
+  return {TensorInfo{spec.input(0).dtype, {outer, inner}, {}}};
 }
 
 std::vector<TensorInfo> infer_squeeze(const OpSpec& spec) {
@@ -128,8 +137,10 @@ std::vector<TensorInfo> infer_unsqueeze(const OpSpec& spec) {
 std::vector<TensorInfo> infer_expand(const OpSpec& spec) {
   expect_inputs(spec, 2, 2);
   const Tensor& target = spec.constant_input(1, "shape");
-  KILN_CHECK(target.rank() == 1 && is_integer(target.dtype()), invalid_model, "Expand shape must be a 1-D integer tensor");
-  return {TensorInfo{spec.input(0).dtype, broadcast_shapes(spec.input(0).shape, target.to_int64_vector()), {}}};
+  KILN_CHECK(target.rank() == 1 && is_integer(target.dtype()), invalid_model,
+             "Expand shape must be a 1-D integer tensor");
+  return {
+      TensorInfo{spec.input(0).dtype, broadcast_shapes(spec.input(0).shape, target.to_int64_vector()), {}}};
 }
 
 std::vector<TensorInfo> infer_constant_of_shape(const OpSpec& spec) {
@@ -143,7 +154,9 @@ std::vector<TensorInfo> infer_constant_of_shape(const OpSpec& spec) {
                "ConstantOfShape value must be a one-element tensor");
     dtype = value->t.dtype();
   }
-  return {TensorInfo{dtype, target.to_int64_vector(), {}}};
+  Shape shape = target.to_int64_vector();
+  checked_numel(shape);  // rejects negative dims with a clear error
+  return {TensorInfo{dtype, std::move(shape), {}}};
 }
 
 std::vector<TensorInfo> infer_constant(const OpSpec& spec) {
@@ -175,7 +188,9 @@ std::vector<TensorInfo> infer_dropout(const OpSpec& spec) {
   expect_inputs(spec, 1, spec.opset >= 12 ? 3 : 1);
   expect_inference_dropout(spec);
   std::vector<TensorInfo> outputs = {TensorInfo{spec.input(0).dtype, spec.input(0).shape, {}}};
-  if (spec.num_outputs > 1) outputs.push_back(TensorInfo{DType::boolean, spec.input(0).shape, {}});
+  // The mask is bool from opset 10; Dropout-7 typed it like the data.
+  const DType mask_dtype = spec.opset >= 10 ? DType::boolean : spec.input(0).dtype;
+  if (spec.num_outputs > 1) outputs.push_back(TensorInfo{mask_dtype, spec.input(0).shape, {}});
   return outputs;
 }
 
@@ -189,22 +204,32 @@ std::vector<TensorInfo> infer_range(const OpSpec& spec) {
   KILN_CHECK(delta != 0, invalid_argument, "Range delta must not be 0");
   const double count = std::ceil((limit - start) / delta);
   KILN_CHECK(std::isfinite(count), invalid_argument, "Range has a non-finite element count");
+  KILN_CHECK(count <= static_cast<double>(kMaxRangeElements), invalid_argument, "Range from ", start, " to ",
+             limit, " by ", delta, " has too many elements (", count, ")");
   return {TensorInfo{dtype, {std::max<int64_t>(0, static_cast<int64_t>(count))}, {}}};
 }
 
+std::vector<TensorInfo> infer_eye_like(const OpSpec& spec) {
+  expect_inputs(spec, 1, 1);
+  expect_rank(spec, 0, 2);
+  DType dtype = spec.input(0).dtype;
+  if (spec.attrs().has("dtype")) {
+    const int64_t code = spec.attrs().get_int("dtype", 0);
+    dtype = dtype_from_onnx(code);
+    KILN_CHECK(dtype != DType::undefined, not_implemented, "EyeLike dtype ", onnx_dtype_name(code), " (",
+               code, ") is not supported");
+  }
+  return {TensorInfo{dtype, spec.input(0).shape, {}}};
+}
+
 constexpr OpSchema kSchemas[] = {
-    {"Shape", infer_shape},
-    {"Size", infer_size},
-    {"Reshape", infer_reshape, 5},
-    {"Flatten", infer_flatten},
-    {"Squeeze", infer_squeeze},
-    {"Unsqueeze", infer_unsqueeze},
-    {"Expand", infer_expand, 8},
-    {"ConstantOfShape", infer_constant_of_shape, 9},
-    {"Constant", infer_constant},
-    {"Identity", infer_identity},
-    {"Dropout", infer_dropout},
-    {"Range", infer_range, 11},
+    {"Shape", infer_shape},         {"Size", infer_size},
+    {"Reshape", infer_reshape, 5},  {"Flatten", infer_flatten},
+    {"Squeeze", infer_squeeze},     {"Unsqueeze", infer_unsqueeze},
+    {"Expand", infer_expand, 8},    {"ConstantOfShape", infer_constant_of_shape, 9},
+    {"Constant", infer_constant},   {"Identity", infer_identity},
+    {"Dropout", infer_dropout},     {"Range", infer_range, 11},
+    {"EyeLike", infer_eye_like, 9},
 };
 
 }  // namespace
@@ -218,10 +243,18 @@ std::vector<int64_t> squeeze_axes(const OpSpec& spec) {
 void expect_inference_dropout(const OpSpec& spec) {
   if (spec.opset < 12 || !spec.has_input(2)) return;
   const Tensor& training = spec.constant_input(2, "training_mode");
-  KILN_CHECK(training.numel() == 1 && training.int_at(0) == 0, not_implemented,
-             "Dropout in training mode is not supported (kiln runs inference)");
+  KILN_CHECK(training.numel() == 1, invalid_model, "Dropout training_mode must be a scalar, got shape ",
+             shape_to_string(training.shape()));
+  if (training.int_at(0) == 0) return;
+  // Training with ratio 0 keeps every element, which is deterministic and the same as inference.
+  const double ratio =
+      spec.has_input(1) ? spec.constant_input(1, "ratio").double_at(0) : kDefaultDropoutRatio;
+  KILN_CHECK(ratio == 0, not_implemented, "Dropout in training mode (ratio ", ratio,
+             ") draws a random mask; kiln runs inference only");
 }
 
-std::span<const OpSchema> shape_schemas() { return kSchemas; }
+std::span<const OpSchema> shape_schemas() {
+  return kSchemas;
+}
 
 }  // namespace kiln
