@@ -21,7 +21,8 @@ Session::Session(const std::filesystem::path& model_path) : Session(load_onnx_mo
 Session::Session(Model model) : model_(std::move(model)) {}
 
 std::vector<Tensor> Session::bind_inputs(const TensorMap& inputs) const {
-  for (const auto& [name, tensor] : inputs) {
+  for (const auto& entry : inputs) {
+    const std::string& name = entry.first;  // clang 14 cannot capture structured bindings
     const bool known = std::any_of(this->inputs().begin(), this->inputs().end(),
                                    [&](const ValueInfo& input) { return input.name == name; });
     KILN_CHECK(known, invalid_argument, "unknown input '", name, "' (the model's inputs are ",
