@@ -46,7 +46,7 @@ void expect_floating(const OpSpec& spec, int input) {
 }
 
 int64_t normalize_axis(int64_t axis, int64_t rank, const char* what) {
-  KILN_CHECK(axis >= -rank && axis < std::max<int64_t>(rank, 1), invalid_model, what, " ", axis,
+  KILN_CHECK(axis >= -rank && axis < rank, invalid_model, what, " ", axis,
              " is out of range for rank ", rank);
   return axis < 0 ? axis + rank : axis;
 }
