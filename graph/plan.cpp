@@ -229,7 +229,8 @@ class PlanBuilder {
       }
       throw;
     }
-    KILN_ASSERT(outputs.size() >= node.outputs.size());
+    KILN_CHECK(outputs.size() >= node.outputs.size(), invalid_model, node.op_type, " declares ",
+               node.outputs.size(), " outputs but produces at most ", outputs.size());
     outputs.resize(node.outputs.size());
 
     if (is_pass_through(node)) {

@@ -141,6 +141,15 @@ TEST(Session, UnknownOpNamesOpNodeAndOpset) {
   EXPECT_NE(message.find("opset 13"), std::string::npos) << message;
 }
 
+// Found by the model-loading fuzzer: a node declaring more outputs than its op has hit an assertion.
+TEST(Session, NodeWithTooManyOutputsIsAnError) {
+  Model model = relu_model();
+  model.graph.nodes[0].outputs.push_back("extra");
+  const std::string message =
+      error_of([&] { Session(std::move(model)).run({{"x", Tensor::zeros(DType::f32, {1, 4})}}); });
+  EXPECT_NE(message.find("declares 2 outputs"), std::string::npos) << message;
+}
+
 class CountingObserver : public Observer {
  public:
   void on_step_begin(const Plan&, size_t) override { ++begins; }
