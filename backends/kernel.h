@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "core/tensor.h"
+#include "ops/op_spec.h"
 
 namespace kiln {
 
@@ -25,6 +26,16 @@ class Kernel {
   // Optional: true when the kernel's outputs share storage with its inputs (Reshape, Squeeze, ...).
   // The executor then passes undefined outputs and the kernel assigns views to them.
   virtual bool is_view() const { return false; }
+
+  // The layout the kernel reads input `index` in and writes output `index` in. The planner stores
+  // values accordingly and inserts a visible reorder step where a producer and a reader disagree.
+  virtual Layout input_layout(size_t index) const { return Layout::plain; }
+  virtual Layout output_layout(size_t index) const { return Layout::plain; }
+
+  // An input the kernel can compute output 0 in place of (a fused residual sum starts from it), or
+  // -1. The planner lets it when that input's value is not read afterwards; run() then receives
+  // output 0 sharing the input's storage.
+  virtual int in_place_input() const { return -1; }
 };
 
 // A backend's answer to "can you run this node?": a kernel, or the reason it cannot.

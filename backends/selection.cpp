@@ -1,15 +1,70 @@
 #include "backends/selection.h"
 
+#include <array>
+#include <atomic>
+
 #include "backends/native/native_backend.h"
+#include "backends/onednn/onednn_backend.h"
 #include "core/error.h"
 
 namespace kiln {
+namespace {
 
-std::vector<const Backend*> candidate_backends(const OpSpec&) { return {&native_backend()}; }
+constexpr size_t kBackendCount = 2;
+
+const std::array<const Backend*, kBackendCount>& backend_list() {
+  static const std::array<const Backend*, kBackendCount> list = {&onednn_backend(), &native_backend()};
+  return list;
+}
+
+std::array<std::atomic<bool>, kBackendCount>& enabled_flags() {
+  static std::array<std::atomic<bool>, kBackendCount> flags = {true, true};
+  return flags;
+}
+
+size_t backend_index(std::string_view name) {
+  for (size_t i = 0; i < kBackendCount; ++i) {
+    if (backend_list()[i]->name() == name) return i;
+  }
+  std::string known;
+  for (const Backend* backend : backend_list()) known += str_cat(known.empty() ? "" : ", ", backend->name());
+  fail(ErrorKind::invalid_argument, "unknown backend '", name, "' (known: ", known, ")");
+}
+
+}  // namespace
+
+std::span<const Backend* const> all_backends() { return backend_list(); }
+
+const Backend* find_backend(std::string_view name) { return backend_list()[backend_index(name)]; }
+
+void set_backend_enabled(std::string_view name, bool enabled) {
+  const size_t index = backend_index(name);
+  KILN_CHECK(enabled || name != "native", invalid_argument,
+             "the native backend cannot be disabled: it is the fallback for every op");
+  enabled_flags()[index].store(enabled);
+}
+
+bool backend_enabled(std::string_view name) { return enabled_flags()[backend_index(name)].load(); }
+
+std::string enabled_backends_fingerprint() {
+  std::string fingerprint;
+  for (size_t i = 0; i < kBackendCount; ++i) {
+    if (enabled_flags()[i].load()) fingerprint += str_cat(fingerprint.empty() ? "" : ",", backend_list()[i]->name());
+  }
+  return fingerprint;
+}
+
+std::vector<const Backend*> candidate_backends(const OpSpec&) {
+  return {backend_list().begin(), backend_list().end()};
+}
 
 KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs) {
   KernelSelection selection;
   for (const Backend* backend : candidate_backends(spec)) {
+    if (!backend_enabled(backend->name())) {
+      selection.rejected.push_back({std::string(backend->name()), "backend disabled"});
+      continue;
+    }
     if (!backend->is_available()) {
       selection.rejected.push_back({std::string(backend->name()), "backend not available on this machine"});
       continue;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/backend.h"
@@ -21,6 +22,18 @@ struct KernelSelection {
   const Backend* backend = nullptr;
   std::vector<RejectedCandidate> rejected;
 };
+
+// Every backend kiln was built with, in preference order (oneDNN first, native last).
+std::span<const Backend* const> all_backends();
+const Backend* find_backend(std::string_view name);
+
+// Kernel selection skips disabled backends (recording "disabled" as the reason). All are enabled by
+// default; the native reference cannot be disabled (it is the fallback for every op). Throws
+// kiln::Error (invalid_argument) for an unknown name.
+void set_backend_enabled(std::string_view name, bool enabled);
+bool backend_enabled(std::string_view name);
+// "onednn,native": the enabled backends, part of every plan's cache key.
+std::string enabled_backends_fingerprint();
 
 // Backends in preference order, fastest first; the native reference is always last.
 std::vector<const Backend*> candidate_backends(const OpSpec& spec);

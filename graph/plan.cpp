@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "backends/native/native_backend.h"
+#include "backends/onednn/onednn_backend.h"
 #include "core/error.h"
 #include "graph/onnx_import.h"
+#include "ops/activation.h"
 #include "ops/op_schema.h"
 
 namespace kiln {
@@ -24,6 +28,12 @@ bool is_pass_through(const Node& node) {
   // Dropout in inference forwards its input; its optional mask output must be unused.
   return node.op_type == "Dropout" && (node.outputs.size() < 2 || node.outputs[1].empty());
 }
+
+// Ops whose kernels can apply followers as post-ops, and whether a residual sum is among them.
+bool fuses_activations(const Node& node) {
+  return is_default_domain(node.domain) && (node.op_type == "Conv" || node.op_type == "Gemm" || node.op_type == "MatMul");
+}
+bool fuses_sum(const Node& node) { return is_default_domain(node.domain) && node.op_type == "Conv"; }
 
 }  // namespace
 
@@ -42,6 +52,7 @@ class PlanBuilder {
     bind_inputs();
     for (size_t index : order) {
       const Node& node = graph_.nodes[index];
+      if (fused_.count(&node)) continue;  // its work happens inside the node it was fused into
       with_context(node_label(node), [&] { plan_node(node); });
     }
     bind_outputs();
@@ -56,7 +67,7 @@ class PlanBuilder {
  private:
   // Checks that every value is defined once and consumed only after it is defined, drops nodes no
   // graph output depends on, and returns the remaining node indices in a topological order.
-  std::vector<size_t> live_nodes_in_topological_order() const {
+  std::vector<size_t> live_nodes_in_topological_order() {
     std::unordered_map<std::string, size_t> producer;
     std::unordered_set<std::string> sources;
     for (const ValueInfo& input : graph_.inputs) sources.insert(input.name);
@@ -113,10 +124,15 @@ class PlanBuilder {
         }
       }
     }
+    // Nodes without inputs (Constant) go first, so fusion finds e.g. Clip's bounds already planned.
     std::deque<size_t> ready;
     for (size_t i = 0; i < graph_.nodes.size(); ++i) {
-      if (live[i] && missing[i] == 0) ready.push_back(i);
+      if (live[i] && missing[i] == 0 && graph_.nodes[i].inputs.empty()) ready.push_back(i);
     }
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      if (live[i] && missing[i] == 0 && !graph_.nodes[i].inputs.empty()) ready.push_back(i);
+    }
+    consumers_ = consumers;
     std::vector<size_t> order;
     while (!ready.empty()) {
       const size_t index = ready.front();
@@ -253,18 +269,48 @@ class PlanBuilder {
       return;
     }
 
-    KernelSelection selection = select_kernel(spec, outputs);
+    OpSpec fused_spec = spec;
+    std::vector<const Node*> followers = fusable_followers(node, fused_spec, outputs[0]);
+    KernelSelection selection;
+    if (!followers.empty()) {
+      try {
+        selection = select_kernel(fused_spec, outputs);
+      } catch (const Error&) {
+        followers.clear();  // no backend fuses this chain; plan the followers as their own steps
+      }
+    }
+    if (followers.empty()) {
+      fused_spec = spec;
+      selection = select_kernel(spec, outputs);
+    }
+    std::vector<std::string> output_names = node.outputs;
+    if (!followers.empty()) {
+      // The chain's last value is what the fused kernel writes; the intermediate values vanish.
+      output_names[0] = followers.back()->outputs[0];
+      for (const Node* follower : followers) fused_.insert(follower);
+      plan_->fused_nodes_ += static_cast<int>(followers.size());
+    }
+
     PlanStep step;
     step.record.node_name = node.name;
     step.record.op_type = node.op_type;
     step.record.backend = std::string(selection.backend->name());
     step.record.kernel = std::string(selection.kernel->name());
     step.record.rejected = std::move(selection.rejected);
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      step.inputs.push_back(node.inputs[i].empty() ? -1 : slot_by_name_.at(node.inputs[i]));
-      step.record.input_shapes.push_back(spec.inputs[i].shape);
+    for (const PostOp& op : fused_spec.post_ops) step.record.fused.push_back(str_cat(op.op_type, " '", op.node_name, "'"));
+    std::vector<std::string> input_names = node.inputs;
+    for (size_t i = node.inputs.size(); i < fused_spec.inputs.size(); ++i) {
+      input_names.push_back(fused_spec.inputs[i].present() ? fused_inputs_.at(i) : std::string());
     }
-    const bool is_view = selection.kernel->is_view();
+    const Kernel& kernel = *selection.kernel;
+    for (size_t i = 0; i < input_names.size(); ++i) {
+      int slot = input_names[i].empty() ? -1 : slot_by_name_.at(input_names[i]);
+      if (slot >= 0) slot = slot_in_layout(slot, kernel.input_layout(i));
+      step.inputs.push_back(slot);
+      step.record.input_shapes.push_back(fused_spec.inputs[i].shape);
+      step.record.input_layouts.push_back(slot >= 0 ? plan_->slots_[slot].info.layout : Layout::plain);
+    }
+    const bool is_view = kernel.is_view();
     std::vector<size_t> dependencies;  // graph inputs this step's outputs are computed from
     for (int slot : step.inputs) {
       if (slot < 0) continue;
@@ -274,21 +320,130 @@ class PlanBuilder {
         }
       }
     }
-    for (size_t i = 0; i < node.outputs.size(); ++i) {
-      TensorInfo info{outputs[i].dtype, outputs[i].shape, {}};
+    for (size_t i = 0; i < output_names.size(); ++i) {
+      const Layout layout = kernel.output_layout(i);
+      TensorInfo info{outputs[i].dtype, outputs[i].shape, {}, layout};
       step.record.output_shapes.push_back(info.shape);
-      step.output_infos.push_back(info);
-      if (node.outputs[i].empty()) {
+      step.record.output_layouts.push_back(layout);
+      step.output_infos.push_back(TensorInfo{info.dtype, stored_shape(info.shape, layout), {}, layout});
+      if (output_names[i].empty()) {
         step.outputs.push_back(-1);
         continue;
       }
       // A view shares its first input's storage, so it inherits that input's origin.
       const SlotOrigin origin = (is_view && step.inputs.at(0) >= 0) ? plan_->slots_[step.inputs[0]].origin
                                                                     : SlotOrigin::computed;
-      step.outputs.push_back(add_slot(node.outputs[i], info, origin, dependencies));
+      step.outputs.push_back(add_slot(output_names[i], info, origin, dependencies));
     }
+    for (const Node* follower : followers) slot_by_name_[follower->outputs[0]] = step.outputs[0];
     step.kernel = std::move(selection.kernel);
     plan_->steps_.push_back(std::move(step));
+  }
+
+  // The nodes after `node` that its kernel can apply as post-ops (activations, and for Conv one
+  // residual Add whose other operand is already computed), added to `spec` as post_ops; the sum's
+  // operand is appended to spec.inputs. Each intermediate value must have no other reader and
+  // not be a graph output. Empty when nothing fuses or oneDNN (the only fusing backend) is off.
+  std::vector<const Node*> fusable_followers(const Node& node, OpSpec& spec, const TensorInfo& result) {
+    std::vector<const Node*> followers;
+    if (!fuses_activations(node) || !backend_enabled("onednn") || result.dtype != DType::f32) return followers;
+    fused_inputs_.clear();
+    std::string value = node.outputs.at(0);
+    bool has_sum = false;
+    while (const Node* next = sole_reader(value)) {
+      if (next->outputs.size() != 1 || next->outputs[0].empty()) break;
+      if (next->op_type == "Add" && is_default_domain(next->domain) && fuses_sum(node) && !has_sum) {
+        if (next->inputs.size() != 2 || next->inputs[0] == next->inputs[1]) break;
+        const std::string& other = next->inputs[0] == value ? next->inputs[1] : next->inputs[0];
+        auto slot = slot_by_name_.find(other);
+        if (slot == slot_by_name_.end()) break;  // the other branch is planned later
+        const TensorInfo& addend = plan_->slots_[slot->second].info;
+        if (addend.dtype != DType::f32 || addend.shape != result.shape) break;
+        while (spec.inputs.size() < 3) spec.inputs.emplace_back();  // X, W, B before the addend
+        const int index = static_cast<int>(spec.inputs.size());
+        spec.inputs.push_back(addend);
+        fused_inputs_[static_cast<size_t>(index)] = other;
+        spec.post_ops.push_back(PostOp{PostOp::Kind::sum, 0, 0, index, next->name, next->op_type});
+        has_sum = true;
+      } else {
+        const std::optional<OpSpec> follower = make_spec_with_first_input(*next, result);
+        if (!follower) break;
+        const std::optional<PostOp> activation = activation_post_op(*follower);
+        if (!activation) break;
+        spec.post_ops.push_back(*activation);
+      }
+      followers.push_back(next);
+      value = next->outputs[0];
+    }
+    return followers;
+  }
+
+  // The one live node reading `value`, or null when it has several readers, reads it twice, or
+  // the value is a graph output.
+  const Node* sole_reader(const std::string& value) const {
+    for (const ValueInfo& output : graph_.outputs) {
+      if (output.name == value) return nullptr;
+    }
+    auto it = consumers_.find(value);
+    if (it == consumers_.end() || it->second.size() != 1) return nullptr;
+    return &graph_.nodes[it->second[0]];
+  }
+
+  // make_spec for a node whose first input has no slot yet (it is fused away); nothing when another
+  // input is not planned yet either.
+  std::optional<OpSpec> make_spec_with_first_input(const Node& node, const TensorInfo& first) const {
+    OpSpec spec;
+    spec.op_type = node.op_type;
+    spec.domain = node.domain;
+    spec.node_name = node.name;
+    auto opset = model_.opsets.find(is_default_domain(node.domain) ? "" : node.domain);
+    spec.opset = opset == model_.opsets.end() ? 0 : opset->second;
+    spec.attributes = &node.attributes;
+    spec.num_outputs = static_cast<int>(node.outputs.size());
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (i == 0 || node.inputs[i].empty()) {
+        spec.inputs.push_back(i == 0 ? TensorInfo{first.dtype, first.shape, {}} : TensorInfo{});
+        continue;
+      }
+      auto slot = slot_by_name_.find(node.inputs[i]);
+      if (slot == slot_by_name_.end()) return std::nullopt;  // computed later: cannot fuse
+      spec.inputs.push_back(plan_->slots_[slot->second].info);
+    }
+    return spec;
+  }
+
+  // `slot`'s value stored in `layout`: the slot itself, or a slot filled by a reorder step (one per
+  // slot and layout, shared by every reader).
+  int slot_in_layout(int slot, Layout layout) {
+    const TensorInfo& info = plan_->slots_[static_cast<size_t>(slot)].info;
+    if (info.layout == layout) return slot;
+    const auto key = std::make_pair(slot, layout);
+    if (auto it = reordered_.find(key); it != reordered_.end()) return it->second;
+    KILN_CHECK(info.dtype == DType::f32 && info.shape.size() == 4, not_implemented, "value '",
+               plan_->slots_[static_cast<size_t>(slot)].name, "' is stored ", layout_name(info.layout),
+               " but a reader needs ", layout_name(layout), " (layouts convert for 4-D float32 values only)");
+    PlanStep step;
+    step.kernel = make_layout_reorder(info.shape, info.layout, layout);
+    step.inputs = {slot};
+    step.record.node_name = str_cat(plan_->slots_[static_cast<size_t>(slot)].name, ":to_", layout_name(layout));
+    step.record.op_type = "Reorder";
+    step.record.backend = "onednn";
+    step.record.kernel = std::string(step.kernel->name());
+    step.record.input_shapes = {info.shape};
+    step.record.output_shapes = {info.shape};
+    step.record.input_layouts = {info.layout};
+    step.record.output_layouts = {layout};
+    step.output_infos = {TensorInfo{info.dtype, stored_shape(info.shape, layout), {}, layout}};
+    const SlotOrigin origin = step.kernel->is_view() ? plan_->slots_[static_cast<size_t>(slot)].origin : SlotOrigin::computed;
+    const int converted = add_slot(step.record.node_name, TensorInfo{info.dtype, info.shape, {}, layout}, origin,
+                                   input_dependencies_[static_cast<size_t>(slot)]);
+    // add_slot registered the name; readers find values by their graph names, not this one.
+    slot_by_name_.erase(step.record.node_name);
+    step.outputs = {converted};
+    plan_->steps_.push_back(std::move(step));
+    ++plan_->reorder_steps_;
+    reordered_[key] = converted;
+    return converted;
   }
 
   // Runs a node whose inputs are all constants with the native reference kernel, at plan time.
@@ -307,7 +462,7 @@ class PlanBuilder {
 
   void bind_outputs() {
     for (const ValueInfo& output : graph_.outputs) {
-      const int slot = slot_by_name_.at(output.name);
+      const int slot = slot_in_layout(slot_by_name_.at(output.name), Layout::plain);
       const TensorInfo& info = plan_->slots_[slot].info;
       KILN_CHECK(output.dtype == DType::undefined || output.dtype == info.dtype, invalid_model, "graph output '",
                  output.name, "' is declared ", dtype_name(output.dtype), " but computes ", dtype_name(info.dtype));
@@ -329,6 +484,32 @@ class PlanBuilder {
         plan_->steps_[last_reader[slot]].release_after.push_back(static_cast<int>(slot));
       }
     }
+    // Slots whose storage another slot shares: views' inputs and outputs.
+    std::vector<bool> shared(plan_->slots_.size(), false);
+    for (const PlanStep& step : plan_->steps_) {
+      if (!step.kernel->is_view()) continue;
+      for (int slot : step.inputs) {
+        if (slot >= 0) shared[slot] = true;
+      }
+      for (int slot : step.outputs) {
+        if (slot >= 0) shared[slot] = true;
+      }
+    }
+    // A kernel may take over a dying input's storage for output 0 when nothing else can see it.
+    for (size_t s = 0; s < plan_->steps_.size(); ++s) {
+      PlanStep& step = plan_->steps_[s];
+      const int input = step.kernel->in_place_input();
+      if (input < 0 || static_cast<size_t>(input) >= step.inputs.size() || step.outputs.empty()) continue;
+      const int slot = step.inputs[static_cast<size_t>(input)];
+      if (slot < 0 || step.outputs[0] < 0 || shared[slot] || last_reader[slot] != static_cast<int>(s)) continue;
+      if (plan_->slots_[slot].origin != SlotOrigin::computed) continue;
+      if (std::count(step.inputs.begin(), step.inputs.end(), slot) != 1) continue;
+      const TensorInfo& in = plan_->slots_[slot].info;
+      const TensorInfo& out = step.output_infos[0];
+      if (in.dtype != out.dtype || in.layout != out.layout || stored_shape(in.shape, in.layout) != out.shape) continue;
+      step.in_place_input = input;
+      step.record.in_place = true;
+    }
   }
 
   const Model& model_;
@@ -338,6 +519,10 @@ class PlanBuilder {
   std::shared_ptr<Plan> plan_;
   std::unordered_map<std::string, int> slot_by_name_;
   std::vector<std::vector<size_t>> input_dependencies_;  // per slot: graph inputs it derives from
+  std::unordered_map<std::string, std::vector<size_t>> consumers_;  // value name -> live reader nodes
+  std::unordered_set<const Node*> fused_;                           // nodes planned inside another
+  std::unordered_map<size_t, std::string> fused_inputs_;            // spec input index -> value name
+  std::map<std::pair<int, Layout>, int> reordered_;                 // (slot, layout) -> converted slot
 };
 
 std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Shape>& input_shapes,

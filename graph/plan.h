@@ -19,8 +19,12 @@ struct StepRecord {
   std::string op_type;
   std::string backend;
   std::string kernel;
-  std::vector<Shape> input_shapes;
+  std::vector<Shape> input_shapes;   // logical (ONNX) shapes
   std::vector<Shape> output_shapes;
+  std::vector<Layout> input_layouts;  // how each input/output is stored
+  std::vector<Layout> output_layouts;
+  std::vector<std::string> fused;     // "Relu 'name'" for each node fused into this one
+  bool in_place = false;              // output 0 reuses the storage of a dying input
   std::vector<RejectedCandidate> rejected;
 };
 
@@ -29,7 +33,8 @@ struct PlanStep {
   std::vector<int> inputs;         // slot per node input; -1 for an absent optional input
   std::vector<int> outputs;        // slot per node output; -1 for an unused optional output
   std::vector<int> release_after;  // slots whose last reader is this step
-  std::vector<TensorInfo> output_infos;  // every declared output, used or not (kernels may write all)
+  std::vector<TensorInfo> output_infos;  // every declared output as stored (kernels may write all)
+  int in_place_input = -1;  // input whose storage output 0 takes over (see Kernel::in_place_input)
   StepRecord record;
 };
 
@@ -64,6 +69,8 @@ class Plan {
   const std::vector<Tensor>& initial_values() const { return initial_values_; }
   int folded_nodes() const { return folded_nodes_; }
   int removed_nodes() const { return removed_nodes_; }
+  int fused_nodes() const { return fused_nodes_; }
+  int reorder_steps() const { return reorder_steps_; }
 
   // Builds the plan for `model` with one concrete shape per graph input (in graph input order).
   // `input_values` (empty, or one per graph input) binds the values of inputs that define shapes,
@@ -81,6 +88,8 @@ class Plan {
   std::vector<Tensor> initial_values_;
   int folded_nodes_ = 0;
   int removed_nodes_ = 0;
+  int fused_nodes_ = 0;
+  int reorder_steps_ = 0;
 };
 
 }  // namespace kiln

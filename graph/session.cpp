@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "backends/selection.h"
 #include "core/error.h"
+#include "runtime/threads.h"
 #include "graph/onnx_import.h"
 
 namespace kiln {
@@ -12,6 +14,11 @@ std::string expected_inputs(const std::vector<ValueInfo>& inputs) {
   std::string names;
   for (const ValueInfo& input : inputs) names += str_cat(names.empty() ? "" : ", ", "'", input.name, "'");
   return names.empty() ? "none" : names;
+}
+
+// Settings that change which kernels a plan holds: oneDNN primitives are created for a thread count.
+std::string plan_configuration() {
+  return str_cat(enabled_backends_fingerprint(), ";threads=", get_num_threads());
 }
 
 }  // namespace
@@ -44,7 +51,8 @@ std::vector<Tensor> Session::bind_inputs(const TensorMap& inputs) const {
 }
 
 std::shared_ptr<const Plan> Session::plan_for(const std::vector<Shape>& input_shapes) {
-  return cached_plan(PlanKey{input_shapes, std::vector<std::string>(input_shapes.size())}, input_shapes, {});
+  return cached_plan(PlanKey{plan_configuration(), input_shapes, std::vector<std::string>(input_shapes.size())},
+                     input_shapes, {});
 }
 
 std::shared_ptr<const Plan> Session::plan_for(const std::vector<Tensor>& inputs) {
@@ -64,7 +72,7 @@ std::shared_ptr<const Plan> Session::plan_for(const std::vector<Tensor>& inputs)
       }
     }
     try {
-      return cached_plan(PlanKey{shapes, value_bytes}, shapes, values);
+      return cached_plan(PlanKey{plan_configuration(), shapes, value_bytes}, shapes, values);
     } catch (const NeedsInputValue& needs) {
       if (attempt >= inputs.size() || needs.input() >= inputs.size()) throw;
       std::lock_guard lock(mutex_);
@@ -131,7 +139,9 @@ TensorMap Session::run(const TensorMap& inputs) {
     step_outputs.assign(step.output_infos.size(), Tensor{});
     if (!step.kernel->is_view()) {
       for (size_t i = 0; i < step_outputs.size(); ++i) {
-        step_outputs[i] = Tensor::empty(step.output_infos[i].dtype, step.output_infos[i].shape);
+        step_outputs[i] = (i == 0 && step.in_place_input >= 0)
+                              ? step_inputs[static_cast<size_t>(step.in_place_input)]
+                              : Tensor::empty(step.output_infos[i].dtype, step.output_infos[i].shape);
       }
     }
     if (observed) {

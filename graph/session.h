@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "graph/graph.h"
@@ -43,8 +44,9 @@ class Session {
   void remove_observer(Observer* observer);
 
  private:
-  // Shapes, and the bytes of value-bound inputs ("" for the others).
-  using PlanKey = std::pair<std::vector<Shape>, std::vector<std::string>>;
+  // What a plan depends on besides the model: the configuration (enabled backends, thread count),
+  // the input shapes, and the bytes of value-bound inputs ("" for the others).
+  using PlanKey = std::tuple<std::string, std::vector<Shape>, std::vector<std::string>>;
 
   std::vector<Tensor> bind_inputs(const TensorMap& inputs) const;
   std::shared_ptr<const Plan> cached_plan(const PlanKey& key, const std::vector<Shape>& shapes,

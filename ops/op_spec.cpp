@@ -4,6 +4,26 @@
 
 namespace kiln {
 
+const char* layout_name(Layout layout) { return layout == Layout::nhwc ? "nhwc" : "plain"; }
+
+Shape stored_shape(const Shape& shape, Layout layout) {
+  if (layout == Layout::plain) return shape;
+  KILN_ASSERT(shape.size() == 4);  // channels-last storage is only chosen for 4-D values
+  return {shape[0], shape[2], shape[3], shape[1]};
+}
+
+const char* post_op_name(PostOp::Kind kind) {
+  switch (kind) {
+    case PostOp::Kind::relu: return "relu";
+    case PostOp::Kind::leaky_relu: return "leaky_relu";
+    case PostOp::Kind::clip: return "clip";
+    case PostOp::Kind::sigmoid: return "sigmoid";
+    case PostOp::Kind::tanh: return "tanh";
+    case PostOp::Kind::sum: return "sum";
+  }
+  return "?";
+}
+
 const TensorInfo& OpSpec::input(int index) const {
   KILN_CHECK(has_input(index), invalid_model, op_type, " expects input ", index, " but it is missing");
   return inputs[static_cast<size_t>(index)];

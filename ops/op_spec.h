@@ -13,16 +13,40 @@
 
 namespace kiln {
 
+// How a value's elements are stored. Shapes are always logical (ONNX's NCHW); a value stored
+// channels-last holds a 4-D [N, C, H, W] value as a contiguous [N, H, W, C] tensor, the layout
+// oneDNN's fastest convolutions read and write. Constants, graph inputs and outputs are plain.
+enum class Layout : uint8_t { plain, nhwc };
+
+const char* layout_name(Layout layout);
+// The shape of the tensor that stores a value of logical `shape` in `layout`.
+Shape stored_shape(const Shape& shape, Layout layout);
+
 // A value's type and shape at plan time; `value` is set when the data is known (an initializer,
 // a folded constant, or an output whose value shape inference could compute, like Shape's).
 struct TensorInfo {
   DType dtype = DType::undefined;
   Shape shape;
   Tensor value;  // undefined when not known at plan time
+  Layout layout = Layout::plain;
 
   bool present() const { return dtype != DType::undefined; }
   bool is_constant() const { return value.defined(); }
 };
+
+// An op the planner fused into the node before it (a convolution or matmul): applied to the
+// node's result in order, inside the kernel, before the result is stored.
+struct PostOp {
+  enum class Kind { relu, leaky_relu, clip, sigmoid, tanh, sum };
+  Kind kind = Kind::relu;
+  float alpha = 0;        // leaky_relu slope; clip minimum
+  float beta = 0;         // clip maximum
+  int input = -1;         // sum: index in OpSpec::inputs of the tensor added to the result
+  std::string node_name;  // the fused node, for plans and verbose lines
+  std::string op_type;
+};
+
+const char* post_op_name(PostOp::Kind kind);
 
 struct OpSpec {
   std::string op_type;
@@ -32,6 +56,7 @@ struct OpSpec {
   const Attributes* attributes = nullptr;
   std::vector<TensorInfo> inputs;  // absent optional inputs are not present()
   int num_outputs = 1;              // outputs the node declares (optional trailing ones may be "")
+  std::vector<PostOp> post_ops;     // fused followers; a sum's input is appended to `inputs`
 
   const Attributes& attrs() const { return *attributes; }
   int num_inputs() const { return static_cast<int>(inputs.size()); }

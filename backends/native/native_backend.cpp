@@ -22,6 +22,8 @@ class NativeBackend final : public Backend {
   std::string version() const override { return std::string(kiln_version()); }
 
   KernelOrReason create_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs) const override {
+    // The reference kernels stay one op each; the planner runs fused followers as their own steps.
+    if (!spec.post_ops.empty()) return KernelOrReason::rejected("native kernels do not fuse post-ops");
     for (FamilyTable family : kFamilies) {
       for (const native::KernelEntry& entry : family()) {
         if (entry.op_type == spec.op_type) return entry.create(spec, outputs);

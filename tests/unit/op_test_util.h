@@ -20,7 +20,7 @@ struct OpRun {
   bool inputs_are_constants = true;
 };
 
-// Infers output shapes, selects a kernel (native), allocates outputs and runs it.
+// Infers output shapes, creates the native reference kernel, allocates outputs and runs it.
 std::vector<Tensor> run_op(const OpRun& run);
 
 // Attribute builders for tests.

@@ -58,7 +58,7 @@ TEST(Session, RunsNodesInTopologicalOrderAndRemovesIdentity) {
   EXPECT_EQ(plan->steps().size(), 2u);
   EXPECT_EQ(plan->removed_nodes(), 1);
   EXPECT_EQ(plan->steps()[0].record.op_type, "Add");
-  EXPECT_EQ(plan->steps()[0].record.backend, "native");
+  EXPECT_FALSE(plan->steps()[0].record.backend.empty());
 }
 
 TEST(Session, PlansPerInputShapeAndReusesThem) {

@@ -1,0 +1,57 @@
+// oneDNN Concat (float32). Inputs are read in the first input's layout (a channels-last Concat of
+// Inception/SqueezeNet branches stays channels-last) and the output is written in it.
+#include "backends/onednn/onednn_common.h"
+#include "backends/onednn/post_ops.h"
+
+namespace kiln::onednn {
+namespace {
+
+using dnnl::memory;
+
+class ConcatKernel final : public PrimitiveKernel {
+ public:
+  ConcatKernel(const OpSpec& spec, int axis, const Shape& output_shape) {
+    const Layout layout = spec.input(0).layout;
+    std::vector<memory::desc> sources;
+    for (const TensorInfo& input : spec.inputs) sources.push_back(value_desc(input.shape, layout));
+    dst_desc_ = value_desc(output_shape, layout);
+    const dnnl::concat::primitive_desc pd(dst_desc_, axis, sources, engine(), make_attr({}));
+    name_ = "onednn:" + implementation_name(pd);
+    primitive_ = dnnl::concat(pd);
+    scratchpad_desc_ = pd.scratchpad_desc();
+    source_descs_ = sources;
+    input_layouts_.assign(spec.inputs.size(), layout);
+    output_layouts_ = {layout};
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
+    std::unordered_map<int, memory> args = {{DNNL_ARG_DST, wrap(dst_desc_, outputs[0])}};
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), wrap(source_descs_[i], inputs[i]));
+    }
+    execute(args);
+  }
+
+ private:
+  memory::desc dst_desc_;
+  std::vector<memory::desc> source_descs_;
+};
+
+KernelOrReason make_concat(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+  const Shape& shape = outputs[0].shape;
+  if (shape.empty() || shape.size() > 6) return KernelOrReason::rejected("oneDNN Concat here runs ranks 1 to 6");
+  for (const TensorInfo& input : spec.inputs) {
+    if (input.dtype != DType::f32) return KernelOrReason::rejected("oneDNN Concat here runs float32 only");
+    if (checked_numel(input.shape) == 0) return KernelOrReason::rejected("an input is empty");
+  }
+  const int axis = static_cast<int>(normalize_axis(spec.attrs().require_int("axis"), static_cast<int64_t>(shape.size())));
+  return create_primitive_kernel([&] { return std::make_unique<ConcatKernel>(spec, axis, shape); });
+}
+
+constexpr native::KernelEntry kConcatKernels[] = {{"Concat", make_concat}};
+
+}  // namespace
+
+std::span<const native::KernelEntry> concat_kernels() { return kConcatKernels; }
+
+}  // namespace kiln::onednn

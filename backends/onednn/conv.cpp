@@ -1,0 +1,101 @@
+// oneDNN Conv (2-D, float32, any group count): activations channels-last, weights reordered once at
+// plan time into the layout the chosen implementation wants, bias and fused post-ops (eltwise
+// activations and a residual sum) applied inside the primitive.
+#include <algorithm>
+#include <cstring>
+
+#include "backends/onednn/onednn_common.h"
+#include "backends/onednn/post_ops.h"
+#include "ops/conv.h"
+
+namespace kiln::onednn {
+namespace {
+
+using dnnl::memory;
+
+class ConvKernel final : public PrimitiveKernel {
+ public:
+  ConvKernel(const OpSpec& spec, const ConvParams& params, const Shape& output_shape) {
+    const Shape& x_shape = spec.input(0).shape;
+    const Tensor& weights = spec.input(1).value;
+    const int64_t group = params.group;
+    const Shape weight_dims =
+        group == 1 ? weights.shape()
+                   : Shape{group, params.out_channels / group, weights.dim(1), weights.dim(2), weights.dim(3)};
+    const memory::desc src_desc = value_desc(x_shape, Layout::nhwc);
+    const memory::desc dst_desc = value_desc(output_shape, Layout::nhwc);
+    const memory::desc any_weights(weight_dims, memory::data_type::f32, memory::format_tag::any);
+    const memory::desc bias_desc = params.has_bias ? plain_desc({params.out_channels}) : memory::desc();
+
+    const WindowParams& w = params.window;
+    memory::dims dilations;
+    for (int64_t d : w.dilations) dilations.push_back(d - 1);  // oneDNN counts the gaps
+    const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                               dnnl::algorithm::convolution_direct, src_desc, any_weights,
+                                               bias_desc, dst_desc, w.strides, dilations, w.pads_begin, w.pads_end);
+    dnnl::primitive_attr attr = make_attr(spec.post_ops);
+    const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
+    name_ = "onednn:" + implementation_name(pd) + post_ops_suffix(spec.post_ops);
+    primitive_ = dnnl::convolution_forward(pd);
+    scratchpad_desc_ = pd.scratchpad_desc();
+
+    // Weights: ONNX's (g)oihw, reordered once into the implementation's blocked layout.
+    const memory::desc user_weights(weight_dims, memory::data_type::f32,
+                                    group == 1 ? memory::format_tag::oihw : memory::format_tag::goihw);
+    constant_args_[DNNL_ARG_WEIGHTS] = reorder_constant(user_weights, weights, pd.weights_desc());
+    if (params.has_bias) constant_args_[DNNL_ARG_BIAS] = reorder_constant(bias_desc, spec.input(2).value, bias_desc);
+
+    input_layouts_ = {Layout::nhwc, Layout::plain, Layout::plain};
+    residual_input_ = sum_input(spec.post_ops);
+    if (residual_input_ >= 0) {
+      input_layouts_.resize(static_cast<size_t>(residual_input_) + 1, Layout::plain);
+      input_layouts_[static_cast<size_t>(residual_input_)] = Layout::nhwc;
+    }
+    output_layouts_ = {Layout::nhwc};
+    src_desc_ = src_desc;
+    dst_desc_ = dst_desc;
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
+    if (residual_input_ >= 0) {
+      // The sum post-op adds the primitive's result to what dst holds: start from the residual
+      // unless the planner already placed the output in the residual's storage.
+      const Tensor& residual = inputs[static_cast<size_t>(residual_input_)];
+      if (outputs[0].raw_data() != residual.raw_data()) {
+        std::memcpy(outputs[0].raw_data(), residual.raw_data(), residual.nbytes());
+      }
+    }
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(src_desc_, inputs[0])},
+                                            {DNNL_ARG_DST, wrap(dst_desc_, outputs[0])}};
+    execute(args);
+  }
+
+  int in_place_input() const override { return residual_input_; }
+
+ private:
+  memory::desc src_desc_;
+  memory::desc dst_desc_;
+  int residual_input_ = -1;
+};
+
+KernelOrReason make_conv(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+  if (spec.input(0).dtype != DType::f32) return KernelOrReason::rejected("oneDNN Conv here runs float32 only");
+  if (spec.input(0).shape.size() != 4) return KernelOrReason::rejected("oneDNN Conv here runs 2-D convolutions only");
+  if (!spec.input(1).is_constant()) return KernelOrReason::rejected("weights are not a plan-time constant");
+  if (spec.has_input(2) && !spec.input(2).is_constant()) {
+    return KernelOrReason::rejected("bias is not a plan-time constant");
+  }
+  // Conv's own inputs are X, W, B; a fused residual follows them and is not Conv's to check.
+  OpSpec conv_spec = spec;
+  conv_spec.inputs.resize(std::min<size_t>(conv_spec.inputs.size(), 3));
+  const ConvParams params = conv_params(conv_spec);
+  return create_primitive_kernel([&] { return std::make_unique<ConvKernel>(spec, params, outputs[0].shape); });
+}
+
+constexpr native::KernelEntry kConvKernels[] = {{"Conv", make_conv}};
+
+}  // namespace
+
+std::span<const native::KernelEntry> conv_kernels() { return kConvKernels; }
+
+}  // namespace kiln::onednn

@@ -1,0 +1,110 @@
+// oneDNN eltwise activations and binary arithmetic (float32). Both read their first input in the
+// layout it is stored in and write that layout, so activations between oneDNN ops cost no reorder.
+#include "backends/onednn/onednn_common.h"
+#include "backends/onednn/post_ops.h"
+#include "ops/activation.h"
+
+namespace kiln::onednn {
+namespace {
+
+using dnnl::memory;
+
+class EltwiseKernel final : public PrimitiveKernel {
+ public:
+  EltwiseKernel(const Eltwise& eltwise, const TensorInfo& input) {
+    desc_ = value_desc(input.shape, input.layout);
+    const dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, eltwise.algorithm, desc_,
+                                           eltwise.alpha, eltwise.beta);
+    const dnnl::eltwise_forward::primitive_desc pd(desc, make_attr({}), engine());
+    name_ = "onednn:" + implementation_name(pd);
+    primitive_ = dnnl::eltwise_forward(pd);
+    scratchpad_desc_ = pd.scratchpad_desc();
+    input_layouts_ = {input.layout};
+    output_layouts_ = {input.layout};
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(desc_, inputs[0])},
+                                            {DNNL_ARG_DST, wrap(desc_, outputs[0])}};
+    execute(args);
+  }
+
+ private:
+  memory::desc desc_;
+};
+
+KernelOrReason make_activation(const OpSpec& spec, std::span<const TensorInfo>) {
+  const std::optional<PostOp> activation = activation_post_op(spec);
+  if (!activation) {
+    return KernelOrReason::rejected(spec.input(0).dtype != DType::f32
+                                        ? "oneDNN eltwise here runs float32 only"
+                                        : "Clip bounds are not plan-time constants");
+  }
+  const Eltwise eltwise = eltwise_for(*activation);
+  return create_primitive_kernel([&] { return std::make_unique<EltwiseKernel>(eltwise, spec.input(0)); });
+}
+
+class BinaryKernel final : public PrimitiveKernel {
+ public:
+  BinaryKernel(dnnl::algorithm algorithm, const TensorInfo& a, const TensorInfo& b) {
+    // src1 broadcasts: its dims are right-aligned to src0's rank, missing ones are 1.
+    Shape b_dims(a.shape.size() - b.shape.size(), 1);
+    b_dims.insert(b_dims.end(), b.shape.begin(), b.shape.end());
+    const Layout b_layout = b_dims == a.shape ? a.layout : Layout::plain;
+    a_desc_ = value_desc(a.shape, a.layout);
+    b_desc_ = value_desc(b_dims, b_layout);
+    const dnnl::binary::desc desc(algorithm, a_desc_, b_desc_, a_desc_);
+    const dnnl::binary::primitive_desc pd(desc, make_attr({}), engine());
+    name_ = "onednn:" + implementation_name(pd);
+    primitive_ = dnnl::binary(pd);
+    scratchpad_desc_ = pd.scratchpad_desc();
+    input_layouts_ = {a.layout, b_layout};
+    output_layouts_ = {a.layout};
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC_0, wrap(a_desc_, inputs[0])},
+                                            {DNNL_ARG_SRC_1, wrap(b_desc_, inputs[1])},
+                                            {DNNL_ARG_DST, wrap(a_desc_, outputs[0])}};
+    execute(args);
+  }
+
+ private:
+  memory::desc a_desc_;
+  memory::desc b_desc_;
+};
+
+KernelOrReason make_binary(const OpSpec& spec, std::span<const TensorInfo> outputs, dnnl::algorithm algorithm) {
+  if (spec.num_inputs() != 2) return KernelOrReason::rejected("oneDNN binary takes exactly two inputs");
+  const TensorInfo& a = spec.input(0);
+  const TensorInfo& b = spec.input(1);
+  if (a.dtype != DType::f32 || b.dtype != DType::f32) return KernelOrReason::rejected("oneDNN binary here runs float32 only");
+  if (a.shape.empty() || a.shape.size() > 6) return KernelOrReason::rejected("oneDNN binary here runs ranks 1 to 6");
+  if (outputs[0].shape != a.shape || b.shape.size() > a.shape.size()) {
+    return KernelOrReason::rejected("the second input broadcasts the first (oneDNN broadcasts only the second)");
+  }
+  return create_primitive_kernel([&] { return std::make_unique<BinaryKernel>(algorithm, a, b); });
+}
+
+template <dnnl::algorithm kAlgorithm>
+KernelOrReason make_binary_for(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+  return make_binary(spec, outputs, kAlgorithm);
+}
+
+constexpr native::KernelEntry kElementwiseKernels[] = {
+    {"Relu", make_activation},
+    {"LeakyRelu", make_activation},
+    {"Clip", make_activation},
+    {"Sigmoid", make_activation},
+    {"Tanh", make_activation},
+    {"Add", make_binary_for<dnnl::algorithm::binary_add>},
+    {"Sub", make_binary_for<dnnl::algorithm::binary_sub>},
+    {"Mul", make_binary_for<dnnl::algorithm::binary_mul>},
+    {"Div", make_binary_for<dnnl::algorithm::binary_div>},
+};
+
+}  // namespace
+
+std::span<const native::KernelEntry> elementwise_kernels() { return kElementwiseKernels; }
+
+}  // namespace kiln::onednn

@@ -1,0 +1,148 @@
+// oneDNN MatMul and Gemm (float32) on the matmul primitive. A constant right-hand side (the weights
+// of a Linear layer) is reordered once at plan time into the layout the implementation wants, with
+// Gemm's alpha folded into it and beta * C into the bias; fused activations run inside.
+#include <algorithm>
+
+#include "backends/onednn/onednn_common.h"
+#include "backends/onednn/post_ops.h"
+
+namespace kiln::onednn {
+namespace {
+
+using dnnl::memory;
+
+// A [M, K] x [K, N] product, possibly batched over leading dims (same on both sides).
+struct MatmulProblem {
+  memory::desc a_desc;        // as the caller stores A (transposed via strides for Gemm's transA)
+  memory::desc b_desc;        // as B is stored
+  memory::desc dst_desc;
+  Tensor constant_b;          // set when B is a plan-time constant (prepacked)
+  Tensor bias;                // [1, N] or undefined
+  std::vector<PostOp> post_ops;
+};
+
+class MatmulKernel final : public PrimitiveKernel {
+ public:
+  explicit MatmulKernel(const MatmulProblem& problem) {
+    a_desc_ = problem.a_desc;
+    dst_desc_ = problem.dst_desc;
+    const bool packed = problem.constant_b.defined();
+    const memory::desc b_desc =
+        packed ? memory::desc(problem.b_desc.dims(), memory::data_type::f32, memory::format_tag::any) : problem.b_desc;
+    const memory::desc bias_desc =
+        problem.bias.defined() ? plain_desc(problem.bias.shape()) : memory::desc();
+    const dnnl::matmul::desc desc(a_desc_, b_desc, bias_desc, dst_desc_);
+    const dnnl::matmul::primitive_desc pd(desc, make_attr(problem.post_ops), engine());
+    name_ = "onednn:" + implementation_name(pd) + post_ops_suffix(problem.post_ops);
+    primitive_ = dnnl::matmul(pd);
+    scratchpad_desc_ = pd.scratchpad_desc();
+    if (packed) {
+      constant_args_[DNNL_ARG_WEIGHTS] = reorder_constant(problem.b_desc, problem.constant_b, pd.weights_desc());
+    } else {
+      b_desc_ = problem.b_desc;
+    }
+    if (problem.bias.defined()) constant_args_[DNNL_ARG_BIAS] = reorder_constant(bias_desc, problem.bias, bias_desc);
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(a_desc_, inputs[0])},
+                                            {DNNL_ARG_DST, wrap(dst_desc_, outputs[0])}};
+    if (!constant_args_.count(DNNL_ARG_WEIGHTS)) args.emplace(DNNL_ARG_WEIGHTS, wrap(b_desc_, inputs[1]));
+    execute(args);
+  }
+
+ private:
+  memory::desc a_desc_;
+  memory::desc b_desc_;
+  memory::desc dst_desc_;
+};
+
+std::string check_activations_only(const OpSpec& spec) {
+  for (const PostOp& op : spec.post_ops) {
+    if (op.kind == PostOp::Kind::sum) return "oneDNN MatMul/Gemm here fuses activations, not sums";
+  }
+  return {};
+}
+
+memory::desc strided_desc(const Shape& dims, const Shape& strides) {
+  return memory::desc(dims, memory::data_type::f32, strides);
+}
+
+KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+  const TensorInfo& a = spec.input(0);
+  const TensorInfo& b = spec.input(1);
+  if (a.dtype != DType::f32 || b.dtype != DType::f32) return KernelOrReason::rejected("oneDNN MatMul here runs float32 only");
+  if (std::string reason = check_activations_only(spec); !reason.empty()) return KernelOrReason::rejected(reason);
+  if (a.shape.size() < 2 || b.shape.size() < 2) return KernelOrReason::rejected("1-D operands are not supported");
+  const int64_t k = a.shape.back();
+  const int64_t n = b.shape.back();
+  MatmulProblem problem;
+  problem.post_ops = spec.post_ops;
+  if (b.shape.size() == 2 && b.is_constant()) {
+    // Every leading dim of A folds into M: one 2-D product against prepacked weights.
+    const int64_t m = checked_numel(a.shape) / std::max<int64_t>(k, 1);
+    problem.a_desc = plain_desc({m, k});
+    problem.b_desc = plain_desc(b.shape);
+    problem.dst_desc = plain_desc({m, n});
+    problem.constant_b = b.value;
+  } else {
+    if (a.shape.size() != b.shape.size() ||
+        !std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin(), b.shape.end() - 2)) {
+      return KernelOrReason::rejected("batch dims differ between the operands (broadcast batches are not supported)");
+    }
+    const int64_t m = a.shape[a.shape.size() - 2];
+    const int64_t batch = checked_numel(std::span(a.shape).first(a.shape.size() - 2));
+    problem.a_desc = plain_desc({batch, m, k});
+    problem.b_desc = plain_desc({batch, k, n});
+    problem.dst_desc = plain_desc({batch, m, n});
+  }
+  if (checked_numel(outputs[0].shape) == 0 || k == 0) return KernelOrReason::rejected("empty product");
+  return create_primitive_kernel([&] { return std::make_unique<MatmulKernel>(problem); });
+}
+
+KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+  const TensorInfo& a = spec.input(0);
+  const TensorInfo& b = spec.input(1);
+  if (a.dtype != DType::f32 || b.dtype != DType::f32) return KernelOrReason::rejected("oneDNN Gemm here runs float32 only");
+  if (std::string reason = check_activations_only(spec); !reason.empty()) return KernelOrReason::rejected(reason);
+  if (!b.is_constant()) return KernelOrReason::rejected("B is not a plan-time constant");
+  const bool trans_a = spec.attrs().get_int("transA", 0) != 0;
+  const bool trans_b = spec.attrs().get_int("transB", 0) != 0;
+  const float alpha = spec.attrs().get_float("alpha", 1.0f);
+  const float beta = spec.attrs().get_float("beta", 1.0f);
+  const int64_t m = outputs[0].shape[0];
+  const int64_t n = outputs[0].shape[1];
+  const int64_t k = trans_a ? a.shape[0] : a.shape[1];
+  if (m == 0 || n == 0 || k == 0) return KernelOrReason::rejected("empty product");
+
+  MatmulProblem problem;
+  problem.post_ops = spec.post_ops;
+  problem.a_desc = trans_a ? strided_desc({m, k}, {1, m}) : plain_desc({m, k});
+  problem.b_desc = trans_b ? strided_desc({k, n}, {1, k}) : plain_desc({k, n});
+  problem.dst_desc = plain_desc({m, n});
+  problem.constant_b = b.value;
+  if (alpha != 1.0f) {
+    problem.constant_b = b.value.clone();
+    for (float& w : std::span(problem.constant_b.data<float>(), static_cast<size_t>(k * n))) w *= alpha;
+  }
+  if (spec.has_input(2) && beta != 0.0f) {
+    const TensorInfo& c = spec.input(2);
+    if (!c.is_constant() || c.dtype != DType::f32) return KernelOrReason::rejected("C is not a float32 plan-time constant");
+    const bool per_column = c.shape.empty() || checked_numel(c.shape) == 1 || c.shape.back() == n;
+    if (!per_column || (c.shape.size() == 2 && c.shape[0] != 1)) {
+      return KernelOrReason::rejected("C varies along M (only a per-column bias is fused)");
+    }
+    problem.bias = Tensor::empty(DType::f32, {1, n});
+    const bool scalar = checked_numel(c.shape) == 1;
+    for (int64_t j = 0; j < n; ++j) problem.bias.data<float>()[j] = beta * c.value.data<float>()[scalar ? 0 : j];
+  }
+  return create_primitive_kernel([&] { return std::make_unique<MatmulKernel>(problem); });
+}
+
+constexpr native::KernelEntry kMatmulKernels[] = {{"MatMul", make_matmul}, {"Gemm", make_gemm}};
+
+}  // namespace
+
+std::span<const native::KernelEntry> matmul_kernels() { return kMatmulKernels; }
+
+}  // namespace kiln::onednn

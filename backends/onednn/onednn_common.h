@@ -1,0 +1,90 @@
+// What every oneDNN kernel shares: the CPU engine, a stream per thread, memory descriptors for
+// kiln's values, and the base class that runs one primitive with a per-thread user scratchpad.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/kernel.h"
+#include "backends/native/native_backend.h"
+
+namespace kiln::onednn {
+
+const dnnl::engine& engine();
+// The calling thread's stream, with oneDNN's OpenMP team sized to kiln's thread setting.
+dnnl::stream& thread_stream();
+// Sets the calling thread's OpenMP thread count to kiln's (a primitive created or executed under
+// N threads uses at most N); call before creating or executing primitives.
+void apply_thread_count();
+
+// A descriptor for a value of logical `shape` stored in `layout` (dtype float32).
+dnnl::memory::desc value_desc(const Shape& shape, Layout layout);
+dnnl::memory::desc plain_desc(const Shape& shape);
+
+// "brgconv:avx512_core" for conv primitives, as oneDNN names its implementations.
+std::string implementation_name(const dnnl::primitive_desc_base& pd);
+
+// A kernel made of one primitive. Subclasses prepare arguments; constants (prepacked weights, bias)
+// live in `constant_args_` and are shared by every run. The scratchpad is the calling thread's,
+// so concurrent runs of one kernel never share one.
+class PrimitiveKernel : public Kernel {
+ public:
+  std::string_view name() const override { return name_; }
+  Layout input_layout(size_t index) const override {
+    return index < input_layouts_.size() ? input_layouts_[index] : Layout::plain;
+  }
+  Layout output_layout(size_t index) const override {
+    return index < output_layouts_.size() ? output_layouts_[index] : Layout::plain;
+  }
+
+ protected:
+  // Runs the primitive with `args` (run-time memories) plus the constants and a scratchpad.
+  void execute(std::unordered_map<int, dnnl::memory>& args) const;
+
+  dnnl::primitive primitive_;
+  dnnl::memory::desc scratchpad_desc_;
+  std::unordered_map<int, dnnl::memory> constant_args_;
+  std::string name_;
+  std::vector<Layout> input_layouts_;
+  std::vector<Layout> output_layouts_;
+};
+
+// Wraps a tensor's storage as a oneDNN memory with descriptor `desc` (no copy).
+dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& tensor);
+// A oneDNN-owned copy of constant `value` (described by `from`) in layout `to`: weights prepacking.
+dnnl::memory reorder_constant(const dnnl::memory::desc& from, const Tensor& value, const dnnl::memory::desc& to);
+
+// Builds a kernel with `make` (which creates its primitive), turning oneDNN's refusals into
+// rejection reasons. A primitive for which oneDNN has only its slow reference implementation is
+// refused too: the native kernel is faster there.
+template <typename MakeKernel>
+KernelOrReason create_primitive_kernel(MakeKernel make) {
+  try {
+    apply_thread_count();
+    std::unique_ptr<Kernel> kernel = make();
+    if (kernel->name().starts_with("onednn:ref")) {
+      return KernelOrReason::rejected(str_cat("oneDNN offers only its reference implementation (",
+                                              kernel->name().substr(7), ") for this shape"));
+    }
+    return {std::move(kernel), {}};
+  } catch (const dnnl::error& error) {
+    return KernelOrReason::rejected(str_cat("oneDNN cannot create the primitive: ", error.what()));
+  }
+}
+
+// Family tables, one per file under backends/onednn/, with the same entry type as native's.
+std::span<const native::KernelEntry> conv_kernels();
+std::span<const native::KernelEntry> pool_kernels();
+std::span<const native::KernelEntry> matmul_kernels();
+std::span<const native::KernelEntry> elementwise_kernels();
+std::span<const native::KernelEntry> concat_kernels();
+
+// A kernel converting a float value between layouts (the planner's reorder steps).
+std::unique_ptr<Kernel> make_reorder_kernel(const Shape& shape, Layout from, Layout to);
+
+}  // namespace kiln::onednn

@@ -1,0 +1,67 @@
+// Layout conversions the planner inserts between a channels-last producer and a plain reader (and
+// back). When a value has one spatial position or one channel, both layouts order its elements
+// the same way and the "reorder" is a free view with the other stored shape.
+#include "backends/onednn/onednn_common.h"
+
+namespace kiln::onednn {
+namespace {
+
+using dnnl::memory;
+
+class ReorderKernel final : public Kernel {
+ public:
+  ReorderKernel(const Shape& shape, Layout from, Layout to)
+      : from_desc_(value_desc(shape, from)), to_desc_(value_desc(shape, to)), from_(from), to_(to) {
+    apply_thread_count();
+    primitive_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from_desc_, engine(), to_desc_));
+    name_ = std::string("onednn:reorder_") + layout_name(from) + "_to_" + layout_name(to);
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
+    apply_thread_count();
+    memory source = wrap(from_desc_, inputs[0]);
+    memory destination = wrap(to_desc_, outputs[0]);
+    primitive_.execute(thread_stream(), {{DNNL_ARG_FROM, source}, {DNNL_ARG_TO, destination}});
+    thread_stream().wait();
+  }
+  std::string_view name() const override { return name_; }
+  Layout input_layout(size_t) const override { return from_; }
+  Layout output_layout(size_t) const override { return to_; }
+
+ private:
+  memory::desc from_desc_;
+  memory::desc to_desc_;
+  Layout from_;
+  Layout to_;
+  dnnl::reorder primitive_;
+  std::string name_;
+};
+
+class ReinterpretKernel final : public Kernel {
+ public:
+  ReinterpretKernel(const Shape& shape, Layout from, Layout to)
+      : to_shape_(stored_shape(shape, to)), from_(from), to_(to) {}
+
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
+    outputs[0] = inputs[0].reshaped(to_shape_);
+  }
+  std::string_view name() const override { return "onednn:reorder_free_view"; }
+  bool is_view() const override { return true; }
+  Layout input_layout(size_t) const override { return from_; }
+  Layout output_layout(size_t) const override { return to_; }
+
+ private:
+  Shape to_shape_;
+  Layout from_;
+  Layout to_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_reorder_kernel(const Shape& shape, Layout from, Layout to) {
+  const bool same_order = shape.size() == 4 && (shape[1] == 1 || shape[2] * shape[3] == 1);
+  if (same_order) return std::make_unique<ReinterpretKernel>(shape, from, to);
+  return std::make_unique<ReorderKernel>(shape, from, to);
+}
+
+}  // namespace kiln::onednn

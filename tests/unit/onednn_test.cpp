@@ -1,0 +1,314 @@
+// oneDNN kernels against the native reference: each case is a small graph run twice, with oneDNN
+// enabled and disabled, at 1 and 2 threads. Graphs chain ops so that channels-last layouts,
+// reorders at plain readers and fused post-ops are exercised, not just single kernels.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/selection.h"
+#include "graph/session.h"
+#include "op_test_util.h"
+#include "runtime/threads.h"
+
+namespace kiln {
+namespace {
+
+using testing::float_attr;
+using testing::int_attr;
+using testing::ints_attr;
+using testing::max_abs_diff;
+
+Tensor random_tensor(const Shape& shape, uint32_t seed, float low = -1, float high = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(low, high);
+  Tensor tensor = Tensor::empty(DType::f32, shape);
+  for (float& value : std::span(tensor.data<float>(), static_cast<size_t>(tensor.numel()))) value = dist(rng);
+  return tensor;
+}
+
+// Builds a float32 graph node by node; one graph input "x", outputs named at the end.
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(const Shape& input_shape) : input_shape_(input_shape) {
+    model_.opsets[""] = 13;
+    std::vector<Dim> dims;
+    for (int64_t d : input_shape) dims.push_back(Dim{d, ""});
+    model_.graph.inputs = {ValueInfo{"x", DType::f32, true, dims}};
+  }
+
+  std::string constant(const Tensor& value) {
+    const std::string name = "c" + std::to_string(model_.graph.initializers.size());
+    model_.graph.initializers[name] = value;
+    return name;
+  }
+  std::string weights(const Shape& shape, float scale = 0.5f) {
+    return constant(random_tensor(shape, static_cast<uint32_t>(model_.graph.initializers.size() + 7), -scale, scale));
+  }
+
+  std::string add(const std::string& op, std::vector<std::string> inputs, Attributes attributes = {}) {
+    Node node;
+    node.name = op + std::to_string(model_.graph.nodes.size());
+    node.op_type = op;
+    node.inputs = std::move(inputs);
+    node.outputs = {node.name + "_out"};
+    node.attributes = std::move(attributes);
+    model_.graph.nodes.push_back(node);
+    return node.outputs[0];
+  }
+
+  Model finish(const std::vector<std::string>& outputs) {
+    for (const std::string& output : outputs) model_.graph.outputs.push_back(ValueInfo{output, DType::f32, false, {}});
+    return model_;
+  }
+  const Shape& input_shape() const { return input_shape_; }
+
+ private:
+  Model model_;
+  Shape input_shape_;
+};
+
+Attributes conv_attrs(std::vector<int64_t> kernel, std::vector<int64_t> strides, std::vector<int64_t> pads,
+                      int64_t group = 1, std::vector<int64_t> dilations = {1, 1}) {
+  Attributes attributes;
+  attributes.set("kernel_shape", ints_attr(kernel));
+  attributes.set("strides", ints_attr(strides));
+  attributes.set("pads", ints_attr(pads));
+  attributes.set("group", int_attr(group));
+  attributes.set("dilations", ints_attr(dilations));
+  return attributes;
+}
+
+struct Outcome {
+  std::vector<Tensor> outputs;
+  std::shared_ptr<const Plan> plan;
+};
+
+Outcome run_model(const Model& model, const Tensor& x, bool onednn, int threads) {
+  set_backend_enabled("onednn", onednn);
+  set_num_threads(threads);
+  Session session(model);
+  TensorMap result = session.run({{"x", x}});
+  Outcome outcome;
+  outcome.plan = session.plan_for({x.shape()});
+  for (const ValueInfo& output : model.graph.outputs) outcome.outputs.push_back(result.at(output.name));
+  set_backend_enabled("onednn", true);
+  reset_num_threads();
+  return outcome;
+}
+
+// Runs `model` on oneDNN and natively at 1 and 2 threads; outputs must agree to `tolerance` x scale.
+// Returns the oneDNN plan so callers can check which kernels ran.
+std::shared_ptr<const Plan> expect_matches_native(const Model& model, const Shape& input_shape, double tolerance = 1e-4) {
+  const Tensor x = random_tensor(input_shape, 1);
+  const Outcome reference = run_model(model, x, false, 1);
+  std::shared_ptr<const Plan> plan;
+  for (int threads : {1, 2}) {
+    const Outcome fast = run_model(model, x, true, threads);
+    plan = fast.plan;
+    for (size_t i = 0; i < fast.outputs.size(); ++i) {
+      const Tensor& expected = reference.outputs[i];
+      EXPECT_EQ(fast.outputs[i].shape(), expected.shape());
+      if (fast.outputs[i].shape() != expected.shape()) continue;
+      double scale = 1;
+      for (float v : expected.values<float>()) scale = std::max(scale, static_cast<double>(std::abs(v)));
+      EXPECT_LE(max_abs_diff(fast.outputs[i], expected), tolerance * scale) << "output " << i << ", " << threads << " threads";
+    }
+  }
+  return plan;
+}
+
+// The step running `op_type` (first one), to check which backend and kernel were chosen.
+const StepRecord& step_for(const Plan& plan, const std::string& op_type) {
+  for (const PlanStep& step : plan.steps()) {
+    if (step.record.op_type == op_type) return step.record;
+  }
+  static const StepRecord none;
+  ADD_FAILURE() << "no step runs " << op_type;
+  return none;
+}
+
+struct ConvCase {
+  Shape input;  // N, C, H, W
+  int64_t out_channels;
+  std::vector<int64_t> kernel, strides, pads;
+  int64_t group;
+  std::vector<int64_t> dilations;
+  bool bias;
+};
+
+class OnednnConv : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(OnednnConv, MatchesNativeWithFusedActivationAndResidual) {
+  const ConvCase& c = GetParam();
+  GraphBuilder g(c.input);
+  const std::string w = g.weights({c.out_channels, c.input[1] / c.group, c.kernel[0], c.kernel[1]});
+  std::vector<std::string> inputs = {"x", w};
+  if (c.bias) inputs.push_back(g.weights({c.out_channels}));
+  const std::string conv = g.add("Conv", inputs, conv_attrs(c.kernel, c.strides, c.pads, c.group, c.dilations));
+  const std::string relu = g.add("Relu", {conv});
+  // A second conv with a residual Add and a Clip fused into it, then a plain reader (Flatten).
+  const std::string w2 = g.weights({c.out_channels, c.out_channels, 1, 1});
+  const std::string conv2 = g.add("Conv", {relu, w2}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  const std::string sum = g.add("Add", {conv2, relu});
+  const std::string clip = g.add("Clip", {sum, g.constant(Tensor::scalar(0.0f)), g.constant(Tensor::scalar(0.8f))});
+  const std::string flat = g.add("Flatten", {clip});
+  const auto plan = expect_matches_native(g.finish({flat, relu}), c.input);
+  const StepRecord& first = step_for(*plan, "Conv");
+  EXPECT_EQ(first.backend, "onednn") << first.kernel;
+  EXPECT_EQ(first.fused.size(), 1u);
+  EXPECT_EQ(plan->fused_nodes(), 3);  // Relu; Add and Clip into the second conv
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, OnednnConv,
+    ::testing::Values(ConvCase{{1, 3, 17, 15}, 16, {3, 3}, {1, 1}, {1, 1, 1, 1}, 1, {1, 1}, true},
+                      ConvCase{{2, 16, 12, 12}, 32, {3, 3}, {2, 2}, {0, 1, 1, 0}, 1, {1, 1}, true},
+                      ConvCase{{1, 32, 9, 9}, 32, {3, 3}, {1, 1}, {2, 2, 2, 2}, 32, {2, 2}, true},   // depthwise, dilated
+                      ConvCase{{1, 32, 10, 10}, 64, {3, 3}, {1, 1}, {1, 1, 1, 1}, 8, {1, 1}, false},  // grouped
+                      ConvCase{{1, 24, 7, 7}, 48, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1, {1, 1}, true},
+                      ConvCase{{3, 8, 20, 6}, 8, {5, 3}, {3, 1}, {2, 1, 2, 1}, 2, {1, 1}, true}));
+
+struct PoolCase {
+  std::string op;
+  std::vector<int64_t> kernel, strides, pads;
+  int64_t ceil_mode;
+  int64_t count_include_pad;
+};
+
+class OnednnPool : public ::testing::TestWithParam<PoolCase> {};
+
+TEST_P(OnednnPool, MatchesNativeOnChannelsLastAndPlainInputs) {
+  const PoolCase& c = GetParam();
+  const Shape input = {2, 16, 13, 11};
+  GraphBuilder g(input);
+  Attributes attributes;
+  attributes.set("kernel_shape", ints_attr(c.kernel));
+  attributes.set("strides", ints_attr(c.strides));
+  attributes.set("pads", ints_attr(c.pads));
+  attributes.set("ceil_mode", int_attr(c.ceil_mode));
+  if (c.op == "AveragePool") attributes.set("count_include_pad", int_attr(c.count_include_pad));
+  // The same pooling on the plain graph input and on a conv's channels-last output.
+  const std::string plain_pool = g.add(c.op, {"x"}, attributes);
+  const std::string conv = g.add("Conv", {"x", g.weights({16, 16, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  const std::string nhwc_pool = g.add(c.op, {conv}, attributes);
+  const std::string global = g.add("GlobalAveragePool", {nhwc_pool});
+  const auto plan = expect_matches_native(g.finish({plain_pool, nhwc_pool, global}), input);
+  EXPECT_EQ(step_for(*plan, c.op).backend, "onednn");
+}
+
+INSTANTIATE_TEST_SUITE_P(Windows, OnednnPool,
+                         ::testing::Values(PoolCase{"MaxPool", {3, 3}, {2, 2}, {1, 1, 1, 1}, 0, 0},
+                                           PoolCase{"MaxPool", {3, 3}, {2, 2}, {0, 0, 0, 0}, 1, 0},
+                                           PoolCase{"AveragePool", {3, 3}, {1, 1}, {1, 1, 1, 1}, 0, 1},
+                                           PoolCase{"AveragePool", {2, 3}, {2, 2}, {0, 1, 0, 1}, 1, 0}));
+
+TEST(Onednn, GemmWithTransposesAlphaBetaAndFusedRelu) {
+  const Shape input = {5, 12};
+  GraphBuilder g(input);
+  Attributes attributes;
+  attributes.set("transB", int_attr(1));
+  attributes.set("alpha", float_attr(0.5f));
+  attributes.set("beta", float_attr(2.0f));
+  const std::string gemm = g.add("Gemm", {"x", g.weights({7, 12}), g.weights({7})}, attributes);
+  const std::string relu = g.add("Relu", {gemm});
+  Attributes trans_a;
+  trans_a.set("transA", int_attr(1));
+  const std::string t = g.add("Transpose", {relu});
+  const std::string gemm2 = g.add("Gemm", {t, g.weights({7, 3}), g.weights({1, 3})}, trans_a);
+  const auto plan = expect_matches_native(g.finish({gemm2}), input);
+  EXPECT_EQ(step_for(*plan, "Gemm").backend, "onednn");
+  EXPECT_EQ(step_for(*plan, "Gemm").fused.size(), 1u);
+}
+
+TEST(Onednn, MatMulWithConstantAndComputedRightHandSides) {
+  const Shape input = {2, 3, 6, 8};
+  GraphBuilder g(input);
+  const std::string projected = g.add("MatMul", {"x", g.weights({8, 8})});
+  Attributes perm;
+  perm.set("perm", ints_attr({0, 1, 3, 2}));
+  const std::string transposed = g.add("Transpose", {projected}, perm);
+  const std::string scores = g.add("MatMul", {"x", transposed});
+  const auto plan = expect_matches_native(g.finish({projected, scores}), input);
+  for (const PlanStep& step : plan->steps()) {
+    if (step.record.op_type == "MatMul") {
+      EXPECT_EQ(step.record.backend, "onednn") << step.record.node_name;
+    }
+  }
+}
+
+TEST(Onednn, ConcatBinaryAndEltwiseFollowChannelsLast) {
+  const Shape input = {1, 8, 9, 9};
+  GraphBuilder g(input);
+  const std::string a = g.add("Conv", {"x", g.weights({8, 8, 3, 3})}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}));
+  const std::string b = g.add("Conv", {"x", g.weights({4, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  Attributes axis;
+  axis.set("axis", int_attr(1));
+  const std::string joined = g.add("Concat", {a, b}, axis);
+  const std::string scaled = g.add("Mul", {joined, g.weights({1, 12, 1, 1})});
+  const std::string shifted = g.add("Sub", {scaled, g.weights({12, 1, 1})});
+  const std::string squashed = g.add("Sigmoid", {shifted});
+  const std::string leaky = g.add("LeakyRelu", {g.add("Tanh", {squashed})});
+  const auto plan = expect_matches_native(g.finish({leaky}), input);
+  for (const std::string op : {"Concat", "Mul", "Sub", "Sigmoid", "Tanh", "LeakyRelu"}) {
+    const StepRecord& step = step_for(*plan, op);
+    EXPECT_EQ(step.backend, "onednn") << op;
+    EXPECT_EQ(step.output_layouts.at(0), Layout::nhwc) << op;
+  }
+  // Only the graph input (to channels-last) and the output (back to plain) are reordered.
+  EXPECT_EQ(plan->reorder_steps(), 2);
+}
+
+TEST(Onednn, RejectionReasonsAreRecorded) {
+  const Shape input = {1, 4, 5, 5};
+  GraphBuilder h(input);
+  const std::string conv_ok = h.add("Conv", {"x", h.weights({4, 4, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  const Model model = h.finish({conv_ok});
+
+  set_backend_enabled("onednn", false);
+  {
+    Session session(model);
+    const StepRecord& step = session.plan_for({input})->steps().at(0).record;
+    EXPECT_EQ(step.backend, "native");
+    ASSERT_EQ(step.rejected.size(), 1u);
+    EXPECT_EQ(step.rejected[0].backend, "onednn");
+    EXPECT_EQ(step.rejected[0].reason, "backend disabled");
+  }
+  set_backend_enabled("onednn", true);
+
+  // A Conv whose weights are a graph input (not a constant) is refused by oneDNN with that reason.
+  Model computed_weights;
+  computed_weights.opsets[""] = 13;
+  computed_weights.graph.inputs = {ValueInfo{"x", DType::f32, true, {Dim{1, ""}, Dim{4, ""}, Dim{5, ""}, Dim{5, ""}}},
+                                   ValueInfo{"w", DType::f32, true, {Dim{4, ""}, Dim{4, ""}, Dim{1, ""}, Dim{1, ""}}}};
+  Node node;
+  node.name = "conv";
+  node.op_type = "Conv";
+  node.inputs = {"x", "w"};
+  node.outputs = {"y"};
+  computed_weights.graph.nodes = {node};
+  computed_weights.graph.outputs = {ValueInfo{"y", DType::f32, false, {}}};
+  Session session(computed_weights);
+  const StepRecord& step = session.plan_for({input, {4, 4, 1, 1}})->steps().at(0).record;
+  EXPECT_EQ(step.backend, "native");
+  ASSERT_FALSE(step.rejected.empty());
+  EXPECT_EQ(step.rejected[0].reason, "weights are not a plan-time constant");
+
+  EXPECT_THROW(set_backend_enabled("native", false), Error);
+  EXPECT_THROW(set_backend_enabled("cuda", false), Error);
+}
+
+TEST(Onednn, DisablingOnednnReplansTheSession) {
+  const Shape input = {1, 4, 5, 5};
+  GraphBuilder g(input);
+  const Model model = g.finish({g.add("Conv", {"x", g.weights({4, 4, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}))});
+  Session session(model);
+  EXPECT_EQ(session.plan_for({input})->steps().back().record.backend, "onednn");
+  set_backend_enabled("onednn", false);
+  EXPECT_EQ(session.plan_for({input})->steps().back().record.backend, "native");
+  set_backend_enabled("onednn", true);
+}
+
+}  // namespace
+}  // namespace kiln
