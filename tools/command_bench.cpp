@@ -25,6 +25,7 @@ int command_bench(const std::vector<std::string>& args) {
   const std::vector<OptionSpec> specs = {
       {"batch", true, "B: size of symbolic input dims (default 1)"},
       {"threads", true, "N: intra-op threads (overrides KILN_NUM_THREADS and OMP_NUM_THREADS)"},
+      {"disable", true, "BACKEND: leave a backend out of kernel selection (repeatable)"},
       {"warmup", true, "W: untimed runs first (default 5)"},
       {"iters", true, "N: timed runs (default 20)"},
       {"help", false, "show this help"},
@@ -38,6 +39,7 @@ int command_bench(const std::vector<std::string>& args) {
   KILN_CHECK(parsed.positional.size() == 1, invalid_argument, "kiln bench expects one MODEL path, got ",
              parsed.positional.size());
   if (parsed.has("threads")) set_num_threads(parsed.int_value("threads", 1, 1, 4096));
+  apply_backend_options(parsed);
   const int batch = parsed.int_value("batch", 1, 1, 1 << 20);
   const int warmup = parsed.int_value("warmup", 5, 0, 1 << 20);
   const int iters = parsed.int_value("iters", 20, 1, 1 << 20);

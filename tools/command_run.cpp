@@ -45,6 +45,7 @@ int command_run(const std::vector<std::string>& args) {
       {"input", true, "NAME=FILE.npy: feed an input from a .npy file (repeatable)"},
       {"output-dir", true, "DIR: write each output as DIR/<name>.npy"},
       {"threads", true, "N: intra-op threads (overrides KILN_NUM_THREADS and OMP_NUM_THREADS)"},
+      {"disable", true, "BACKEND: leave a backend out of kernel selection (repeatable)"},
       {"help", false, "show this help"},
   };
   const ParsedArgs parsed = parse_args("run", args, specs);
@@ -57,6 +58,7 @@ int command_run(const std::vector<std::string>& args) {
   KILN_CHECK(parsed.positional.size() == 1, invalid_argument, "kiln run expects one MODEL path, got ",
              parsed.positional.size(), " (see kiln run --help)");
   if (parsed.has("threads")) set_num_threads(parsed.int_value("threads", 1, 1, 4096));
+  apply_backend_options(parsed);
   get_num_threads();  // reject a malformed KILN_NUM_THREADS/OMP_NUM_THREADS before loading anything
 
   Session session(parsed.positional[0]);

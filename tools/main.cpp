@@ -1,4 +1,4 @@
-// kiln's command-line face: `kiln info|run|bench|conformance`. A thin layer over the library; every failure
+// kiln's command-line face: `kiln info|run|bench|explain|conformance`. A thin layer over the library; every failure
 // is one line on stderr starting with "kiln: error:" and a non-zero exit code.
 #include <cstdio>
 #include <exception>
@@ -24,6 +24,7 @@ constexpr Command kCommands[] = {
     {"info", kiln::command_info, "version, build configuration, backends, CPU capability, threads"},
     {"run", kiln::command_run, "run a model once: kiln run MODEL [--input NAME=FILE.npy ...] [--output-dir DIR]"},
     {"bench", kiln::command_bench, "time a model: kiln bench MODEL [--batch B] [--threads N] [--warmup W] [--iters N]"},
+    {"explain", kiln::command_explain, "print the plan: kiln explain MODEL [--batch B] [--threads N] [--profile N]"},
     {"conformance", kiln::command_conformance, "run ONNX's operator test suite: kiln conformance [DIR]"},
 };
 
@@ -69,6 +70,6 @@ int main(int argc, char** argv) {
       return kExitFailure;
     }
   }
-  std::fprintf(stderr, "kiln: error: unknown command '%s' (expected info, run, bench or conformance)\n", name.c_str());
+  std::fprintf(stderr, "kiln: error: unknown command '%s' (expected info, run, bench, explain or conformance)\n", name.c_str());
   return kExitUsage;
 }
