@@ -1,10 +1,17 @@
-// `kiln bench MODEL`: latency percentiles of Session::run on seeded random inputs. Loading and the
+// `kiln bench MODEL`: latency percentiles, throughput and GFLOP/s of Session::run on seeded random
+// inputs (`--json` for scripts, a progress bar on a terminal). Loading and the
 // first plan happen before timing; warm-up runs are not counted.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <string>
+
+#include <unistd.h>
 
 #include "core/error.h"
+#include "backends/selection.h"
+#include "core/version.h"
+#include "graph/flops.h"
 #include "graph/session.h"
 #include "runtime/threads.h"
 #include "tools/cli_args.h"
@@ -19,6 +26,25 @@ double percentile(std::vector<double> sorted, double fraction) {
   return sorted[std::min(index, sorted.size() - 1)];
 }
 
+// A one-line bar on stderr, redrawn in place: "[#########.........]  9/20".
+void print_progress(int done, int total) {
+  constexpr int kWidth = 40;
+  const int filled = done * kWidth / total;
+  std::fprintf(stderr, "\r[%s%s] %d/%d", std::string(static_cast<size_t>(filled), '#').c_str(),
+               std::string(static_cast<size_t>(kWidth - filled), '.').c_str(), done, total);
+  std::fflush(stderr);
+}
+
+std::string json_escape(const std::string& text) {
+  std::string escaped;
+  for (char c : text) {
+    if (c == '"' || c == '\\') escaped += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    escaped += c;
+  }
+  return escaped;
+}
+
 }  // namespace
 
 int command_bench(const std::vector<std::string>& args) {
@@ -28,6 +54,7 @@ int command_bench(const std::vector<std::string>& args) {
       {"disable", true, "BACKEND: leave a backend out of kernel selection (repeatable)"},
       {"warmup", true, "W: untimed runs first (default 5)"},
       {"iters", true, "N: timed runs (default 20)"},
+      {"json", false, "print one JSON object instead of text (for scripts)"},
       {"help", false, "show this help"},
   };
   const ParsedArgs parsed = parse_args("bench", args, specs);
@@ -48,26 +75,47 @@ int command_bench(const std::vector<std::string>& args) {
   Session session(parsed.positional[0]);
   std::mt19937 rng(kRandomInputSeed);
   TensorMap inputs;
-  for (const ValueInfo& input : session.inputs()) inputs[input.name] = random_input(input, batch, rng);
+  std::vector<Tensor> ordered;
+  for (const ValueInfo& input : session.inputs()) {
+    inputs[input.name] = random_input(input, batch, rng);
+    ordered.push_back(inputs[input.name]);
+  }
   session.run(inputs);  // plans for these shapes
   const double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
 
   for (int i = 0; i < warmup; ++i) session.run(inputs);
   std::vector<double> times_ms;
+  const bool show_progress = !parsed.has("json") && isatty(fileno(stderr));
   for (int i = 0; i < iters; ++i) {
     const auto start = std::chrono::steady_clock::now();
     session.run(inputs);
     times_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    if (show_progress) print_progress(i + 1, iters);
   }
+  if (show_progress) std::fprintf(stderr, "\r%60s\r", "");
   std::sort(times_ms.begin(), times_ms.end());
   const double median = percentile(times_ms, 0.5);
-  std::printf("model: %s\nbatch: %d  threads: %d  warmup: %d  iters: %d\n", parsed.positional[0].c_str(), batch,
-              get_num_threads(), warmup, iters);
+  const int64_t flops = plan_flops(*session.plan_for(ordered));
+  const double gflops = static_cast<double>(flops) * 1e-6 / median;
+  if (parsed.has("json")) {
+    std::printf("{\"runtime\": \"kiln\", \"version\": \"%s\", \"model\": \"%s\", \"batch\": %d, \"threads\": %d, "
+                "\"backends\": \"%s\", \"warmup\": %d, \"iters\": %d, \"median_ms\": %.4f, \"p10_ms\": %.4f, "
+                "\"p90_ms\": %.4f, \"min_ms\": %.4f, \"throughput_per_s\": %.3f, \"flops_per_run\": %lld, "
+                "\"gflops\": %.2f, \"load_ms\": %.2f}\n",
+                std::string(kiln_version()).c_str(), json_escape(parsed.positional[0]).c_str(), batch, get_num_threads(),
+                enabled_backends_fingerprint().c_str(), warmup, iters, median, percentile(times_ms, 0.1),
+                percentile(times_ms, 0.9), times_ms.front(), 1000.0 * batch / median, static_cast<long long>(flops),
+                gflops, load_ms);
+    return 0;
+  }
+  std::printf("model: %s\nbatch: %d  threads: %d  backends: %s  warmup: %d  iters: %d\n", parsed.positional[0].c_str(),
+              batch, get_num_threads(), enabled_backends_fingerprint().c_str(), warmup, iters);
   std::printf("load + first run: %.1f ms\n", load_ms);
   std::printf("latency ms: median %.3f  p10 %.3f  p90 %.3f  min %.3f\n", median, percentile(times_ms, 0.1),
               percentile(times_ms, 0.9), times_ms.front());
   std::printf("throughput: %.2f samples/s\n", 1000.0 * batch / median);
+  std::printf("compute: %.3f GFLOP per run, %.1f GFLOP/s at the median\n", static_cast<double>(flops) * 1e-9, gflops);
   return 0;
 }
 
