@@ -1,6 +1,7 @@
 #include "graph/plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <optional>
@@ -33,7 +34,9 @@ bool is_pass_through(const Node& node) {
 bool fuses_activations(const Node& node) {
   return is_default_domain(node.domain) && (node.op_type == "Conv" || node.op_type == "Gemm" || node.op_type == "MatMul");
 }
-bool fuses_sum(const Node& node) { return is_default_domain(node.domain) && node.op_type == "Conv"; }
+bool fuses_sum(const Node& node) {
+  return is_default_domain(node.domain) && (node.op_type == "Conv" || node.op_type == "MatMul");
+}
 
 }  // namespace
 
@@ -270,9 +273,39 @@ class PlanBuilder {
     }
 
     OpSpec fused_spec = spec;
-    std::vector<const Node*> followers = fusable_followers(node, fused_spec, outputs[0]);
+    std::vector<const Node*> followers;
+    std::string op_type = node.op_type;
+    std::vector<std::string> input_names = node.inputs;
+    Attributes layer_norm_attributes;  // the synthesized LayerNormalization's; outlives selection
+    if (std::optional<LayerNormMatch> match = match_layer_norm(node)) {
+      // The nine nodes of a decomposed LayerNorm become one LayerNormalization step.
+      op_type = "LayerNormalization";
+      Attribute axis;
+      axis.type = Attribute::Type::i;
+      axis.i = -1;
+      Attribute epsilon;
+      epsilon.type = Attribute::Type::f;
+      epsilon.f = match->epsilon;
+      layer_norm_attributes.set("axis", axis);
+      layer_norm_attributes.set("epsilon", epsilon);
+      fused_spec.op_type = op_type;
+      fused_spec.opset = 17;
+      fused_spec.attributes = &layer_norm_attributes;
+      input_names = {node.inputs[0], match->scale, match->bias};
+      fused_spec.inputs.clear();
+      for (const std::string& name : input_names) fused_spec.inputs.push_back(plan_->slots_[slot_by_name_.at(name)].info);
+      followers = match->nodes;
+      outputs = {TensorInfo{DType::f32, fused_spec.inputs[0].shape, {}}};
+    } else {
+      followers = fusable_followers(node, fused_spec, outputs[0]);
+      for (size_t i = node.inputs.size(); i < fused_spec.inputs.size(); ++i) {
+        input_names.push_back(fused_spec.inputs[i].present() ? fused_inputs_.at(i) : std::string());
+      }
+    }
     KernelSelection selection;
-    if (!followers.empty()) {
+    if (op_type == "LayerNormalization") {
+      selection = select_kernel(fused_spec, outputs);
+    } else if (!followers.empty()) {
       try {
         selection = select_kernel(fused_spec, outputs);
       } catch (const Error&) {
@@ -281,6 +314,7 @@ class PlanBuilder {
     }
     if (followers.empty()) {
       fused_spec = spec;
+      input_names = node.inputs;
       selection = select_kernel(spec, outputs);
     }
     std::vector<std::string> output_names = node.outputs;
@@ -293,15 +327,11 @@ class PlanBuilder {
 
     PlanStep step;
     step.record.node_name = node.name;
-    step.record.op_type = node.op_type;
+    step.record.op_type = op_type;
     step.record.backend = std::string(selection.backend->name());
     step.record.kernel = std::string(selection.kernel->name());
     step.record.rejected = std::move(selection.rejected);
-    for (const PostOp& op : fused_spec.post_ops) step.record.fused.push_back(str_cat(op.op_type, " '", op.node_name, "'"));
-    std::vector<std::string> input_names = node.inputs;
-    for (size_t i = node.inputs.size(); i < fused_spec.inputs.size(); ++i) {
-      input_names.push_back(fused_spec.inputs[i].present() ? fused_inputs_.at(i) : std::string());
-    }
+    for (const Node* follower : followers) step.record.fused.push_back(str_cat(follower->op_type, " '", follower->name, "'"));
     const Kernel& kernel = *selection.kernel;
     for (size_t i = 0; i < input_names.size(); ++i) {
       int slot = input_names[i].empty() ? -1 : slot_by_name_.at(input_names[i]);
@@ -350,21 +380,41 @@ class PlanBuilder {
     fused_inputs_.clear();
     std::string value = node.outputs.at(0);
     bool has_sum = false;
-    while (const Node* next = sole_reader(value)) {
-      if (next->outputs.size() != 1 || next->outputs[0].empty()) break;
-      if (next->op_type == "Add" && is_default_domain(next->domain) && fuses_sum(node) && !has_sum) {
-        if (next->inputs.size() != 2 || next->inputs[0] == next->inputs[1]) break;
-        const std::string& other = next->inputs[0] == value ? next->inputs[1] : next->inputs[0];
+    for (;;) {
+      // GELU reads its input twice, so it is matched before looking for a sole reader.
+      if (std::vector<const Node*> gelu = match_gelu(value); !gelu.empty()) {
+        spec.post_ops.push_back(PostOp{PostOp::Kind::gelu_erf, 0, 0, -1, gelu.back()->name, gelu.back()->op_type});
+        followers.insert(followers.end(), gelu.begin(), gelu.end());
+        value = gelu.back()->outputs[0];
+        continue;
+      }
+      const Node* next = sole_reader(value);
+      if (next == nullptr || next->outputs.size() != 1 || next->outputs[0].empty()) break;
+      const bool is_add = next->op_type == "Add" && is_default_domain(next->domain) && next->inputs.size() == 2 &&
+                          next->inputs[0] != next->inputs[1];
+      const std::string other = !is_add ? std::string() : next->inputs[0] == value ? next->inputs[1] : next->inputs[0];
+      const TensorInfo* addend = nullptr;
+      if (is_add) {
         auto slot = slot_by_name_.find(other);
         if (slot == slot_by_name_.end()) break;  // the other branch is planned later
-        const TensorInfo& addend = plan_->slots_[slot->second].info;
-        if (addend.dtype != DType::f32 || addend.shape != result.shape) break;
-        while (spec.inputs.size() < 3) spec.inputs.emplace_back();  // X, W, B before the addend
-        const int index = static_cast<int>(spec.inputs.size());
-        spec.inputs.push_back(addend);
-        fused_inputs_[static_cast<size_t>(index)] = other;
-        spec.post_ops.push_back(PostOp{PostOp::Kind::sum, 0, 0, index, next->name, next->op_type});
+        addend = &plan_->slots_[slot->second].info;
+      }
+      if (is_add && fuses_sum(node) && !has_sum && addend->dtype == DType::f32 && addend->shape == result.shape) {
+        if (node.op_type == "Conv") {
+          while (spec.inputs.size() < 3) spec.inputs.emplace_back();  // X, W, B before the addend
+        }
+        spec.post_ops.push_back(PostOp{PostOp::Kind::sum, 0, 0, append_fused_input(spec, *addend, other), next->name,
+                                       next->op_type});
         has_sum = true;
+      } else if (is_add && node.op_type == "MatMul" && spec.post_ops.empty()) {
+        // A constant per-column bias becomes the matmul's own bias.
+        const int64_t n = result.shape.empty() ? 0 : result.shape.back();
+        if (!addend->is_constant() || addend->dtype != DType::f32 || checked_numel(addend->shape) != n ||
+            (!addend->shape.empty() && addend->shape.back() != n)) {
+          break;
+        }
+        spec.post_ops.push_back(PostOp{PostOp::Kind::bias, 0, 0, append_fused_input(spec, *addend, other), next->name,
+                                       next->op_type});
       } else {
         const std::optional<OpSpec> follower = make_spec_with_first_input(*next, result);
         if (!follower) break;
@@ -376,6 +426,128 @@ class PlanBuilder {
       value = next->outputs[0];
     }
     return followers;
+  }
+
+  int append_fused_input(OpSpec& spec, const TensorInfo& info, const std::string& name) {
+    const int index = static_cast<int>(spec.inputs.size());
+    spec.inputs.push_back(info);
+    fused_inputs_[static_cast<size_t>(index)] = name;
+    return index;
+  }
+
+  // A plan-time scalar constant's value, if `name` is one.
+  std::optional<double> scalar_constant(const std::string& name) const {
+    auto slot = slot_by_name_.find(name);
+    if (slot == slot_by_name_.end()) return std::nullopt;
+    const TensorInfo& info = plan_->slots_[slot->second].info;
+    if (!info.is_constant() || info.value.numel() != 1 || !is_floating(info.dtype)) return std::nullopt;
+    return info.value.double_at(0);
+  }
+
+  // The five nodes PyTorch exports for GELU(x) = x * 0.5 * (1 + erf(x / sqrt 2)):
+  // Div(x, 1.414..) -> Erf -> Add(., 1) -> Mul(x, .) -> Mul(., 0.5), in that order; empty if `x`
+  // is not read exactly by that pattern.
+  std::vector<const Node*> match_gelu(const std::string& x) const {
+    auto readers = consumers_.find(x);
+    if (readers == consumers_.end() || readers->second.size() != 2) return {};
+    for (const ValueInfo& output : graph_.outputs) {
+      if (output.name == x) return {};
+    }
+    const Node* div = nullptr;
+    for (size_t index : readers->second) {
+      const Node& reader = graph_.nodes[index];
+      if (reader.op_type == "Div" && reader.inputs.size() == 2 && reader.inputs[0] == x) div = &reader;
+    }
+    auto near = [](std::optional<double> value, double expected) { return value && std::abs(*value - expected) < 1e-3; };
+    if (div == nullptr || !near(scalar_constant(div->inputs[1]), std::sqrt(2.0))) return {};
+    const Node* erf = sole_reader(div->outputs[0]);
+    if (erf == nullptr || erf->op_type != "Erf") return {};
+    const Node* add = sole_reader(erf->outputs[0]);
+    if (add == nullptr || add->op_type != "Add" || add->inputs.size() != 2) return {};
+    const std::string& one = add->inputs[0] == erf->outputs[0] ? add->inputs[1] : add->inputs[0];
+    if (!near(scalar_constant(one), 1.0)) return {};
+    const Node* mul = sole_reader(add->outputs[0]);
+    if (mul == nullptr || mul->op_type != "Mul" || mul->inputs.size() != 2) return {};
+    const std::string& other = mul->inputs[0] == add->outputs[0] ? mul->inputs[1] : mul->inputs[0];
+    if (other != x) return {};
+    const Node* half = sole_reader(mul->outputs[0]);
+    if (half == nullptr || half->op_type != "Mul" || half->inputs.size() != 2) return {};
+    const std::string& scale = half->inputs[0] == mul->outputs[0] ? half->inputs[1] : half->inputs[0];
+    if (!near(scalar_constant(scale), 0.5)) return {};
+    for (const Node* node : {div, erf, add, mul, half}) {
+      if (!is_default_domain(node->domain) || node->outputs.size() != 1) return {};
+    }
+    return {div, erf, add, mul, half};
+  }
+
+  struct LayerNormMatch {
+    std::vector<const Node*> nodes;  // the eight after the first ReduceMean, in order
+    std::string scale;
+    std::string bias;
+    float epsilon = 0;
+  };
+
+  // LayerNorm over the last axis as exporters decompose it (x is ReduceMean's input):
+  //   d = x - ReduceMean(x); y = d / Sqrt(ReduceMean(Pow(d, 2)) + eps) * scale + bias
+  // with scale, bias and eps plan-time constants. Nothing when the nodes differ in any way.
+  std::optional<LayerNormMatch> match_layer_norm(const Node& mean) const {
+    if (mean.op_type != "ReduceMean" || !is_default_domain(mean.domain) || mean.inputs.size() != 1) return std::nullopt;
+    const TensorInfo& x = plan_->slots_[slot_by_name_.at(mean.inputs[0])].info;
+    if (x.dtype != DType::f32 || x.shape.empty() || x.layout != Layout::plain) return std::nullopt;
+    const int64_t rank = static_cast<int64_t>(x.shape.size());
+    auto over_last_axis = [&](const Node& reduce) {
+      const std::vector<int64_t> axes = reduce.attributes.get_ints("axes");
+      return axes.size() == 1 && (axes[0] == -1 || axes[0] == rank - 1) && reduce.attributes.get_int("keepdims", 1) == 1;
+    };
+    if (!over_last_axis(mean)) return std::nullopt;
+    auto other_input = [](const Node& node, const std::string& known) {
+      return node.inputs[0] == known ? node.inputs[1] : node.inputs[0];
+    };
+    auto is = [](const Node* node, const char* op) {
+      return node != nullptr && node->op_type == op && node->outputs.size() == 1 && node->domain.empty();
+    };
+    // The centred value d is read by Pow and by Div.
+    auto readers = consumers_.find(mean.outputs[0]);
+    if (readers == consumers_.end() || readers->second.size() != 1) return std::nullopt;
+    const Node* sub = &graph_.nodes[readers->second[0]];
+    if (!is(sub, "Sub") || sub->inputs.size() != 2 || sub->inputs[0] != mean.inputs[0] || sub->inputs[1] != mean.outputs[0]) {
+      return std::nullopt;
+    }
+    auto d_readers = consumers_.find(sub->outputs[0]);
+    if (d_readers == consumers_.end() || d_readers->second.size() != 2) return std::nullopt;
+    const Node* pow = nullptr;
+    const Node* div = nullptr;
+    for (size_t index : d_readers->second) {
+      const Node* reader = &graph_.nodes[index];
+      if (is(reader, "Pow") && reader->inputs[0] == sub->outputs[0]) pow = reader;
+      if (is(reader, "Div") && reader->inputs.size() == 2 && reader->inputs[0] == sub->outputs[0]) div = reader;
+    }
+    if (pow == nullptr || div == nullptr || scalar_constant(pow->inputs.at(1)) != 2.0) return std::nullopt;
+    const Node* variance = sole_reader(pow->outputs[0]);
+    if (!is(variance, "ReduceMean") || !over_last_axis(*variance)) return std::nullopt;
+    const Node* add_eps = sole_reader(variance->outputs[0]);
+    if (!is(add_eps, "Add") || add_eps->inputs.size() != 2) return std::nullopt;
+    const std::optional<double> epsilon = scalar_constant(other_input(*add_eps, variance->outputs[0]));
+    const Node* sqrt = sole_reader(add_eps->outputs[0]);
+    if (!epsilon || !is(sqrt, "Sqrt") || sole_reader(sqrt->outputs[0]) != div || div->inputs[1] != sqrt->outputs[0]) {
+      return std::nullopt;
+    }
+    const Node* mul = sole_reader(div->outputs[0]);
+    if (!is(mul, "Mul") || mul->inputs.size() != 2) return std::nullopt;
+    const Node* add_bias = sole_reader(mul->outputs[0]);
+    if (!is(add_bias, "Add") || add_bias->inputs.size() != 2) return std::nullopt;
+    LayerNormMatch match;
+    match.scale = other_input(*mul, div->outputs[0]);
+    match.bias = other_input(*add_bias, mul->outputs[0]);
+    for (const std::string& name : {match.scale, match.bias}) {
+      auto slot = slot_by_name_.find(name);
+      if (slot == slot_by_name_.end()) return std::nullopt;
+      const TensorInfo& info = plan_->slots_[slot->second].info;
+      if (!info.is_constant() || info.dtype != DType::f32 || info.shape != Shape{x.shape.back()}) return std::nullopt;
+    }
+    match.epsilon = static_cast<float>(*epsilon);
+    match.nodes = {sub, pow, variance, add_eps, sqrt, div, mul, add_bias};
+    return match;
   }
 
   // The one live node reading `value`, or null when it has several readers, reads it twice, or

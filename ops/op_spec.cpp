@@ -19,6 +19,8 @@ const char* post_op_name(PostOp::Kind kind) {
     case PostOp::Kind::clip: return "clip";
     case PostOp::Kind::sigmoid: return "sigmoid";
     case PostOp::Kind::tanh: return "tanh";
+    case PostOp::Kind::gelu_erf: return "gelu_erf";
+    case PostOp::Kind::bias: return "bias";
     case PostOp::Kind::sum: return "sum";
   }
   return "?";

@@ -37,11 +37,13 @@ struct TensorInfo {
 // An op the planner fused into the node before it (a convolution or matmul): applied to the
 // node's result in order, inside the kernel, before the result is stored.
 struct PostOp {
-  enum class Kind { relu, leaky_relu, clip, sigmoid, tanh, sum };
+  // bias: a constant added per output column (MatMul + Add); gelu_erf: x * (1 + erf(x / sqrt 2)) / 2
+  // matched from the five nodes PyTorch exports for GELU.
+  enum class Kind { relu, leaky_relu, clip, sigmoid, tanh, gelu_erf, bias, sum };
   Kind kind = Kind::relu;
   float alpha = 0;        // leaky_relu slope; clip minimum
   float beta = 0;         // clip maximum
-  int input = -1;         // sum: index in OpSpec::inputs of the tensor added to the result
+  int input = -1;         // sum, bias: index in OpSpec::inputs of the tensor added to the result
   std::string node_name;  // the fused node, for plans and verbose lines
   std::string op_type;
 };
@@ -56,7 +58,7 @@ struct OpSpec {
   const Attributes* attributes = nullptr;
   std::vector<TensorInfo> inputs;  // absent optional inputs are not present()
   int num_outputs = 1;              // outputs the node declares (optional trailing ones may be "")
-  std::vector<PostOp> post_ops;     // fused followers; a sum's input is appended to `inputs`
+  std::vector<PostOp> post_ops;     // fused followers; a sum's or bias's input is appended to `inputs`
 
   const Attributes& attrs() const { return *attributes; }
   int num_inputs() const { return static_cast<int>(inputs.size()); }

@@ -2,7 +2,6 @@
 // plan time into the layout the chosen implementation wants, bias and fused post-ops (eltwise
 // activations and a residual sum) applied inside the primitive.
 #include <algorithm>
-#include <cstring>
 
 #include "backends/onednn/onednn_common.h"
 #include "backends/onednn/post_ops.h"
@@ -57,14 +56,7 @@ class ConvKernel final : public PrimitiveKernel {
   }
 
   void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
-    if (residual_input_ >= 0) {
-      // The sum post-op adds the primitive's result to what dst holds: start from the residual
-      // unless the planner already placed the output in the residual's storage.
-      const Tensor& residual = inputs[static_cast<size_t>(residual_input_)];
-      if (outputs[0].raw_data() != residual.raw_data()) {
-        std::memcpy(outputs[0].raw_data(), residual.raw_data(), residual.nbytes());
-      }
-    }
+    if (residual_input_ >= 0) copy_residual(inputs[static_cast<size_t>(residual_input_)], outputs[0]);
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(src_desc_, inputs[0])},
                                             {DNNL_ARG_DST, wrap(dst_desc_, outputs[0])}};
     execute(args);

@@ -19,6 +19,7 @@ struct MatmulProblem {
   Tensor constant_b;          // set when B is a plan-time constant (prepacked)
   Tensor bias;                // [1, N] or undefined
   std::vector<PostOp> post_ops;
+  int residual_input = -1;    // input added by a fused sum (same shape as the result)
 };
 
 class MatmulKernel final : public PrimitiveKernel {
@@ -42,9 +43,13 @@ class MatmulKernel final : public PrimitiveKernel {
       b_desc_ = problem.b_desc;
     }
     if (problem.bias.defined()) constant_args_[DNNL_ARG_BIAS] = reorder_constant(bias_desc, problem.bias, bias_desc);
+    residual_input_ = problem.residual_input;
   }
 
+  int in_place_input() const override { return residual_input_; }
+
   void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
+    if (residual_input_ >= 0) copy_residual(inputs[static_cast<size_t>(residual_input_)], outputs[0]);
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(a_desc_, inputs[0])},
                                             {DNNL_ARG_DST, wrap(dst_desc_, outputs[0])}};
     if (!constant_args_.count(DNNL_ARG_WEIGHTS)) args.emplace(DNNL_ARG_WEIGHTS, wrap(b_desc_, inputs[1]));
@@ -55,11 +60,18 @@ class MatmulKernel final : public PrimitiveKernel {
   memory::desc a_desc_;
   memory::desc b_desc_;
   memory::desc dst_desc_;
+  int residual_input_ = -1;
 };
 
-std::string check_activations_only(const OpSpec& spec) {
+
+// The fused bias of a MatMul (a constant with N elements), as the [1, N] bias oneDNN adds.
+Tensor fused_bias(const OpSpec& spec, int64_t n) {
   for (const PostOp& op : spec.post_ops) {
-    if (op.kind == PostOp::Kind::sum) return "oneDNN MatMul/Gemm here fuses activations, not sums";
+    if (op.kind != PostOp::Kind::bias) continue;
+    const TensorInfo& bias = spec.inputs.at(static_cast<size_t>(op.input));
+    KILN_CHECK(bias.is_constant() && bias.dtype == DType::f32 && checked_numel(bias.shape) == n, not_implemented,
+               "a fused bias must be a float32 constant with ", n, " elements");
+    return bias.value.reshaped({1, n});
   }
   return {};
 }
@@ -72,7 +84,6 @@ KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outpu
   const TensorInfo& a = spec.input(0);
   const TensorInfo& b = spec.input(1);
   if (a.dtype != DType::f32 || b.dtype != DType::f32) return KernelOrReason::rejected("oneDNN MatMul here runs float32 only");
-  if (std::string reason = check_activations_only(spec); !reason.empty()) return KernelOrReason::rejected(reason);
   if (a.shape.size() < 2 || b.shape.size() < 2) return KernelOrReason::rejected("1-D operands are not supported");
   const int64_t k = a.shape.back();
   const int64_t n = b.shape.back();
@@ -85,6 +96,8 @@ KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outpu
     problem.b_desc = plain_desc(b.shape);
     problem.dst_desc = plain_desc({m, n});
     problem.constant_b = b.value;
+    problem.bias = fused_bias(spec, n);
+    problem.residual_input = sum_input(spec.post_ops);
   } else {
     if (a.shape.size() != b.shape.size() ||
         !std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin(), b.shape.end() - 2)) {
@@ -95,6 +108,9 @@ KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outpu
     problem.a_desc = plain_desc({batch, m, k});
     problem.b_desc = plain_desc({batch, k, n});
     problem.dst_desc = plain_desc({batch, m, n});
+    if (fused_bias(spec, n).defined() || sum_input(spec.post_ops) >= 0) {
+      return KernelOrReason::rejected("a bias or sum fuses only with a constant 2-D B");
+    }
   }
   if (checked_numel(outputs[0].shape) == 0 || k == 0) return KernelOrReason::rejected("empty product");
   return create_primitive_kernel([&] { return std::make_unique<MatmulKernel>(problem); });
@@ -104,7 +120,11 @@ KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs
   const TensorInfo& a = spec.input(0);
   const TensorInfo& b = spec.input(1);
   if (a.dtype != DType::f32 || b.dtype != DType::f32) return KernelOrReason::rejected("oneDNN Gemm here runs float32 only");
-  if (std::string reason = check_activations_only(spec); !reason.empty()) return KernelOrReason::rejected(reason);
+  for (const PostOp& op : spec.post_ops) {
+    if (op.kind == PostOp::Kind::bias || op.kind == PostOp::Kind::sum) {
+      return KernelOrReason::rejected("Gemm fuses activations only (it has its own bias)");
+    }
+  }
   if (!b.is_constant()) return KernelOrReason::rejected("B is not a plan-time constant");
   const bool trans_a = spec.attrs().get_int("transA", 0) != 0;
   const bool trans_b = spec.attrs().get_int("transB", 0) != 0;

@@ -1,5 +1,6 @@
 #include "backends/onednn/onednn_common.h"
 
+#include <cstring>
 #include <memory>
 
 #ifdef _OPENMP
@@ -50,6 +51,12 @@ std::string implementation_name(const dnnl::primitive_desc_base& pd) { return pd
 
 dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& tensor) {
   return dnnl::memory(desc, engine(), const_cast<void*>(tensor.raw_data()));
+}
+
+void copy_residual(const Tensor& residual, Tensor& destination) {
+  if (destination.raw_data() != residual.raw_data()) {
+    std::memcpy(destination.raw_data(), residual.raw_data(), residual.nbytes());
+  }
 }
 
 dnnl::memory reorder_constant(const dnnl::memory::desc& from, const Tensor& value, const dnnl::memory::desc& to) {

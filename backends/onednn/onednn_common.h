@@ -56,6 +56,9 @@ class PrimitiveKernel : public Kernel {
 
 // Wraps a tensor's storage as a oneDNN memory with descriptor `desc` (no copy).
 dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& tensor);
+// A fused sum post-op adds the primitive's result to what dst holds: dst starts as the residual,
+// unless the planner already placed dst in the residual's storage (then this is a no-op).
+void copy_residual(const Tensor& residual, Tensor& destination);
 // A oneDNN-owned copy of constant `value` (described by `from`) in layout `to`: weights prepacking.
 dnnl::memory reorder_constant(const dnnl::memory::desc& from, const Tensor& value, const dnnl::memory::desc& to);
 

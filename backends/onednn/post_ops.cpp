@@ -11,9 +11,11 @@ Eltwise eltwise_for(const PostOp& op) {
     case PostOp::Kind::clip: return {dnnl::algorithm::eltwise_clip_v2, op.alpha, op.beta};
     case PostOp::Kind::sigmoid: return {dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f};
     case PostOp::Kind::tanh: return {dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f};
+    case PostOp::Kind::gelu_erf: return {dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f};
+    case PostOp::Kind::bias:
     case PostOp::Kind::sum: break;
   }
-  KILN_ASSERT(false);  // a sum is not an eltwise
+  KILN_ASSERT(false);  // sums and biases are not eltwise ops
   return {};
 }
 
@@ -22,6 +24,8 @@ dnnl::primitive_attr make_attr(const std::vector<PostOp>& post_ops) {
   for (const PostOp& op : post_ops) {
     if (op.kind == PostOp::Kind::sum) {
       chain.append_sum(1.0f);
+    } else if (op.kind == PostOp::Kind::bias) {
+      continue;  // kernels take a fused bias as the primitive's own bias argument
     } else {
       const Eltwise eltwise = eltwise_for(op);
       chain.append_eltwise(1.0f, eltwise.algorithm, eltwise.alpha, eltwise.beta);

@@ -3,6 +3,7 @@
 // reorders at plain readers and fused post-ops are exercised, not just single kernels.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -258,6 +259,60 @@ TEST(Onednn, ConcatBinaryAndEltwiseFollowChannelsLast) {
   }
   // Only the graph input (to channels-last) and the output (back to plain) are reordered.
   EXPECT_EQ(plan->reorder_steps(), 2);
+}
+
+// MatMul + bias Add + GELU (as PyTorch exports it) and a second MatMul + bias + residual Add.
+TEST(Onednn, MatMulFusesBiasGeluAndResidual) {
+  const Shape input = {2, 5, 16};
+  GraphBuilder g(input);
+  const std::string hidden = g.add("Add", {g.weights({32}), g.add("MatMul", {"x", g.weights({16, 32})})});
+  const std::string scaled = g.add("Div", {hidden, g.constant(Tensor::scalar(1.41421356f))});
+  const std::string one_plus = g.add("Add", {g.add("Erf", {scaled}), g.constant(Tensor::scalar(1.0f))});
+  const std::string gelu = g.add("Mul", {g.add("Mul", {hidden, one_plus}), g.constant(Tensor::scalar(0.5f))});
+  const std::string projected = g.add("Add", {g.add("MatMul", {gelu, g.weights({32, 16})}), g.weights({16})});
+  const std::string residual = g.add("Add", {projected, "x"});
+  const auto plan = expect_matches_native(g.finish({residual}), input);
+  ASSERT_EQ(plan->steps().size(), 2u);
+  EXPECT_NE(plan->steps()[0].record.kernel.find("+bias+gelu_erf"), std::string::npos) << plan->steps()[0].record.kernel;
+  EXPECT_NE(plan->steps()[1].record.kernel.find("+bias+sum"), std::string::npos) << plan->steps()[1].record.kernel;
+  EXPECT_EQ(plan->fused_nodes(), 8);
+}
+
+// The nine nodes of an exported LayerNorm run as one LayerNormalization step.
+TEST(Onednn, DecomposedLayerNormBecomesOneStep) {
+  const Shape input = {3, 8};
+  GraphBuilder g(input);
+  Attributes last_axis;
+  last_axis.set("axes", ints_attr({-1}));
+  const std::string mean = g.add("ReduceMean", {"x"}, last_axis);
+  const std::string centred = g.add("Sub", {"x", mean});
+  const std::string squared = g.add("Pow", {centred, g.constant(Tensor::scalar(2.0f))});
+  const std::string variance = g.add("ReduceMean", {squared}, last_axis);
+  const std::string deviation = g.add("Sqrt", {g.add("Add", {variance, g.constant(Tensor::scalar(1e-5f))})});
+  const std::string scale = g.weights({8});
+  const std::string bias = g.weights({8});
+  const std::string normalized = g.add("Add", {g.add("Mul", {g.add("Div", {centred, deviation}), scale}), bias});
+  const Model model = g.finish({normalized});
+  Session session(model);
+  const Tensor x = random_tensor(input, 3);
+  const Tensor y = session.run({{"x", x}}).at(normalized);
+  const auto plan = session.plan_for({input});
+  ASSERT_EQ(plan->steps().size(), 1u);
+  EXPECT_EQ(plan->steps()[0].record.op_type, "LayerNormalization");
+  EXPECT_EQ(plan->fused_nodes(), 8);
+  const float* gamma = model.graph.initializers.at(scale).data<float>();
+  const float* beta = model.graph.initializers.at(bias).data<float>();
+  for (int64_t row = 0; row < 3; ++row) {
+    const float* in = x.data<float>() + row * 8;
+    double sum = 0, squares = 0;
+    for (int64_t i = 0; i < 8; ++i) sum += in[i];
+    const double mu = sum / 8;
+    for (int64_t i = 0; i < 8; ++i) squares += (in[i] - mu) * (in[i] - mu);
+    const double sigma = std::sqrt(squares / 8 + 1e-5);
+    for (int64_t i = 0; i < 8; ++i) {
+      EXPECT_NEAR(y.data<float>()[row * 8 + i], (in[i] - mu) / sigma * gamma[i] + beta[i], 1e-5) << row << "," << i;
+    }
+  }
 }
 
 TEST(Onednn, RejectionReasonsAreRecorded) {
