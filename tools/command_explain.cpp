@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <numeric>
 
 #include "backends/selection.h"
@@ -117,6 +118,19 @@ int command_explain(const std::vector<std::string>& args) {
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return timer.median_ms(a) > timer.median_ms(b); });
     double total = 0;
     for (size_t s = 0; s < order.size(); ++s) total += timer.median_ms(s);
+    std::map<std::string, std::pair<double, int>> by_op;  // op -> (ms, steps)
+    for (size_t s = 0; s < order.size(); ++s) {
+      auto& entry = by_op[plan->steps()[s].record.op_type];
+      entry.first += timer.median_ms(s);
+      entry.second += 1;
+    }
+    std::vector<std::pair<std::string, std::pair<double, int>>> ops(by_op.begin(), by_op.end());
+    std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    std::printf("\ntime by op (median of %d runs):\n", profile_runs);
+    for (const auto& [op, entry] : ops) {
+      std::printf("  %-20s %8.3f ms %5.1f%%  %3d steps\n", op.c_str(), entry.first,
+                  total > 0 ? 100 * entry.first / total : 0, entry.second);
+    }
     std::printf("\nmost expensive steps (median of %d runs; steps sum to %.3f ms):\n", profile_runs, total);
     for (size_t i = 0; i < std::min<size_t>(order.size(), 15); ++i) {
       const size_t s = order[i];
