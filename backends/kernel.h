@@ -12,6 +12,16 @@
 
 namespace kiln {
 
+// A kernel bound to one run context's tensors (see Kernel::bind): it prepared everything it needs
+// for them once, so running allocates nothing on kiln's side.
+class BoundKernel {
+ public:
+  virtual ~BoundKernel() = default;
+  // Same contract as Kernel::run; tensors whose storage was fixed at bind time keep it, others
+  // (the caller's inputs, graph outputs) may change between calls.
+  virtual void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) = 0;
+};
+
 class Kernel {
  public:
   virtual ~Kernel() = default;
@@ -36,6 +46,13 @@ class Kernel {
   // -1. The planner lets it when that input's value is not read afterwards; run() then receives
   // output 0 sharing the input's storage.
   virtual int in_place_input() const { return -1; }
+
+  // Optional: a version of this kernel prepared for a run context whose tensors are `inputs` and
+  // `outputs` (undefined where storage changes per run), or null to be run through run(). Not
+  // thread-safe: one bound kernel serves one context, and contexts serve one run at a time.
+  virtual std::unique_ptr<BoundKernel> bind(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const {
+    return nullptr;
+  }
 };
 
 // A backend's answer to "can you run this node?": a kernel, or the reason it cannot.

@@ -3,6 +3,7 @@
 #include <array>
 #include <atomic>
 
+#include "backends/blas/blas_backend.h"
 #include "backends/native/native_backend.h"
 #include "backends/onednn/onednn_backend.h"
 #include "core/error.h"
@@ -10,15 +11,16 @@
 namespace kiln {
 namespace {
 
-constexpr size_t kBackendCount = 2;
+constexpr size_t kBackendCount = 3;
 
 const std::array<const Backend*, kBackendCount>& backend_list() {
-  static const std::array<const Backend*, kBackendCount> list = {&onednn_backend(), &native_backend()};
+  static const std::array<const Backend*, kBackendCount> list = {&onednn_backend(), &blas_backend(),
+                                                                 &native_backend()};
   return list;
 }
 
 std::array<std::atomic<bool>, kBackendCount>& enabled_flags() {
-  static std::array<std::atomic<bool>, kBackendCount> flags = {true, true};
+  static std::array<std::atomic<bool>, kBackendCount> flags = {true, true, true};
   return flags;
 }
 
@@ -54,8 +56,13 @@ std::string enabled_backends_fingerprint() {
   return fingerprint;
 }
 
-std::vector<const Backend*> candidate_backends(const OpSpec&) {
-  return {backend_list().begin(), backend_list().end()};
+std::vector<const Backend*> candidate_backends(const OpSpec& spec) {
+  // Matrix products try BLAS first: it takes the tiny ones (below kBlasMaxMultiplyAdds), where
+  // oneDNN's per-call overhead dominates, and refuses the rest with that reason.
+  const bool is_product = (spec.domain.empty() || spec.domain == "ai.onnx") &&
+                          (spec.op_type == "MatMul" || spec.op_type == "Gemm");
+  if (is_product) return {&blas_backend(), &onednn_backend(), &native_backend()};
+  return {&onednn_backend(), &native_backend()};
 }
 
 KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs) {

@@ -23,7 +23,7 @@ struct KernelSelection {
   std::vector<RejectedCandidate> rejected;
 };
 
-// Every backend kiln was built with, in preference order (oneDNN first, native last).
+// Every backend kiln was built with: oneDNN, BLAS, native.
 std::span<const Backend* const> all_backends();
 const Backend* find_backend(std::string_view name);
 
@@ -35,7 +35,7 @@ bool backend_enabled(std::string_view name);
 // "onednn,native": the enabled backends, part of every plan's cache key.
 std::string enabled_backends_fingerprint();
 
-// Backends in preference order, fastest first; the native reference is always last.
+// The candidate list for one node, in preference order; the native reference is always last.
 std::vector<const Backend*> candidate_backends(const OpSpec& spec);
 
 // Throws kiln::Error (not_implemented) listing every candidate's reason when none can run `spec`.

@@ -64,6 +64,7 @@ class PlanBuilder {
     for (size_t i = 0; i < plan_->slots_.size(); ++i) {
       if (plan_->slots_[i].origin == SlotOrigin::constant) plan_->initial_values_[i] = plan_->slots_[i].info.value;
     }
+    plan_->memory_plan_ = plan_memory(*plan_);
     return plan_;
   }
 

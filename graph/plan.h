@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "backends/selection.h"
+#include "graph/executor.h"
 #include "graph/graph.h"
+#include "graph/memory_plan.h"
 #include "ops/op_spec.h"
 
 namespace kiln {
@@ -71,6 +73,10 @@ class Plan {
   int removed_nodes() const { return removed_nodes_; }
   int fused_nodes() const { return fused_nodes_; }
   int reorder_steps() const { return reorder_steps_; }
+  // Where each intermediate value lives in a run's arena.
+  const MemoryPlan& memory_plan() const { return memory_plan_; }
+  // Run contexts (arenas with prepared steps) not in use by a run; runs borrow and return them.
+  RunContextPool& context_pool() const { return context_pool_; }
 
   // Builds the plan for `model` with one concrete shape per graph input (in graph input order).
   // `input_values` (empty, or one per graph input) binds the values of inputs that define shapes,
@@ -90,6 +96,8 @@ class Plan {
   int removed_nodes_ = 0;
   int fused_nodes_ = 0;
   int reorder_steps_ = 0;
+  MemoryPlan memory_plan_;
+  mutable RunContextPool context_pool_;
 };
 
 }  // namespace kiln

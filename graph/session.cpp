@@ -5,6 +5,7 @@
 #include "backends/selection.h"
 #include "core/error.h"
 #include "runtime/threads.h"
+#include "graph/executor.h"
 #include "graph/onnx_import.h"
 
 namespace kiln {
@@ -122,56 +123,9 @@ TensorMap Session::run(const TensorMap& inputs) {
     std::lock_guard lock(mutex_);
     observers = observers_;
   }
-  const bool observed = !observers.empty();
-
-  std::vector<Tensor> values = plan->initial_values();
-  for (size_t i = 0; i < bound.size(); ++i) values[plan->input_slots()[i]] = bound[i];
-  if (observed) {
-    for (Observer* observer : observers) observer->on_run_begin(*plan);
-  }
-  std::vector<Tensor> step_inputs;
-  std::vector<Tensor> step_outputs;
-  const std::vector<PlanStep>& steps = plan->steps();
-  for (size_t s = 0; s < steps.size(); ++s) {
-    const PlanStep& step = steps[s];
-    step_inputs.clear();
-    for (int slot : step.inputs) step_inputs.push_back(slot >= 0 ? values[slot] : Tensor{});
-    step_outputs.assign(step.output_infos.size(), Tensor{});
-    if (!step.kernel->is_view()) {
-      for (size_t i = 0; i < step_outputs.size(); ++i) {
-        step_outputs[i] = (i == 0 && step.in_place_input >= 0)
-                              ? step_inputs[static_cast<size_t>(step.in_place_input)]
-                              : Tensor::empty(step.output_infos[i].dtype, step.output_infos[i].shape);
-      }
-    }
-    if (observed) {
-      for (Observer* observer : observers) observer->on_step_begin(*plan, s);
-    }
-    try {
-      step.kernel->run(step_inputs, step_outputs);
-    } catch (Error& error) {
-      error.add_context(str_cat("node '", step.record.node_name, "' (", step.record.op_type, ")"));
-      throw;
-    }
-    if (observed) {
-      for (Observer* observer : observers) observer->on_step_end(*plan, s);
-    }
-    for (size_t i = 0; i < step.outputs.size(); ++i) {
-      if (step.outputs[i] >= 0) values[step.outputs[i]] = std::move(step_outputs[i]);
-    }
-    for (int slot : step.release_after) values[slot] = Tensor{};
-  }
-  if (observed) {
-    for (Observer* observer : observers) observer->on_run_end(*plan);
-  }
-
+  const std::vector<Tensor> results = execute_plan(*plan, bound, observers);
   TensorMap outputs;
-  for (size_t i = 0; i < plan->output_slots().size(); ++i) {
-    const int slot = plan->output_slots()[i];
-    // Constants and views of the caller's inputs share storage the caller must not receive.
-    const bool shared = plan->slots()[slot].origin != SlotOrigin::computed;
-    outputs[this->outputs()[i].name] = shared ? values[slot].clone() : values[slot];
-  }
+  for (size_t i = 0; i < results.size(); ++i) outputs[this->outputs()[i].name] = results[i];
   return outputs;
 }
 

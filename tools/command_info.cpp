@@ -1,7 +1,7 @@
 // `kiln info`: what this build is and what it can use here.
 #include <cstdio>
 
-#include "backends/native/native_backend.h"
+#include "backends/selection.h"
 #include "core/version.h"
 #include "ops/op_schema.h"
 #include "runtime/cpu_info.h"
@@ -24,13 +24,11 @@ int command_info(const std::vector<std::string>& args) {
   std::printf("kiln %s\n", std::string(kiln_version()).c_str());
   std::printf("build: %s\n", std::string(build_configuration()).c_str());
   std::printf("backends:\n");
-  const Backend* backends[] = {&native_backend()};
-  for (const Backend* backend : backends) {
-    std::printf("  %-8s %-13s version %s\n", std::string(backend->name()).c_str(),
-                backend->is_available() ? "available" : "unavailable", backend->version().c_str());
+  for (const Backend* backend : all_backends()) {
+    std::printf("  %-8s %-13s %-9s version %s\n", std::string(backend->name()).c_str(),
+                backend->is_available() ? "available" : "unavailable",
+                backend_enabled(backend->name()) ? "enabled" : "disabled", backend->version().c_str());
   }
-  std::printf("  %-8s %-13s (not built yet)\n", "onednn", "unavailable");
-  std::printf("  %-8s %-13s (not built yet)\n", "blas", "unavailable");
   std::printf("ops: %zu (ONNX opsets 7-17)\n", all_op_schemas().size());
   std::string extensions;
   for (const std::string& extension : cpu.extensions()) extensions += " " + extension;

@@ -14,27 +14,16 @@ class ConcatKernel final : public PrimitiveKernel {
     const Layout layout = spec.input(0).layout;
     std::vector<memory::desc> sources;
     for (const TensorInfo& input : spec.inputs) sources.push_back(value_desc(input.shape, layout));
-    dst_desc_ = value_desc(output_shape, layout);
-    const dnnl::concat::primitive_desc pd(dst_desc_, axis, sources, engine(), make_attr({}));
+    const memory::desc dst_desc = value_desc(output_shape, layout);
+    const dnnl::concat::primitive_desc pd(dst_desc, axis, sources, engine(), make_attr({}));
     name_ = "onednn:" + implementation_name(pd);
     primitive_ = dnnl::concat(pd);
     scratchpad_desc_ = pd.scratchpad_desc();
-    source_descs_ = sources;
     input_layouts_.assign(spec.inputs.size(), layout);
     output_layouts_ = {layout};
+    for (size_t i = 0; i < sources.size(); ++i) bind_input(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), i, sources[i]);
+    bind_output(DNNL_ARG_DST, 0, dst_desc);
   }
-
-  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
-    std::unordered_map<int, memory> args = {{DNNL_ARG_DST, wrap(dst_desc_, outputs[0])}};
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), wrap(source_descs_[i], inputs[i]));
-    }
-    execute(args);
-  }
-
- private:
-  memory::desc dst_desc_;
-  std::vector<memory::desc> source_descs_;
 };
 
 KernelOrReason make_concat(const OpSpec& spec, std::span<const TensorInfo> outputs) {

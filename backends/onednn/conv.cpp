@@ -51,22 +51,17 @@ class ConvKernel final : public PrimitiveKernel {
       input_layouts_[static_cast<size_t>(residual_input_)] = Layout::nhwc;
     }
     output_layouts_ = {Layout::nhwc};
-    src_desc_ = src_desc;
-    dst_desc_ = dst_desc;
+    bind_input(DNNL_ARG_SRC, 0, src_desc);
+    bind_output(DNNL_ARG_DST, 0, dst_desc);
   }
 
-  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
+  void prepare_outputs(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
     if (residual_input_ >= 0) copy_residual(inputs[static_cast<size_t>(residual_input_)], outputs[0]);
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(src_desc_, inputs[0])},
-                                            {DNNL_ARG_DST, wrap(dst_desc_, outputs[0])}};
-    execute(args);
   }
 
   int in_place_input() const override { return residual_input_; }
 
  private:
-  memory::desc src_desc_;
-  memory::desc dst_desc_;
   int residual_input_ = -1;
 };
 

@@ -12,8 +12,8 @@ using dnnl::memory;
 class EltwiseKernel final : public PrimitiveKernel {
  public:
   EltwiseKernel(const Eltwise& eltwise, const TensorInfo& input) {
-    desc_ = value_desc(input.shape, input.layout);
-    const dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, eltwise.algorithm, desc_,
+    const memory::desc data_desc = value_desc(input.shape, input.layout);
+    const dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, eltwise.algorithm, data_desc,
                                            eltwise.alpha, eltwise.beta);
     const dnnl::eltwise_forward::primitive_desc pd(desc, make_attr({}), engine());
     name_ = "onednn:" + implementation_name(pd);
@@ -21,16 +21,9 @@ class EltwiseKernel final : public PrimitiveKernel {
     scratchpad_desc_ = pd.scratchpad_desc();
     input_layouts_ = {input.layout};
     output_layouts_ = {input.layout};
+    bind_input(DNNL_ARG_SRC, 0, data_desc);
+    bind_output(DNNL_ARG_DST, 0, data_desc);
   }
-
-  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(desc_, inputs[0])},
-                                            {DNNL_ARG_DST, wrap(desc_, outputs[0])}};
-    execute(args);
-  }
-
- private:
-  memory::desc desc_;
 };
 
 KernelOrReason make_activation(const OpSpec& spec, std::span<const TensorInfo>) {
@@ -51,27 +44,19 @@ class BinaryKernel final : public PrimitiveKernel {
     Shape b_dims(a.shape.size() - b.shape.size(), 1);
     b_dims.insert(b_dims.end(), b.shape.begin(), b.shape.end());
     const Layout b_layout = b_dims == a.shape ? a.layout : Layout::plain;
-    a_desc_ = value_desc(a.shape, a.layout);
-    b_desc_ = value_desc(b_dims, b_layout);
-    const dnnl::binary::desc desc(algorithm, a_desc_, b_desc_, a_desc_);
+    const memory::desc a_desc = value_desc(a.shape, a.layout);
+    const memory::desc b_desc = value_desc(b_dims, b_layout);
+    const dnnl::binary::desc desc(algorithm, a_desc, b_desc, a_desc);
     const dnnl::binary::primitive_desc pd(desc, make_attr({}), engine());
     name_ = "onednn:" + implementation_name(pd);
     primitive_ = dnnl::binary(pd);
     scratchpad_desc_ = pd.scratchpad_desc();
     input_layouts_ = {a.layout, b_layout};
     output_layouts_ = {a.layout};
+    bind_input(DNNL_ARG_SRC_0, 0, a_desc);
+    bind_input(DNNL_ARG_SRC_1, 1, b_desc);
+    bind_output(DNNL_ARG_DST, 0, a_desc);
   }
-
-  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC_0, wrap(a_desc_, inputs[0])},
-                                            {DNNL_ARG_SRC_1, wrap(b_desc_, inputs[1])},
-                                            {DNNL_ARG_DST, wrap(a_desc_, outputs[0])}};
-    execute(args);
-  }
-
- private:
-  memory::desc a_desc_;
-  memory::desc b_desc_;
 };
 
 KernelOrReason make_binary(const OpSpec& spec, std::span<const TensorInfo> outputs, dnnl::algorithm algorithm) {

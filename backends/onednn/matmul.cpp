@@ -25,41 +25,34 @@ struct MatmulProblem {
 class MatmulKernel final : public PrimitiveKernel {
  public:
   explicit MatmulKernel(const MatmulProblem& problem) {
-    a_desc_ = problem.a_desc;
-    dst_desc_ = problem.dst_desc;
     const bool packed = problem.constant_b.defined();
     const memory::desc b_desc =
         packed ? memory::desc(problem.b_desc.dims(), memory::data_type::f32, memory::format_tag::any) : problem.b_desc;
     const memory::desc bias_desc =
         problem.bias.defined() ? plain_desc(problem.bias.shape()) : memory::desc();
-    const dnnl::matmul::desc desc(a_desc_, b_desc, bias_desc, dst_desc_);
+    const dnnl::matmul::desc desc(problem.a_desc, b_desc, bias_desc, problem.dst_desc);
     const dnnl::matmul::primitive_desc pd(desc, make_attr(problem.post_ops), engine());
     name_ = "onednn:" + implementation_name(pd) + post_ops_suffix(problem.post_ops);
     primitive_ = dnnl::matmul(pd);
     scratchpad_desc_ = pd.scratchpad_desc();
+    bind_input(DNNL_ARG_SRC, 0, problem.a_desc);
     if (packed) {
       constant_args_[DNNL_ARG_WEIGHTS] = reorder_constant(problem.b_desc, problem.constant_b, pd.weights_desc());
     } else {
-      b_desc_ = problem.b_desc;
+      bind_input(DNNL_ARG_WEIGHTS, 1, problem.b_desc);
     }
+    bind_output(DNNL_ARG_DST, 0, problem.dst_desc);
     if (problem.bias.defined()) constant_args_[DNNL_ARG_BIAS] = reorder_constant(bias_desc, problem.bias, bias_desc);
     residual_input_ = problem.residual_input;
   }
 
   int in_place_input() const override { return residual_input_; }
 
-  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
+  void prepare_outputs(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
     if (residual_input_ >= 0) copy_residual(inputs[static_cast<size_t>(residual_input_)], outputs[0]);
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(a_desc_, inputs[0])},
-                                            {DNNL_ARG_DST, wrap(dst_desc_, outputs[0])}};
-    if (!constant_args_.count(DNNL_ARG_WEIGHTS)) args.emplace(DNNL_ARG_WEIGHTS, wrap(b_desc_, inputs[1]));
-    execute(args);
   }
 
  private:
-  memory::desc a_desc_;
-  memory::desc b_desc_;
-  memory::desc dst_desc_;
   int residual_input_ = -1;
 };
 

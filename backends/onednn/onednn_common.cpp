@@ -67,27 +67,86 @@ dnnl::memory reorder_constant(const dnnl::memory::desc& from, const Tensor& valu
   return packed;
 }
 
-void PrimitiveKernel::execute(std::unordered_map<int, dnnl::memory>& args) const {
-  apply_thread_count();
-  // Grow-only per-thread scratchpad: primitives run in user scratchpad mode so that one primitive can
-  // serve concurrent runs (oneDNN's library mode keeps one scratchpad per primitive).
-  struct Scratch {
-    std::unique_ptr<char[]> data;
-    size_t size = 0;
-  };
-  thread_local Scratch scratch;
-  const size_t needed = scratchpad_desc_.get_size();
-  if (needed > 0) {
-    if (scratch.size < needed) {
-      scratch.data.reset(new char[needed + 64]);
-      scratch.size = needed;
+namespace {
+
+// A 64-byte-aligned byte buffer that only grows.
+class ScratchBuffer {
+ public:
+  void* reserve(size_t bytes) {
+    if (bytes > size_) {
+      data_.reset(new char[bytes + 64]);
+      size_ = bytes;
     }
-    char* aligned = scratch.data.get() + (64 - reinterpret_cast<uintptr_t>(scratch.data.get()) % 64) % 64;
-    args.insert_or_assign(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpad_desc_, engine(), aligned));
+    char* base = data_.get();
+    return base + (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
   }
-  for (const auto& [key, memory] : constant_args_) args.insert_or_assign(key, memory);
+
+ private:
+  std::unique_ptr<char[]> data_;
+  size_t size_ = 0;
+};
+
+// A primitive bound to one context: its memories are created once and only their data handles
+// follow the tensors; the argument array is passed straight to oneDNN's C API.
+class BoundPrimitive final : public BoundKernel {
+ public:
+  BoundPrimitive(const PrimitiveKernel& kernel, std::span<const Tensor> inputs, std::span<const Tensor> outputs)
+      : kernel_(kernel) {
+    for (const PrimitiveKernel::Binding& binding : kernel.bindings()) {
+      const Tensor& tensor = binding.is_output ? outputs[binding.index] : inputs[binding.index];
+      memories_.emplace_back(binding.desc, engine(), tensor.defined() ? const_cast<void*>(tensor.raw_data()) : nullptr);
+    }
+    for (size_t i = 0; i < memories_.size(); ++i) args_.push_back({kernel.bindings()[i].argument, memories_[i].get()});
+    for (const auto& [argument, memory] : kernel.constant_args()) args_.push_back({argument, memory.get()});
+    const size_t scratch_bytes = kernel.scratchpad_desc().get_size();
+    if (scratch_bytes > 0) {
+      scratchpad_ = dnnl::memory(kernel.scratchpad_desc(), engine(), scratch_.reserve(scratch_bytes));
+      args_.push_back({DNNL_ARG_SCRATCHPAD, scratchpad_.get()});
+    }
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) override {
+    apply_thread_count();
+    kernel_.prepare_outputs(inputs, outputs);
+    for (size_t i = 0; i < memories_.size(); ++i) {
+      const PrimitiveKernel::Binding& binding = kernel_.bindings()[i];
+      void* data = const_cast<void*>(binding.is_output ? outputs[binding.index].raw_data() : inputs[binding.index].raw_data());
+      if (memories_[i].get_data_handle() != data) memories_[i].set_data_handle(data);
+    }
+    dnnl::stream& stream = thread_stream();
+    dnnl::error::wrap_c_api(dnnl_primitive_execute(kernel_.primitive().get(), stream.get(),
+                                                   static_cast<int>(args_.size()), args_.data()),
+                            "could not execute a primitive");
+    stream.wait();
+  }
+
+ private:
+  const PrimitiveKernel& kernel_;
+  std::vector<dnnl::memory> memories_;
+  std::vector<dnnl_exec_arg_t> args_;
+  ScratchBuffer scratch_;
+  dnnl::memory scratchpad_;
+};
+
+}  // namespace
+
+void PrimitiveKernel::run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const {
+  apply_thread_count();
+  prepare_outputs(inputs, outputs);
+  std::unordered_map<int, dnnl::memory> args = constant_args_;
+  for (const Binding& binding : bindings_) {
+    args.insert_or_assign(binding.argument,
+                          wrap(binding.desc, binding.is_output ? outputs[binding.index] : inputs[binding.index]));
+  }
+  thread_local ScratchBuffer scratch;
+  const size_t needed = scratchpad_desc_.get_size();
+  if (needed > 0) args.insert_or_assign(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpad_desc_, engine(), scratch.reserve(needed)));
   primitive_.execute(thread_stream(), args);
   thread_stream().wait();
+}
+
+std::unique_ptr<BoundKernel> PrimitiveKernel::bind(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const {
+  return std::make_unique<BoundPrimitive>(*this, inputs, outputs);
 }
 
 }  // namespace kiln::onednn

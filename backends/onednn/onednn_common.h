@@ -29,9 +29,10 @@ dnnl::memory::desc plain_desc(const Shape& shape);
 // "brgconv:avx512_core" for conv primitives, as oneDNN names its implementations.
 std::string implementation_name(const dnnl::primitive_desc_base& pd);
 
-// A kernel made of one primitive. Subclasses prepare arguments; constants (prepacked weights, bias)
-// live in `constant_args_` and are shared by every run. The scratchpad is the calling thread's,
-// so concurrent runs of one kernel never share one.
+// A kernel made of one primitive. Subclasses create the primitive and declare which kernel input
+// or output feeds each primitive argument; constants (prepacked weights, bias) live in
+// `constant_args_` and are shared by every run. Scratchpads are user-mode: the calling thread's for
+// run(), the bound kernel's own for bind(), so concurrent runs never share one.
 class PrimitiveKernel : public Kernel {
  public:
   std::string_view name() const override { return name_; }
@@ -41,10 +42,30 @@ class PrimitiveKernel : public Kernel {
   Layout output_layout(size_t index) const override {
     return index < output_layouts_.size() ? output_layouts_[index] : Layout::plain;
   }
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override;
+  std::unique_ptr<BoundKernel> bind(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const override;
+
+  // A primitive argument taken from kernel input or output `index`, described by `desc`.
+  struct Binding {
+    int argument;
+    bool is_output;
+    size_t index;
+    dnnl::memory::desc desc;
+  };
+  const std::vector<Binding>& bindings() const { return bindings_; }
+  const dnnl::primitive& primitive() const { return primitive_; }
+  const dnnl::memory::desc& scratchpad_desc() const { return scratchpad_desc_; }
+  const std::unordered_map<int, dnnl::memory>& constant_args() const { return constant_args_; }
+  // Called before each execution (a fused sum copies its residual into the output here).
+  virtual void prepare_outputs(std::span<const Tensor> inputs, std::span<Tensor> outputs) const {}
 
  protected:
-  // Runs the primitive with `args` (run-time memories) plus the constants and a scratchpad.
-  void execute(std::unordered_map<int, dnnl::memory>& args) const;
+  void bind_input(int argument, size_t index, const dnnl::memory::desc& desc) {
+    bindings_.push_back({argument, false, index, desc});
+  }
+  void bind_output(int argument, size_t index, const dnnl::memory::desc& desc) {
+    bindings_.push_back({argument, true, index, desc});
+  }
 
   dnnl::primitive primitive_;
   dnnl::memory::desc scratchpad_desc_;
@@ -52,6 +73,9 @@ class PrimitiveKernel : public Kernel {
   std::string name_;
   std::vector<Layout> input_layouts_;
   std::vector<Layout> output_layouts_;
+
+ private:
+  std::vector<Binding> bindings_;
 };
 
 // Wraps a tensor's storage as a oneDNN memory with descriptor `desc` (no copy).

@@ -18,9 +18,9 @@ class PoolKernel final : public PrimitiveKernel {
  public:
   PoolKernel(dnnl::algorithm algorithm, const TensorInfo& input, const Shape& output_shape, const PoolGeometry& g) {
     const Layout layout = input.layout;
-    src_desc_ = value_desc(input.shape, layout);
-    dst_desc_ = value_desc(output_shape, layout);
-    const dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm, src_desc_, dst_desc_,
+    const memory::desc src_desc = value_desc(input.shape, layout);
+    const memory::desc dst_desc = value_desc(output_shape, layout);
+    const dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm, src_desc, dst_desc,
                                               g.strides, g.kernel, g.dilations, g.pads_begin, g.pads_end);
     const dnnl::pooling_v2_forward::primitive_desc pd(desc, make_attr({}), engine());
     name_ = "onednn:" + implementation_name(pd);
@@ -28,17 +28,9 @@ class PoolKernel final : public PrimitiveKernel {
     scratchpad_desc_ = pd.scratchpad_desc();
     input_layouts_ = {layout};
     output_layouts_ = {layout};
+    bind_input(DNNL_ARG_SRC, 0, src_desc);
+    bind_output(DNNL_ARG_DST, 0, dst_desc);
   }
-
-  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(src_desc_, inputs[0])},
-                                            {DNNL_ARG_DST, wrap(dst_desc_, outputs[0])}};
-    execute(args);
-  }
-
- private:
-  memory::desc src_desc_;
-  memory::desc dst_desc_;
 };
 
 std::string check_input(const OpSpec& spec) {

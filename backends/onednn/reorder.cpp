@@ -8,33 +8,19 @@ namespace {
 
 using dnnl::memory;
 
-class ReorderKernel final : public Kernel {
+class ReorderKernel final : public PrimitiveKernel {
  public:
-  ReorderKernel(const Shape& shape, Layout from, Layout to)
-      : from_desc_(value_desc(shape, from)), to_desc_(value_desc(shape, to)), from_(from), to_(to) {
+  ReorderKernel(const Shape& shape, Layout from, Layout to) {
     apply_thread_count();
-    primitive_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from_desc_, engine(), to_desc_));
+    const memory::desc from_desc = value_desc(shape, from);
+    const memory::desc to_desc = value_desc(shape, to);
+    primitive_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from_desc, engine(), to_desc));
     name_ = std::string("onednn:reorder_") + layout_name(from) + "_to_" + layout_name(to);
+    input_layouts_ = {from};
+    output_layouts_ = {to};
+    bind_input(DNNL_ARG_FROM, 0, from_desc);
+    bind_output(DNNL_ARG_TO, 0, to_desc);
   }
-
-  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
-    apply_thread_count();
-    memory source = wrap(from_desc_, inputs[0]);
-    memory destination = wrap(to_desc_, outputs[0]);
-    primitive_.execute(thread_stream(), {{DNNL_ARG_FROM, source}, {DNNL_ARG_TO, destination}});
-    thread_stream().wait();
-  }
-  std::string_view name() const override { return name_; }
-  Layout input_layout(size_t) const override { return from_; }
-  Layout output_layout(size_t) const override { return to_; }
-
- private:
-  memory::desc from_desc_;
-  memory::desc to_desc_;
-  Layout from_;
-  Layout to_;
-  dnnl::reorder primitive_;
-  std::string name_;
 };
 
 class ReinterpretKernel final : public Kernel {

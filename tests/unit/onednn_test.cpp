@@ -86,8 +86,10 @@ struct Outcome {
   std::shared_ptr<const Plan> plan;
 };
 
-Outcome run_model(const Model& model, const Tensor& x, bool onednn, int threads) {
-  set_backend_enabled("onednn", onednn);
+// Runs with only `backend` (or nothing but native, when empty) enabled besides the native reference.
+Outcome run_model(const Model& model, const Tensor& x, const std::string& backend, int threads) {
+  set_backend_enabled("onednn", backend == "onednn");
+  set_backend_enabled("blas", backend == "blas");
   set_num_threads(threads);
   Session session(model);
   TensorMap result = session.run({{"x", x}});
@@ -95,18 +97,20 @@ Outcome run_model(const Model& model, const Tensor& x, bool onednn, int threads)
   outcome.plan = session.plan_for({x.shape()});
   for (const ValueInfo& output : model.graph.outputs) outcome.outputs.push_back(result.at(output.name));
   set_backend_enabled("onednn", true);
+  set_backend_enabled("blas", true);
   reset_num_threads();
   return outcome;
 }
 
-// Runs `model` on oneDNN and natively at 1 and 2 threads; outputs must agree to `tolerance` x scale.
-// Returns the oneDNN plan so callers can check which kernels ran.
-std::shared_ptr<const Plan> expect_matches_native(const Model& model, const Shape& input_shape, double tolerance = 1e-4) {
+// Runs `model` on `backend` (oneDNN unless named) and natively, at 1 and 2 threads; outputs must agree
+// to `tolerance` x scale. Returns the fast plan so callers can check which kernels ran.
+std::shared_ptr<const Plan> expect_matches_native(const Model& model, const Shape& input_shape, double tolerance = 1e-4,
+                                                  const std::string& backend = "onednn") {
   const Tensor x = random_tensor(input_shape, 1);
-  const Outcome reference = run_model(model, x, false, 1);
+  const Outcome reference = run_model(model, x, "", 1);
   std::shared_ptr<const Plan> plan;
   for (int threads : {1, 2}) {
-    const Outcome fast = run_model(model, x, true, threads);
+    const Outcome fast = run_model(model, x, backend, threads);
     plan = fast.plan;
     for (size_t i = 0; i < fast.outputs.size(); ++i) {
       const Tensor& expected = reference.outputs[i];
@@ -313,6 +317,30 @@ TEST(Onednn, DecomposedLayerNormBecomesOneStep) {
       EXPECT_NEAR(y.data<float>()[row * 8 + i], (in[i] - mu) / sigma * gamma[i] + beta[i], 1e-5) << row << "," << i;
     }
   }
+}
+
+// Tiny products run on BLAS; larger ones are refused by BLAS with the size rule and go to oneDNN.
+TEST(Blas, TinyProductsMatchNativeAndLargeOnesAreRefused) {
+  const Shape input = {3, 4, 16};
+  GraphBuilder g(input);
+  const std::string small = g.add("MatMul", {"x", g.weights({16, 8})});           // 3*4 x 8 x 16 products
+  Attributes transposed;
+  transposed.set("transB", int_attr(1));
+  transposed.set("beta", float_attr(0.5f));
+  const std::string flat = g.add("Flatten", {small});                              // [3, 32]
+  const std::string gemm = g.add("Gemm", {flat, g.weights({5, 32}), g.weights({5})}, transposed);
+  const auto plan = expect_matches_native(g.finish({small, gemm}), input, 1e-4, "blas");
+  EXPECT_EQ(step_for(*plan, "MatMul").kernel, "blas:sgemm");
+  EXPECT_EQ(step_for(*plan, "Gemm").kernel, "blas:sgemm");
+
+  GraphBuilder h({1, 64, 64});
+  const Model large = h.finish({h.add("MatMul", {"x", h.weights({64, 64})})});
+  Session session(large);
+  const StepRecord& step = session.plan_for({{1, 64, 64}})->steps().at(0).record;
+  EXPECT_EQ(step.backend, "onednn");
+  ASSERT_FALSE(step.rejected.empty());
+  EXPECT_EQ(step.rejected[0].backend, "blas");
+  EXPECT_EQ(step.rejected[0].reason, "M x N x K = 64 x 64 x 64 is above BLAS's 32768 (oneDNN is faster on larger products)");
 }
 
 TEST(Onednn, RejectionReasonsAreRecorded) {

@@ -1,0 +1,134 @@
+#include "backends/blas/blas_backend.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "backends/native/kernel_util.h"
+#include "runtime/threads.h"
+
+namespace kiln {
+namespace {
+
+// OpenBLAS keeps one process-wide thread count; kiln's setting is applied before each call.
+void apply_thread_count() {
+  const int threads = get_num_threads();
+  if (openblas_get_num_threads() != threads) openblas_set_num_threads(threads);
+}
+
+// C[M, N] = alpha * op(A) x op(B) (+ beta * C) for `batch` products; A and B advance by their
+// batch strides (0 for a shared operand).
+struct GemmShape {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  int64_t a_batch_stride = 0, b_batch_stride = 0;
+  float alpha = 1;
+};
+
+void run_gemm(const GemmShape& g, const float* a, const float* b, float* c) {
+  apply_thread_count();
+  const blasint lda = static_cast<blasint>(g.trans_a ? g.m : g.k);
+  const blasint ldb = static_cast<blasint>(g.trans_b ? g.k : g.n);
+  for (int64_t i = 0; i < g.batch; ++i) {
+    cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans,
+                static_cast<blasint>(g.m), static_cast<blasint>(g.n), static_cast<blasint>(g.k), g.alpha,
+                a + i * g.a_batch_stride, lda, b + i * g.b_batch_stride, ldb, 0.0f, c + i * g.m * g.n,
+                static_cast<blasint>(g.n));
+  }
+}
+
+std::string check_size(const GemmShape& g) {
+  const int64_t multiply_adds = g.m * g.n * g.k;
+  if (multiply_adds > kBlasMaxMultiplyAdds) {
+    return str_cat("M x N x K = ", g.m, " x ", g.n, " x ", g.k, " is above BLAS's ", kBlasMaxMultiplyAdds,
+                   " (oneDNN is faster on larger products)");
+  }
+  if (multiply_adds == 0) return "empty product";
+  return {};
+}
+
+KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+  const TensorInfo& a = spec.input(0);
+  const TensorInfo& b = spec.input(1);
+  if (a.dtype != DType::f32 || b.dtype != DType::f32) return KernelOrReason::rejected("BLAS MatMul runs float32 only");
+  if (a.shape.size() < 2 || b.shape.size() < 2) return KernelOrReason::rejected("1-D operands are not supported");
+  GemmShape g;
+  g.m = a.shape[a.shape.size() - 2];
+  g.k = a.shape.back();
+  g.n = b.shape.back();
+  g.batch = checked_numel(std::span(a.shape).first(a.shape.size() - 2));
+  g.a_batch_stride = g.m * g.k;
+  if (b.shape.size() == 2) {
+    g.b_batch_stride = 0;  // one B for every batch
+  } else if (b.shape.size() == a.shape.size() &&
+             std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin(), b.shape.end() - 2)) {
+    g.b_batch_stride = g.k * g.n;
+  } else {
+    return KernelOrReason::rejected("batch dims differ between the operands (broadcast batches are not supported)");
+  }
+  if (std::string reason = check_size(g); !reason.empty()) return KernelOrReason::rejected(reason);
+  return native::make_kernel("blas:sgemm", [g](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+    run_gemm(g, inputs[0].data<float>(), inputs[1].data<float>(), outputs[0].data<float>());
+  });
+}
+
+KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+  const TensorInfo& a = spec.input(0);
+  const TensorInfo& b = spec.input(1);
+  if (a.dtype != DType::f32 || b.dtype != DType::f32) return KernelOrReason::rejected("BLAS Gemm runs float32 only");
+  GemmShape g;
+  g.trans_a = spec.attrs().get_int("transA", 0) != 0;
+  g.trans_b = spec.attrs().get_int("transB", 0) != 0;
+  g.alpha = spec.attrs().get_float("alpha", 1.0f);
+  const float beta = spec.attrs().get_float("beta", 1.0f);
+  g.m = outputs[0].shape[0];
+  g.n = outputs[0].shape[1];
+  g.k = g.trans_a ? a.shape[0] : a.shape[1];
+  if (std::string reason = check_size(g); !reason.empty()) return KernelOrReason::rejected(reason);
+  const bool has_c = spec.has_input(2) && beta != 0.0f;
+  if (has_c && spec.input(2).dtype != DType::f32) return KernelOrReason::rejected("C must be float32");
+  const Shape c_shape = has_c ? spec.input(2).shape : Shape{};
+  return native::make_kernel("blas:sgemm", [g, has_c, beta, c_shape](std::span<const Tensor> inputs,
+                                                                      std::span<Tensor> outputs) {
+    float* c = outputs[0].data<float>();
+    run_gemm(g, inputs[0].data<float>(), inputs[1].data<float>(), c);
+    if (!has_c) return;
+    // beta * C, broadcast (unidirectionally) to [M, N].
+    const float* bias = inputs[2].data<float>();
+    const int64_t rows = c_shape.size() == 2 ? c_shape[0] : 1;
+    const int64_t cols = c_shape.empty() ? 1 : c_shape.back();
+    for (int64_t i = 0; i < g.m; ++i) {
+      for (int64_t j = 0; j < g.n; ++j) c[i * g.n + j] += beta * bias[(rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j)];
+    }
+  });
+}
+
+class BlasBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "blas"; }
+  bool is_available() const override { return true; }
+  std::string version() const override {
+    // "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY SkylakeX MAX_THREADS=64": the first two words.
+    const std::string config = openblas_get_config();
+    const size_t second_space = config.find(' ', config.find(' ') + 1);
+    return config.substr(0, second_space);
+  }
+  KernelOrReason create_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs) const override {
+    if (!spec.domain.empty() && spec.domain != "ai.onnx") return KernelOrReason::rejected("not an ONNX-domain op");
+    if (!spec.post_ops.empty()) return KernelOrReason::rejected("BLAS kernels do not fuse post-ops");
+    if (spec.op_type == "MatMul") return make_matmul(spec, outputs);
+    if (spec.op_type == "Gemm") return make_gemm(spec, outputs);
+    return KernelOrReason::rejected("no BLAS kernel for " + spec.op_type);
+  }
+};
+
+}  // namespace
+
+const Backend& blas_backend() {
+  static const BlasBackend instance;
+  return instance;
+}
+
+}  // namespace kiln

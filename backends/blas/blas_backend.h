@@ -1,0 +1,18 @@
+// The BLAS backend: MatMul and Gemm on OpenBLAS (Debian's OpenMP build, which shares the OpenMP
+// runtime with oneDNN instead of starting a second thread pool). It is the first candidate for
+// products too small for oneDNN's per-call set-up to pay off, and refuses the others (the rule and
+// its measurement are in backends/blas/blas_backend.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "backends/backend.h"
+
+namespace kiln {
+
+const Backend& blas_backend();
+
+// Products with at most this many multiply-adds (M x N x K) run on BLAS when it is enabled.
+inline constexpr int64_t kBlasMaxMultiplyAdds = 32 * 32 * 32;
+
+}  // namespace kiln
