@@ -1,0 +1,240 @@
+#!/usr/bin/python3
+"""Times kiln, PyTorch and ONNX Runtime side by side on the model-parity set; writes a markdown table and JSON.
+
+    /usr/bin/python3 bench/run_all.py [--models resnet18,transformer] [--configs b1t1,b1t2,b16t2]
+        [--warmup W] [--iters N] [--rounds R] [--kiln build/kiln] [--kiln-args "..."]
+        [--peak-gflops-per-core 225] [--out-md bench/results/latest.md] [--out-json bench/results/latest.json]
+
+Models are exported (opset 13, dynamic batch) by tests/python/export_models.py into its cache. For every
+model and configuration (batch, threads), each round runs `kiln bench`, bench/torch_bench.py and
+bench/ort_bench.js once each, every one in its own process so that no OpenMP state is shared, rotating
+the order per round so that no runtime always runs first (or right after another's threads). The
+reported figure is the median over rounds of each run's median latency. A runtime that fails is
+recorded with its error and shown as n/a. Progress goes to stderr; the table to stdout.
+Needs Debian's /usr/bin/python3 (torch, torchvision, onnx) and onnxruntime-node in bench/node_modules.
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import pathlib
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+PYTHON = "/usr/bin/python3"  # the one with torch; the first python3 on PATH may not have it
+DEFAULT_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "shufflenet_v2_x1_0", "googlenet",
+                  "resnext50_32x4d", "alexnet", "transformer"]
+# name: (batch, threads, default warm-up runs, default timed runs); batch 16 runs are ~16x longer.
+CONFIGS = {"b1t1": (1, 1, 5, 20), "b1t2": (1, 2, 5, 20), "b16t2": (16, 2, 2, 6)}
+RUNTIMES = ["kiln", "pytorch", "ort"]
+ORT_INSTALL_HINT = "(cd bench && ONNXRUNTIME_NODE_INSTALL=skip npm install)"
+TIMEOUT_S = 1800  # per process: a hung runtime must not stall the whole set
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated model names")
+    parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated, of {', '.join(CONFIGS)}")
+    parser.add_argument("--warmup", type=int, help="untimed runs per process (default: 5 at batch 1, 2 at batch 16)")
+    parser.add_argument("--iters", type=int, help="timed runs per process (default: 20 at batch 1, 6 at batch 16)")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds per model and config (default 2)")
+    parser.add_argument("--kiln", default=str(REPO / "build" / "kiln"), help="kiln binary (default build/kiln)")
+    parser.add_argument("--kiln-args", default="", help='extra options for `kiln bench`, e.g. "--backend X"')
+    parser.add_argument("--peak-gflops-per-core", type=float, default=225.0,
+                        help="f32 FMA peak per core, for kiln's %% of peak (default 225, see shared/FACTS.md)")
+    parser.add_argument("--out-md", default=str(REPO / "bench" / "results" / "latest.md"))
+    parser.add_argument("--out-json", default=str(REPO / "bench" / "results" / "latest.json"))
+    args = parser.parse_args()
+    args.models = args.models.split(",")
+    args.configs = args.configs.split(",")
+    for config in args.configs:
+        if config not in CONFIGS:
+            parser.error(f"unknown config '{config}' (known: {', '.join(CONFIGS)})")
+    return args
+
+
+def log(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+def export_models(names):
+    """{name: path of the opset-13 dynamic-batch ONNX file}; the script reuses its cache."""
+    script = REPO / "tests" / "python" / "export_models.py"
+    output = subprocess.run([PYTHON, str(script), *names, "--opset", "13"], check=True, text=True,
+                            stdout=subprocess.PIPE).stdout
+    # One line per model, in order: "PATH (SIZE MB, SECONDS s)".
+    paths = [line.rsplit(" (", 1)[0] for line in output.splitlines() if line.strip()]
+    return dict(zip(names, paths))
+
+
+def run_json(command):
+    """Runs `command` and returns the JSON object on its last stdout line, or {"error": ...}."""
+    try:
+        done = subprocess.run(command, cwd=REPO, text=True, capture_output=True, timeout=TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return {"error": str(error)}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        message = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        return {"error": message}
+    try:
+        return json.loads(lines[-1])
+    except json.JSONDecodeError:
+        return {"error": f"no JSON on the last line: {lines[-1]!r}", "stdout": done.stdout}
+
+
+def parse_kiln_text(stdout):
+    """Reads the text output of a `kiln bench` that predates --json (no FLOP counts there)."""
+    latency = re.search(r"latency ms: median ([\d.]+)\s+p10 ([\d.]+)\s+p90 ([\d.]+)", stdout)
+    if not latency:
+        return {"error": "no 'latency ms:' line in kiln output"}
+    load = re.search(r"load \+ first run: ([\d.]+) ms", stdout)
+    result = dict(zip(["median_ms", "p10_ms", "p90_ms"], map(float, latency.groups())))
+    return {"runtime": "kiln", **result, "load_ms": float(load.group(1)) if load else None}
+
+
+def kiln_has_json(kiln):
+    try:
+        help_text = subprocess.run([kiln, "bench", "--help"], text=True, capture_output=True, timeout=60).stdout
+    except OSError:
+        return False
+    return "--json" in help_text
+
+
+def run_once(runtime, name, path, batch, threads, warmup, iters, args):
+    sizes = ["--batch", str(batch), "--threads", str(threads), "--warmup", str(warmup), "--iters", str(iters)]
+    if runtime == "pytorch":
+        return run_json([PYTHON, str(REPO / "bench" / "torch_bench.py"), name, *sizes])
+    if runtime == "ort":
+        if not (REPO / "bench" / "node_modules" / "onnxruntime-node").is_dir():
+            return {"error": f"onnxruntime-node is not installed: {ORT_INSTALL_HINT}"}
+        return run_json(["node", str(REPO / "bench" / "ort_bench.js"), path, *sizes])
+    command = [args.kiln, "bench", path, *sizes, *shlex.split(args.kiln_args)]
+    if args.kiln_json:
+        return run_json(command + ["--json"])
+    result = run_json(command)  # the text form never parses as JSON: read it from the raw stdout
+    return parse_kiln_text(result["stdout"]) if "stdout" in result else result
+
+
+def measure(name, path, config, args):
+    batch, threads, default_warmup, default_iters = CONFIGS[config]
+    warmup = default_warmup if args.warmup is None else args.warmup
+    iters = default_iters if args.iters is None else args.iters
+    rounds = {runtime: [] for runtime in RUNTIMES}
+    for round_index in range(args.rounds):
+        shift = round_index % len(RUNTIMES)
+        for runtime in RUNTIMES[shift:] + RUNTIMES[:shift]:
+            result = run_once(runtime, name, path, batch, threads, warmup, iters, args)
+            rounds[runtime].append(result)
+            shown = f"{result['median_ms']:.2f} ms" if "median_ms" in result else f"error: {result['error']}"
+            log(f"  {name} {config} round {round_index + 1}/{args.rounds} {runtime}: {shown}")
+    summary = {"model": name, "config": config, "batch": batch, "threads": threads, "warmup": warmup,
+               "iters": iters, "path": path, "runtimes": {}}
+    for runtime, results in rounds.items():
+        medians = [result["median_ms"] for result in results if "median_ms" in result]
+        errors = [result["error"] for result in results if "error" in result]
+        summary["runtimes"][runtime] = {"median_ms": statistics.median(medians) if medians else None,
+                                        "error": errors[0] if errors else None, "rounds": results}
+    # FLOPs are counted by kiln (conv/matmul), so the same count rates ONNX Runtime on the same model.
+    flops = next((r["flops_per_run"] for r in rounds["kiln"] if r.get("flops_per_run")), None)
+    for runtime in RUNTIMES:
+        median_ms = summary["runtimes"][runtime]["median_ms"]
+        summary["runtimes"][runtime]["gflops"] = flops / (median_ms * 1e6) if flops and median_ms else None
+    kiln_gflops = summary["runtimes"]["kiln"]["gflops"]
+    summary["kiln_peak_fraction"] = kiln_gflops / (args.peak_gflops_per_core * threads) if kiln_gflops else None
+    return summary
+
+
+def ratio(row, peer):
+    """kiln/peer: latency ratio at batch 1 (<1: kiln faster), throughput ratio at batch > 1 (>1: kiln faster)."""
+    kiln_ms, peer_ms = row["runtimes"]["kiln"]["median_ms"], row["runtimes"][peer]["median_ms"]
+    if not kiln_ms or not peer_ms:
+        return None
+    return kiln_ms / peer_ms if row["batch"] == 1 else peer_ms / kiln_ms
+
+
+def geomean(values):
+    values = [value for value in values if value]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def markdown(rows, header, args):
+    def number(value, digits=2, suffix=""):
+        return "n/a" if value is None else f"{value:.{digits}f}{suffix}"
+
+    def speed(row, runtime):  # ms at batch 1, images (samples) per second at batch > 1
+        median_ms = row["runtimes"][runtime]["median_ms"]
+        if median_ms is None or row["batch"] == 1:
+            return number(median_ms)
+        return number(1000.0 * row["batch"] / median_ms, 1, " /s")
+
+    lines = [f"# kiln vs PyTorch vs ONNX Runtime ({header['date']})", "",
+             f"- command: `{header['command']}`",
+             f"- CPU: {header['cpu']}; load average at start {header['loadavg_start']}, end {header['loadavg_end']}",
+             f"- versions: {header['versions']}",
+             f"- % peak: kiln GFLOP/s / ({args.peak_gflops_per_core:g} GFLOP/s per core x threads); FLOPs counted "
+             "by kiln (conv/matmul), also used for ORT GFLOP/s",
+             "- batch 1 rows: median latency in ms, ratio = kiln ms / peer ms (**< 1: kiln faster**); batch 16 "
+             "rows: throughput in samples/s, ratio = kiln /s / peer /s (**> 1: kiln faster**)", "",
+             "| model | config | kiln | PyTorch | ORT | kiln/PyTorch | kiln/ORT | kiln GFLOP/s | % peak | ORT GFLOP/s |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        kind = "latency" if row["batch"] == 1 else "throughput"
+        peak = row["kiln_peak_fraction"]
+        lines.append(f"| {row['model']} | {row['config']} ({kind}) | {speed(row, 'kiln')} | {speed(row, 'pytorch')} | "
+                     f"{speed(row, 'ort')} | {number(ratio(row, 'pytorch'))} | {number(ratio(row, 'ort'))} | "
+                     f"{number(row['runtimes']['kiln']['gflops'], 1)} | {number(peak and 100 * peak, 0, '%')} | "
+                     f"{number(row['runtimes']['ort']['gflops'], 1)} |")
+    lines.append(f"| **geomean, batch 1** | latency | | | | {number(header['geomean_b1']['pytorch'])} | "
+                 f"{number(header['geomean_b1']['ort'])} | | | |")
+    notes = [f"- {row['model']} {row['config']} {runtime}: error: {result['error']}"
+             for row in rows for runtime, result in row["runtimes"].items() if result["error"]]
+    # PyTorch timed eagerly, or with OpenBLAS threads unpinned, is not the peer the table claims: say so.
+    notes += sorted({f"- {row['model']} pytorch: {run['mode']}; OpenBLAS {run['openblas']}"
+                     for row in rows for run in row["runtimes"]["pytorch"]["rounds"]
+                     if "mode" in run and (run["mode"].startswith("eager") or run["openblas"].startswith("not"))})
+    return "\n".join(lines + (["", "Notes:", *notes] if notes else [])) + "\n"
+
+
+def main():
+    args = parse_args()
+    args.kiln_json = kiln_has_json(args.kiln)
+    if not args.kiln_json:
+        log(f"note: {args.kiln} bench has no --json; reading its text output (no GFLOP/s)")
+    if not (REPO / "bench" / "node_modules" / "onnxruntime-node").is_dir():
+        log(f"note: onnxruntime-node is missing, ORT will be n/a; install it with {ORT_INSTALL_HINT}")
+    lscpu = subprocess.run(["lscpu"], text=True, capture_output=True).stdout
+    header = {"command": shlex.join([PYTHON, *sys.argv]), "date": datetime.datetime.now().isoformat(timespec="seconds"),
+              "cpu": next((line.split(":", 1)[1].strip() for line in lscpu.splitlines() if line.startswith("Model name")),
+                          "unknown"),
+              "loadavg_start": " ".join(f"{load:.2f}" for load in os.getloadavg())}
+    log(f"exporting {', '.join(args.models)} ...")
+    paths = export_models(args.models)
+    rows = []
+    for name in args.models:
+        for config in args.configs:
+            log(f"[{len(rows) + 1}/{len(args.models) * len(args.configs)}] {name} {config}")
+            rows.append(measure(name, paths[name], config, args))
+    header["loadavg_end"] = " ".join(f"{load:.2f}" for load in os.getloadavg())
+    header["geomean_b1"] = {peer: geomean([ratio(row, peer) for row in rows if row["batch"] == 1])
+                            for peer in ("pytorch", "ort")}
+    versions = {}  # each runtime's version, from any of its successful runs
+    for row in rows:
+        for runtime, result in row["runtimes"].items():
+            versions.update({runtime: r["version"] for r in result["rounds"] if r.get("version")})
+    header["versions"] = ", ".join(f"{runtime} {version}" for runtime, version in sorted(versions.items())) or "n/a"
+    table = markdown(rows, header, args)
+    print(table, end="")
+    for path, text in ((args.out_md, table), (args.out_json, json.dumps({**header, "results": rows}, indent=1))):
+        pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
+        pathlib.Path(path).write_text(text)
+    log(f"wrote {args.out_md} and {args.out_json}")
+
+
+if __name__ == "__main__":
+    main()
