@@ -48,6 +48,12 @@ void set_backend_enabled(std::string_view name, bool enabled) {
 
 bool backend_enabled(std::string_view name) { return enabled_flags()[backend_index(name)].load(); }
 
+uint32_t enabled_backends_mask() {
+  uint32_t mask = 0;
+  for (size_t i = 0; i < kBackendCount; ++i) mask |= enabled_flags()[i].load() ? (1u << i) : 0u;
+  return mask;
+}
+
 std::string enabled_backends_fingerprint() {
   std::string fingerprint;
   for (size_t i = 0; i < kBackendCount; ++i) {

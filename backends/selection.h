@@ -34,6 +34,8 @@ void set_backend_enabled(std::string_view name, bool enabled);
 bool backend_enabled(std::string_view name);
 // "onednn,native": the enabled backends, part of every plan's cache key.
 std::string enabled_backends_fingerprint();
+// The same as a bit set (bit i: all_backends()[i] enabled), for checks that must not allocate.
+uint32_t enabled_backends_mask();
 
 // The candidate list for one node, in preference order; the native reference is always last.
 std::vector<const Backend*> candidate_backends(const OpSpec& spec);

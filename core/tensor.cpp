@@ -75,7 +75,15 @@ Tensor Tensor::wrap(void* data, DType dtype, Shape shape) {
   return tensor;
 }
 
-bool Tensor::is_contiguous() const { return strides_ == contiguous_strides(shape_); }
+bool Tensor::is_contiguous() const {
+  // Compared in place: this runs on every input of every run, which must not allocate.
+  int64_t expected = 1;
+  for (size_t d = shape_.size(); d-- > 0;) {
+    if (strides_[d] != expected) return false;
+    expected *= std::max<int64_t>(shape_[d], 1);  // as contiguous_strides computes them
+  }
+  return true;
+}
 
 Tensor Tensor::reshaped(Shape shape) const {
   KILN_ASSERT(is_contiguous());

@@ -31,7 +31,15 @@ std::shared_ptr<RunContext> create_context(const Plan& plan) {
   char* arena = align_up(context->arena_storage.get());
   context->values = plan.initial_values();
   context->fixed.assign(plan.slots().size(), false);
-  for (size_t s = 0; s < plan.slots().size(); ++s) context->fixed[s] = plan.slots()[s].origin == SlotOrigin::constant;
+  for (size_t s = 0; s < plan.slots().size(); ++s) {
+    const Slot& slot = plan.slots()[s];
+    context->fixed[s] = slot.origin == SlotOrigin::constant;
+    // Values set per run (inputs, outputs) are assigned into tensors of their final shape, so even
+    // a context's first run only copies shapes into existing vectors; these hold no data.
+    if (!context->fixed[s]) {
+      context->values[s] = Tensor::wrap(nullptr, slot.info.dtype, stored_shape(slot.info.shape, slot.info.layout));
+    }
+  }
   context->step_inputs.resize(steps.size());
   context->step_outputs.resize(steps.size());
   context->bound.resize(steps.size());
@@ -104,7 +112,8 @@ size_t RunContextPool::created() const {
   return created_;
 }
 
-std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor> inputs, std::span<Observer* const> observers) {
+std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor* const> inputs,
+                                 std::span<Observer* const> observers) {
   RunContextPool& pool = plan.context_pool();
   std::shared_ptr<RunContext> context = pool.acquire(plan);
   // The context goes back to the pool however the run ends.
@@ -115,7 +124,7 @@ std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor> input
   } return_to_pool{pool, context};
 
   std::vector<Tensor>& values = context->values;
-  for (size_t i = 0; i < inputs.size(); ++i) values[plan.input_slots()[i]] = inputs[i];
+  for (size_t i = 0; i < inputs.size(); ++i) values[plan.input_slots()[i]] = *inputs[i];
   const bool observed = !observers.empty();
   if (observed) {
     for (Observer* observer : observers) observer->on_run_begin(plan);
@@ -159,9 +168,10 @@ std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor> input
       const int slot = step.outputs[o];
       if (slot >= 0 && !context->fixed[slot]) values[slot] = step_outputs[o];
     }
-    // Storage that is not the context's own is let go as soon as no later step reads it.
+    // Computed storage that is not the context's own is let go as soon as no later step reads it.
+    // (The caller's inputs stay referenced: resetting them would reallocate their shape next run.)
     for (int slot : step.release_after) {
-      if (!context->fixed[slot]) values[slot] = Tensor{};
+      if (!context->fixed[slot] && plan.slots()[slot].origin == SlotOrigin::computed) values[slot] = Tensor{};
     }
   }
   if (observed) {

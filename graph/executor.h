@@ -33,6 +33,7 @@ class RunContextPool {
 
 // Runs `plan` on `inputs` (one per graph input, already checked) and returns one tensor per graph
 // output, owned by the caller. Observers, when given, see every step.
-std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor> inputs, std::span<Observer* const> observers);
+std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor* const> inputs,
+                                 std::span<Observer* const> observers);
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 #include "graph/session.h"
 
 #include <algorithm>
+#include <array>
 
 #include "backends/selection.h"
 #include "core/error.h"
@@ -28,7 +29,7 @@ Session::Session(const std::filesystem::path& model_path) : Session(load_onnx_mo
 
 Session::Session(Model model) : model_(std::move(model)) {}
 
-std::vector<Tensor> Session::bind_inputs(const TensorMap& inputs) const {
+void Session::bind_inputs(const TensorMap& inputs, std::span<const Tensor*> bound) const {
   for (const auto& entry : inputs) {
     const std::string& name = entry.first;  // clang 14 cannot capture structured bindings
     const bool known = std::any_of(this->inputs().begin(), this->inputs().end(),
@@ -36,8 +37,8 @@ std::vector<Tensor> Session::bind_inputs(const TensorMap& inputs) const {
     KILN_CHECK(known, invalid_argument, "unknown input '", name, "' (the model's inputs are ",
                expected_inputs(this->inputs()), ")");
   }
-  std::vector<Tensor> bound;
-  for (const ValueInfo& declared : this->inputs()) {
+  for (size_t i = 0; i < this->inputs().size(); ++i) {
+    const ValueInfo& declared = this->inputs()[i];
     auto it = inputs.find(declared.name);
     KILN_CHECK(it != inputs.end(), invalid_argument, "missing input '", declared.name, "' (",
                dtype_name(declared.dtype), " ", dims_to_string(declared.shape), ")");
@@ -46,9 +47,20 @@ std::vector<Tensor> Session::bind_inputs(const TensorMap& inputs) const {
     KILN_CHECK(tensor.dtype() == declared.dtype, type_mismatch, "input '", declared.name, "' must be ",
                dtype_name(declared.dtype), ", got ", dtype_name(tensor.dtype()));
     KILN_CHECK(tensor.is_contiguous(), invalid_argument, "input '", declared.name, "' must be contiguous");
-    bound.push_back(tensor);
+    bound[i] = &tensor;
   }
-  return bound;
+}
+
+std::shared_ptr<const Plan> Session::recent_plan(std::span<const Tensor* const> bound) {
+  std::lock_guard lock(mutex_);
+  if (!recent_plan_ || recent_backends_ != enabled_backends_mask() || recent_threads_ != get_num_threads()) {
+    return nullptr;
+  }
+  if (std::find(value_inputs_.begin(), value_inputs_.end(), true) != value_inputs_.end()) return nullptr;
+  for (size_t i = 0; i < bound.size(); ++i) {
+    if (bound[i]->shape() != recent_shapes_[i]) return nullptr;
+  }
+  return recent_plan_;
 }
 
 std::shared_ptr<const Plan> Session::plan_for(const std::vector<Shape>& input_shapes) {
@@ -116,16 +128,46 @@ void Session::remove_observer(Observer* observer) {
 }
 
 TensorMap Session::run(const TensorMap& inputs) {
-  const std::vector<Tensor> bound = bind_inputs(inputs);
-  const std::shared_ptr<const Plan> plan = plan_for(bound);
-  std::vector<Observer*> observers;
+  // Up to kInlineInputs inputs are bound without allocating.
+  constexpr size_t kInlineInputs = 16;
+  std::array<const Tensor*, kInlineInputs> inline_bound{};
+  std::vector<const Tensor*> many_bound;
+  const size_t count = this->inputs().size();
+  if (count > kInlineInputs) many_bound.resize(count);
+  const std::span<const Tensor*> bound =
+      count > kInlineInputs ? std::span<const Tensor*>(many_bound) : std::span<const Tensor*>(inline_bound).first(count);
+  bind_inputs(inputs, bound);
+
+  std::shared_ptr<const Plan> plan = recent_plan(bound);
+  if (!plan) {
+    std::vector<Tensor> tensors;
+    for (const Tensor* input : bound) tensors.push_back(*input);
+    plan = plan_for(tensors);
+    std::lock_guard lock(mutex_);
+    recent_plan_ = plan;
+    recent_backends_ = enabled_backends_mask();
+    recent_threads_ = get_num_threads();
+    recent_shapes_.clear();
+    for (const Tensor& tensor : tensors) recent_shapes_.push_back(tensor.shape());
+  }
+  // A copy, so observers can be removed during a run; up to kInlineObservers without allocating.
+  constexpr size_t kInlineObservers = 8;
+  std::array<Observer*, kInlineObservers> inline_observers{};
+  std::vector<Observer*> many_observers;
+  std::span<Observer* const> observers;
   {
     std::lock_guard lock(mutex_);
-    observers = observers_;
+    if (observers_.size() <= kInlineObservers) {
+      std::copy(observers_.begin(), observers_.end(), inline_observers.begin());
+      observers = std::span<Observer* const>(inline_observers).first(observers_.size());
+    } else {
+      many_observers = observers_;
+      observers = many_observers;
+    }
   }
-  const std::vector<Tensor> results = execute_plan(*plan, bound, observers);
   TensorMap outputs;
-  for (size_t i = 0; i < results.size(); ++i) outputs[this->outputs()[i].name] = results[i];
+  std::vector<Tensor> results = execute_plan(*plan, bound, observers);
+  for (size_t i = 0; i < results.size(); ++i) outputs[this->outputs()[i].name] = std::move(results[i]);
   return outputs;
 }
 

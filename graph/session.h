@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -48,7 +49,11 @@ class Session {
   // the input shapes, and the bytes of value-bound inputs ("" for the others).
   using PlanKey = std::tuple<std::string, std::vector<Shape>, std::vector<std::string>>;
 
-  std::vector<Tensor> bind_inputs(const TensorMap& inputs) const;
+  // Checks `inputs` against the declared ones; bound[i] points at graph input i's tensor.
+  void bind_inputs(const TensorMap& inputs, std::span<const Tensor*> bound) const;
+  // The plan of the previous run when it fits these inputs and the current settings (checked
+  // without allocating), else null.
+  std::shared_ptr<const Plan> recent_plan(std::span<const Tensor* const> bound);
   std::shared_ptr<const Plan> cached_plan(const PlanKey& key, const std::vector<Shape>& shapes,
                                           const std::vector<Tensor>& values);
 
@@ -58,6 +63,10 @@ class Session {
   std::vector<bool> value_inputs_;  // graph inputs whose values planning needs
   std::vector<std::shared_ptr<const Plan>> plan_order_;  // oldest first, for eviction
   std::vector<Observer*> observers_;
+  std::shared_ptr<const Plan> recent_plan_;  // with the settings and shapes it was used for
+  uint32_t recent_backends_ = 0;
+  int recent_threads_ = 0;
+  std::vector<Shape> recent_shapes_;
 };
 
 // Plans kept per session before the oldest is evicted.
