@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include <unistd.h>
@@ -24,6 +26,24 @@ namespace {
 double percentile(std::vector<double> sorted, double fraction) {
   const size_t index = static_cast<size_t>(fraction * static_cast<double>(sorted.size() - 1) + 0.5);
   return sorted[std::min(index, sorted.size() - 1)];
+}
+
+double elapsed_ms(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// A field of /proc/self/status in MB ("VmRSS": resident now, "VmHWM": peak resident), or -1.
+double process_memory_mb(const char* field) {
+  std::FILE* status = std::fopen("/proc/self/status", "r");
+  if (status == nullptr) return -1;
+  char line[256];
+  double kilobytes = -1;
+  const size_t length = std::strlen(field);
+  while (std::fgets(line, sizeof line, status) != nullptr) {
+    if (std::strncmp(line, field, length) == 0 && line[length] == ':') kilobytes = std::atof(line + length + 1);
+  }
+  std::fclose(status);
+  return kilobytes < 0 ? -1 : kilobytes / 1024;
 }
 
 // A one-line bar on stderr, redrawn in place: "[#########.........]  9/20".
@@ -71,8 +91,11 @@ int command_bench(const std::vector<std::string>& args) {
   const int warmup = parsed.int_value("warmup", 5, 0, 1 << 20);
   const int iters = parsed.int_value("iters", 20, 1, 1 << 20);
 
-  const auto load_start = std::chrono::steady_clock::now();
+  // Load = import + plan (shape inference, folding, kernel selection, weight prepacking, primitive
+  // creation); the first run also creates the run context (arena, bound kernels).
+  const auto import_start = std::chrono::steady_clock::now();
   Session session(parsed.positional[0]);
+  const double import_ms = elapsed_ms(import_start);
   std::mt19937 rng(kRandomInputSeed);
   TensorMap inputs;
   std::vector<Tensor> ordered;
@@ -80,9 +103,14 @@ int command_bench(const std::vector<std::string>& args) {
     inputs[input.name] = random_input(input, batch, rng);
     ordered.push_back(inputs[input.name]);
   }
-  session.run(inputs);  // plans for these shapes
-  const double load_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
+  const auto plan_start = std::chrono::steady_clock::now();
+  const std::shared_ptr<const Plan> plan = session.plan_for(ordered);
+  const double plan_ms = elapsed_ms(plan_start);
+  const auto first_run_start = std::chrono::steady_clock::now();
+  session.run(inputs);
+  const double first_run_ms = elapsed_ms(first_run_start);
+  const double load_ms = import_ms + plan_ms;
+  const double peak_rss_after_load_mb = process_memory_mb("VmHWM");
 
   for (int i = 0; i < warmup; ++i) session.run(inputs);
   std::vector<double> times_ms;
@@ -96,26 +124,37 @@ int command_bench(const std::vector<std::string>& args) {
   if (show_progress) std::fprintf(stderr, "\r%60s\r", "");
   std::sort(times_ms.begin(), times_ms.end());
   const double median = percentile(times_ms, 0.5);
-  const int64_t flops = plan_flops(*session.plan_for(ordered));
+  const int64_t flops = plan_flops(*plan);
   const double gflops = static_cast<double>(flops) * 1e-6 / median;
+  size_t weight_bytes = 0;
+  for (const auto& entry : session.model().graph.initializers) weight_bytes += entry.second.nbytes();
+  const double weights_mb = static_cast<double>(weight_bytes) / (1 << 20);
+  const double arena_mb = static_cast<double>(plan->memory_plan().arena_bytes) / (1 << 20);
+  const double steady_rss_mb = process_memory_mb("VmRSS");
+  const double peak_rss_mb = process_memory_mb("VmHWM");
   if (parsed.has("json")) {
     std::printf("{\"runtime\": \"kiln\", \"version\": \"%s\", \"model\": \"%s\", \"batch\": %d, \"threads\": %d, "
                 "\"backends\": \"%s\", \"warmup\": %d, \"iters\": %d, \"median_ms\": %.4f, \"p10_ms\": %.4f, "
                 "\"p90_ms\": %.4f, \"min_ms\": %.4f, \"throughput_per_s\": %.3f, \"flops_per_run\": %lld, "
-                "\"gflops\": %.2f, \"load_ms\": %.2f}\n",
+                "\"gflops\": %.2f, \"load_ms\": %.2f, \"import_ms\": %.2f, \"plan_ms\": %.2f, \"first_run_ms\": %.2f, "
+                "\"weights_mb\": %.2f, \"arena_mb\": %.2f, \"peak_rss_after_load_mb\": %.1f, "
+                "\"steady_rss_mb\": %.1f, \"peak_rss_mb\": %.1f}\n",
                 std::string(kiln_version()).c_str(), json_escape(parsed.positional[0]).c_str(), batch, get_num_threads(),
                 enabled_backends_fingerprint().c_str(), warmup, iters, median, percentile(times_ms, 0.1),
                 percentile(times_ms, 0.9), times_ms.front(), 1000.0 * batch / median, static_cast<long long>(flops),
-                gflops, load_ms);
+                gflops, load_ms, import_ms, plan_ms, first_run_ms, weights_mb, arena_mb, peak_rss_after_load_mb,
+                steady_rss_mb, peak_rss_mb);
     return 0;
   }
   std::printf("model: %s\nbatch: %d  threads: %d  backends: %s  warmup: %d  iters: %d\n", parsed.positional[0].c_str(),
               batch, get_num_threads(), enabled_backends_fingerprint().c_str(), warmup, iters);
-  std::printf("load + first run: %.1f ms\n", load_ms);
+  std::printf("load: %.1f ms (import %.1f, plan %.1f); first run %.1f ms\n", load_ms, import_ms, plan_ms, first_run_ms);
   std::printf("latency ms: median %.3f  p10 %.3f  p90 %.3f  min %.3f\n", median, percentile(times_ms, 0.1),
               percentile(times_ms, 0.9), times_ms.front());
   std::printf("throughput: %.2f samples/s\n", 1000.0 * batch / median);
   std::printf("compute: %.3f GFLOP per run, %.1f GFLOP/s at the median\n", static_cast<double>(flops) * 1e-9, gflops);
+  std::printf("memory: weights %.1f MB, arena %.1f MB; RSS peak after load %.1f MB, steady %.1f MB, peak %.1f MB\n",
+              weights_mb, arena_mb, peak_rss_after_load_mb, steady_rss_mb, peak_rss_mb);
   return 0;
 }
 

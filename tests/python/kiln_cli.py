@@ -10,8 +10,9 @@ def run(kiln_bin, *args, timeout=600):
     return subprocess.run([str(kiln_bin), *map(str, args)], capture_output=True, text=True, timeout=timeout)
 
 
-def run_model(kiln_bin, model, inputs, workdir, threads=None):
-    """Runs MODEL with numpy inputs {name: array}; returns {output name: array}."""
+def run_model(kiln_bin, model, inputs, workdir, threads=None, extra_args=()):
+    """Runs MODEL with numpy inputs {name: array}; returns {output name: array}. `extra_args` are
+    further `kiln run` options (e.g. ("--disable", "onednn"))."""
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     args = ["run", model, "--output-dir", workdir / "outputs"]
@@ -21,6 +22,7 @@ def run_model(kiln_bin, model, inputs, workdir, threads=None):
         args += ["--input", f"{name}={path}"]
     if threads is not None:
         args += ["--threads", threads]
+    args += list(extra_args)
     result = run(kiln_bin, *args)
     assert result.returncode == 0, f"kiln run failed ({result.returncode}): {result.stderr.strip()}"
     return {path.stem: np.load(path) for path in (workdir / "outputs").glob("*.npy")}

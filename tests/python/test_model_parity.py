@@ -1,7 +1,8 @@
 """Model parity: kiln's outputs match PyTorch's for torchvision CNNs and a transformer encoder.
 
 Each model is exported with random weights, run by PyTorch (eval, no_grad) and by `kiln run` on the
-same seeded input at batch 1 and 4 (the dynamic batch axis); the outputs must agree within 1e-4
+same seeded input at batch 1 and 4 (the dynamic batch axis), once with the default backends (oneDNN,
+BLAS, native) and once with the native reference alone; the outputs must agree within 1e-4
 relative to the output's scale. Cases run model by model: a model is built once, exported once (cached
 in $KILN_MODEL_CACHE across runs), and its PyTorch reference is computed once per batch (the
 transformer's is shared by its opset 13 and 17 exports).
@@ -20,11 +21,19 @@ SLOW = {("vgg16", 4), ("inception_v3", 4)}
 CASES = [(name, 13) for name in export_models.CNNS] + [(export_models.TRANSFORMER, 13), (export_models.TRANSFORMER, 17)]
 
 
+# The default backends (oneDNN and BLAS first, as users run kiln) and the native reference alone.
+BACKENDS = {"default": (), "native": ("--disable", "onednn", "--disable", "blas")}
+
+
 def params():
-    for name, opset in CASES:
-        for batch in BATCHES:
-            marks = [pytest.mark.slow] if (name, batch) in SLOW else []
-            yield pytest.param(name, opset, batch, marks=marks, id=f"{name}-opset{opset}-batch{batch}")
+    for name, opset in CASES:  # model by model, so each PyTorch model is built once
+        for backends in BACKENDS:
+            for batch in BATCHES:
+                # The native reference at batch 4 only in the slow tier: it repeats what batch 1 checks.
+                slow = (name, batch) in SLOW or (backends == "native" and batch > 1)
+                marks = [pytest.mark.slow] if slow else []
+                yield pytest.param(name, opset, batch, backends, marks=marks,
+                                   id=f"{name}-opset{opset}-batch{batch}-{backends}")
 
 
 class References:
@@ -59,11 +68,11 @@ def references():
     return References()
 
 
-@pytest.mark.parametrize("name,opset,batch", params())
-def test_matches_pytorch(name, opset, batch, kiln_bin, model_cache, references, tmp_path):
+@pytest.mark.parametrize("name,opset,batch,backends", params())
+def test_matches_pytorch(name, opset, batch, backends, kiln_bin, model_cache, references, tmp_path):
     path = export_models.cached_export(name, model_cache, opset, model=references.module(name))
     x, expected = references.run(name, batch)
-    outputs = kiln_cli.run_model(kiln_bin, path, {"input": x}, tmp_path)
+    outputs = kiln_cli.run_model(kiln_bin, path, {"input": x}, tmp_path, extra_args=BACKENDS[backends])
     assert "output" in outputs, f"kiln wrote {sorted(outputs)}"
     actual = outputs["output"]
     assert actual.shape == expected.shape
