@@ -47,6 +47,10 @@ class Kernel {
   // output 0 sharing the input's storage.
   virtual int in_place_input() const { return -1; }
 
+  // True for a constant input the kernel copied at creation (weights reordered for oneDNN) and never
+  // reads at run time: the plan then passes it as absent and holds no reference to the value.
+  virtual bool copied_at_plan_time(size_t index) const { return false; }
+
   // Optional: a version of this kernel prepared for a run context whose tensors are `inputs` and
   // `outputs` (undefined where storage changes per run), or null to be run through run(). Not
   // thread-safe: one bound kernel serves one context, and contexts serve one run at a time.

@@ -65,6 +65,9 @@ class Tensor {
     return {data<T>(), static_cast<size_t>(numel_)};
   }
 
+  // How many tensors (and copies) share this tensor's storage; 0 for wrapped memory.
+  long storage_owners() const { return storage_.use_count(); }
+
   // Same storage, new shape with the same element count (contiguous tensors only).
   Tensor reshaped(Shape shape) const;
   // Deep copy into a new contiguous tensor.

@@ -60,9 +60,24 @@ class PlanBuilder {
     }
     bind_outputs();
     compute_liveness();
+    // A run starts from the constants some step or graph output reads; the others (weights copied
+    // into kernels, values used only for folding) are dropped so the plan holds no reference to them.
+    std::vector<bool> read_at_run_time(plan_->slots_.size(), false);
+    for (const PlanStep& step : plan_->steps_) {
+      for (int slot : step.inputs) {
+        if (slot >= 0) read_at_run_time[slot] = true;
+      }
+    }
+    for (int slot : plan_->output_slots_) read_at_run_time[slot] = true;
     plan_->initial_values_.resize(plan_->slots_.size());
     for (size_t i = 0; i < plan_->slots_.size(); ++i) {
-      if (plan_->slots_[i].origin == SlotOrigin::constant) plan_->initial_values_[i] = plan_->slots_[i].info.value;
+      Slot& slot = plan_->slots_[i];
+      if (slot.origin != SlotOrigin::constant) continue;
+      if (read_at_run_time[i]) {
+        plan_->initial_values_[i] = slot.info.value;
+      } else {
+        slot.info.value = Tensor{};
+      }
     }
     plan_->memory_plan_ = plan_memory(*plan_);
     return plan_;
@@ -336,6 +351,8 @@ class PlanBuilder {
     const Kernel& kernel = *selection.kernel;
     for (size_t i = 0; i < input_names.size(); ++i) {
       int slot = input_names[i].empty() ? -1 : slot_by_name_.at(input_names[i]);
+      // A constant the kernel copied (reordered weights) is not needed at run time.
+      if (slot >= 0 && kernel.copied_at_plan_time(i) && plan_->slots_[slot].origin == SlotOrigin::constant) slot = -1;
       if (slot >= 0) slot = slot_in_layout(slot, kernel.input_layout(i));
       step.inputs.push_back(slot);
       step.record.input_shapes.push_back(fused_spec.inputs[i].shape);

@@ -25,7 +25,9 @@ std::string plan_configuration() {
 
 }  // namespace
 
-Session::Session(const std::filesystem::path& model_path) : Session(load_onnx_model(model_path)) {}
+Session::Session(const std::filesystem::path& model_path) : Session(load_onnx_model(model_path)) {
+  model_path_ = model_path;
+}
 
 Session::Session(Model model) : model_(std::move(model)) {}
 
@@ -102,8 +104,19 @@ std::shared_ptr<const Plan> Session::cached_plan(const PlanKey& key, const std::
     auto it = plans_.find(key);
     if (it != plans_.end()) return it->second;
   }
-  // Planning happens outside the lock; two threads may plan the same key once each.
+  std::lock_guard planning(planning_mutex_);
+  {
+    // Another thread may have built it while this one waited.
+    std::lock_guard lock(mutex_);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second;
+  }
+  reload_initializers();
   std::shared_ptr<const Plan> plan = Plan::build(model_, shapes, values);
+  struct ReleaseAfterwards {
+    Session& session;
+    ~ReleaseAfterwards() { session.release_unreferenced_initializers(); }
+  } release_afterwards{*this};
   std::lock_guard lock(mutex_);
   auto [it, inserted] = plans_.emplace(key, plan);
   if (inserted) {
@@ -115,6 +128,29 @@ std::shared_ptr<const Plan> Session::cached_plan(const PlanKey& key, const std::
     }
   }
   return it->second;
+}
+
+void Session::release_unreferenced_initializers() {
+  if (model_path_.empty()) return;
+  for (auto& [name, tensor] : model_.graph.initializers) {
+    // The model's entry is the only owner: no cached plan reads this value at run time.
+    if (tensor.defined() && tensor.storage_owners() == 1) {
+      tensor = Tensor{};
+      released_initializers_.push_back(name);
+    }
+  }
+}
+
+void Session::reload_initializers() {
+  if (released_initializers_.empty()) return;
+  Model fresh = load_onnx_model(model_path_);
+  for (const std::string& name : released_initializers_) {
+    auto it = fresh.graph.initializers.find(name);
+    KILN_CHECK(it != fresh.graph.initializers.end(), runtime, "'", model_path_.string(),
+               "' changed since it was loaded: initializer '", name, "' is gone");
+    model_.graph.initializers[name] = std::move(it->second);
+  }
+  released_initializers_.clear();
 }
 
 void Session::add_observer(Observer* observer) {

@@ -24,6 +24,9 @@ class Session {
   explicit Session(const std::filesystem::path& model_path);
   explicit Session(Model model);
 
+  // The model. Initializers that every cached plan copied into its kernels (reordered weights) are
+  // released after planning when the session was loaded from a file, and reloaded from it when a
+  // new plan needs them: their entries then hold undefined tensors.
   const Model& model() const { return model_; }
   const std::vector<ValueInfo>& inputs() const { return model_.graph.inputs; }
   const std::vector<ValueInfo>& outputs() const { return model_.graph.outputs; }
@@ -57,7 +60,15 @@ class Session {
   std::shared_ptr<const Plan> cached_plan(const PlanKey& key, const std::vector<Shape>& shapes,
                                           const std::vector<Tensor>& values);
 
+  // Frees initializers no plan holds (they live on as the kernels' reordered copies), so weights
+  // are not kept twice; reload_initializers() brings them back from the file before planning.
+  void release_unreferenced_initializers();
+  void reload_initializers();
+
   Model model_;
+  std::filesystem::path model_path_;  // empty when built from a Model: nothing is released then
+  std::vector<std::string> released_initializers_;
+  std::mutex planning_mutex_;  // one plan is built at a time (it reads model_, which may reload)
   std::mutex mutex_;  // guards plans_, plan_order_, value_inputs_ and observers_
   std::map<PlanKey, std::shared_ptr<const Plan>> plans_;
   std::vector<bool> value_inputs_;  // graph inputs whose values planning needs

@@ -96,6 +96,8 @@ int command_bench(const std::vector<std::string>& args) {
   const auto import_start = std::chrono::steady_clock::now();
   Session session(parsed.positional[0]);
   const double import_ms = elapsed_ms(import_start);
+  size_t weight_bytes = 0;  // counted now: planning may release initializers it copied
+  for (const auto& entry : session.model().graph.initializers) weight_bytes += entry.second.nbytes();
   std::mt19937 rng(kRandomInputSeed);
   TensorMap inputs;
   std::vector<Tensor> ordered;
@@ -126,8 +128,6 @@ int command_bench(const std::vector<std::string>& args) {
   const double median = percentile(times_ms, 0.5);
   const int64_t flops = plan_flops(*plan);
   const double gflops = static_cast<double>(flops) * 1e-6 / median;
-  size_t weight_bytes = 0;
-  for (const auto& entry : session.model().graph.initializers) weight_bytes += entry.second.nbytes();
   const double weights_mb = static_cast<double>(weight_bytes) / (1 << 20);
   const double arena_mb = static_cast<double>(plan->memory_plan().arena_bytes) / (1 << 20);
   const double steady_rss_mb = process_memory_mb("VmRSS");

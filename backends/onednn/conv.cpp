@@ -42,7 +42,11 @@ class ConvKernel final : public PrimitiveKernel {
     const memory::desc user_weights(weight_dims, memory::data_type::f32,
                                     group == 1 ? memory::format_tag::oihw : memory::format_tag::goihw);
     constant_args_[DNNL_ARG_WEIGHTS] = reorder_constant(user_weights, weights, pd.weights_desc());
-    if (params.has_bias) constant_args_[DNNL_ARG_BIAS] = reorder_constant(bias_desc, spec.input(2).value, bias_desc);
+    mark_copied(1);
+    if (params.has_bias) {
+      constant_args_[DNNL_ARG_BIAS] = reorder_constant(bias_desc, spec.input(2).value, bias_desc);
+      mark_copied(2);
+    }
 
     input_layouts_ = {Layout::nhwc, Layout::plain, Layout::plain};
     residual_input_ = sum_input(spec.post_ops);

@@ -18,6 +18,7 @@ struct MatmulProblem {
   memory::desc dst_desc;
   Tensor constant_b;          // set when B is a plan-time constant (prepacked)
   Tensor bias;                // [1, N] or undefined
+  std::vector<size_t> copied_inputs;  // constant inputs folded into the weights or the bias
   std::vector<PostOp> post_ops;
   int residual_input = -1;    // input added by a fused sum (same shape as the result)
 };
@@ -43,6 +44,7 @@ class MatmulKernel final : public PrimitiveKernel {
     }
     bind_output(DNNL_ARG_DST, 0, problem.dst_desc);
     if (problem.bias.defined()) constant_args_[DNNL_ARG_BIAS] = reorder_constant(bias_desc, problem.bias, bias_desc);
+    for (size_t index : problem.copied_inputs) mark_copied(index);
     residual_input_ = problem.residual_input;
   }
 
@@ -91,6 +93,10 @@ KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outpu
     problem.constant_b = b.value;
     problem.bias = fused_bias(spec, n);
     problem.residual_input = sum_input(spec.post_ops);
+    problem.copied_inputs = {1};
+    for (const PostOp& op : spec.post_ops) {
+      if (op.kind == PostOp::Kind::bias) problem.copied_inputs.push_back(static_cast<size_t>(op.input));
+    }
   } else {
     if (a.shape.size() != b.shape.size() ||
         !std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin(), b.shape.end() - 2)) {
@@ -134,6 +140,7 @@ KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs
   problem.b_desc = trans_b ? strided_desc({k, n}, {1, k}) : plain_desc({k, n});
   problem.dst_desc = plain_desc({m, n});
   problem.constant_b = b.value;
+  problem.copied_inputs = {1};
   if (alpha != 1.0f) {
     problem.constant_b = b.value.clone();
     for (float& w : std::span(problem.constant_b.data<float>(), static_cast<size_t>(k * n))) w *= alpha;
@@ -146,6 +153,7 @@ KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs
       return KernelOrReason::rejected("C varies along M (only a per-column bias is fused)");
     }
     problem.bias = Tensor::empty(DType::f32, {1, n});
+    problem.copied_inputs.push_back(2);
     const bool scalar = checked_numel(c.shape) == 1;
     for (int64_t j = 0; j < n; ++j) problem.bias.data<float>()[j] = beta * c.value.data<float>()[scalar ? 0 : j];
   }

@@ -43,6 +43,9 @@ class PrimitiveKernel : public Kernel {
     return index < output_layouts_.size() ? output_layouts_[index] : Layout::plain;
   }
   void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override;
+  bool copied_at_plan_time(size_t index) const override {
+    return index < copied_inputs_.size() && copied_inputs_[index];
+  }
   std::unique_ptr<BoundKernel> bind(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const override;
 
   // A primitive argument taken from kernel input or output `index`, described by `desc`.
@@ -73,6 +76,12 @@ class PrimitiveKernel : public Kernel {
   std::string name_;
   std::vector<Layout> input_layouts_;
   std::vector<Layout> output_layouts_;
+  std::vector<bool> copied_inputs_;  // per input: reordered into constant_args_ at creation
+
+  void mark_copied(size_t index) {
+    if (copied_inputs_.size() <= index) copied_inputs_.resize(index + 1, false);
+    copied_inputs_[index] = true;
+  }
 
  private:
   std::vector<Binding> bindings_;

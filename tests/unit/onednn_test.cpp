@@ -382,6 +382,23 @@ TEST(Onednn, RejectionReasonsAreRecorded) {
   EXPECT_THROW(set_backend_enabled("cuda", false), Error);
 }
 
+// Weights oneDNN reordered into its kernels are not kept twice: the session releases the model's
+// copies once no plan holds them, and reloads them from the file when a new plan needs them.
+TEST(Onednn, CopiedWeightsAreReleasedAndReloadedForANewPlan) {
+  Session session(KILN_DEMO_MODEL);
+  Tensor input = random_tensor({1, 3, 64, 64}, 5);
+  const Tensor fast = session.run({{"input", input}}).at("logits");
+  size_t released = 0;
+  for (const auto& entry : session.model().graph.initializers) released += entry.second.defined() ? 0 : 1;
+  EXPECT_GE(released, 4u) << "the four conv weights at least";
+
+  set_backend_enabled("onednn", false);  // the native plan reads the original weights again
+  const Tensor reference = session.run({{"input", input}}).at("logits");
+  set_backend_enabled("onednn", true);
+  EXPECT_LE(max_abs_diff(fast, reference), 1e-4);
+  EXPECT_EQ(session.plan_for({{1, 3, 64, 64}})->steps().back().record.backend, "blas");
+}
+
 TEST(Onednn, DisablingOnednnReplansTheSession) {
   const Shape input = {1, 4, 5, 5};
   GraphBuilder g(input);
