@@ -4,6 +4,8 @@ import subprocess
 
 import numpy as np
 
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
 
 def run(kiln_bin, *args, timeout=600):
     """Runs `kiln ARGS...`; returns the CompletedProcess (text mode)."""

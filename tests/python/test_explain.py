@@ -1,0 +1,65 @@
+"""`kiln explain` and `kiln bench --json` on the bundled demo model: the plan names the kernels,
+layouts, fused nodes and the reasons other backends refused, and the reasons follow the settings."""
+import json
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import kiln_cli
+
+DEMO = kiln_cli.REPO / "models" / "demo.onnx"
+
+
+def explain(kiln_bin, *options):
+    result = kiln_cli.run(kiln_bin, "explain", DEMO, *options)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_plan_shows_kernels_layouts_fusion_and_reorders(kiln_bin):
+    plan = explain(kiln_bin)
+    assert "onednn:brgconv" in plan
+    assert "+sum+relu" in plan  # the residual block's second conv
+    assert "fused: Add '/Add'" in plan and "fused: Relu '/Relu'" in plan
+    assert ":nhwc" in plan
+    assert "Reorder    input:to_nhwc" in plan
+    assert "blas:sgemm" in plan  # a 1x10x32 Gemm is below the BLAS threshold
+
+
+def test_disabled_backends_are_named_as_the_reason(kiln_bin):
+    plan = explain(kiln_bin, "--disable", "onednn")
+    step_lines = [line for line in plan.splitlines() if line[:4].strip().isdigit()]
+    assert step_lines and not any("onednn:" in line for line in step_lines)
+    assert "not onednn: backend disabled" in plan
+    assert "native:conv" in plan
+    plan = explain(kiln_bin, "--disable", "blas")
+    assert "not blas: backend disabled" in plan
+
+
+def test_blas_refuses_products_above_its_threshold(kiln_bin, tmp_path):
+    weights = numpy_helper.from_array(np.ones((64, 64), np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="big")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 64])], [weights])
+    path = tmp_path / "matmul.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    result = kiln_cli.run(kiln_bin, "explain", path)
+    assert result.returncode == 0, result.stderr
+    assert "not blas: M x N x K = 64 x 64 x 64 is above BLAS's 32768" in result.stdout
+
+
+def test_profile_times_every_step(kiln_bin):
+    plan = explain(kiln_bin, "--profile", "3")
+    assert "time by op" in plan and "most expensive steps" in plan
+    assert " ms" in plan
+
+
+def test_bench_json(kiln_bin):
+    result = kiln_cli.run(kiln_bin, "bench", DEMO, "--json", "--iters", "3", "--warmup", "1", "--threads", "1")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["runtime"] == "kiln" and report["threads"] == 1 and report["iters"] == 3
+    assert 0 < report["p10_ms"] <= report["median_ms"] <= report["p90_ms"]
+    assert report["flops_per_run"] > 0 and report["gflops"] > 0
+    assert report["weights_mb"] > 0 and report["arena_mb"] > 0
