@@ -9,8 +9,8 @@ namespace {
 
 using FamilyTable = std::span<const native::KernelEntry> (*)();
 
-constexpr std::array kFamilies = {onednn::conv_kernels, onednn::pool_kernels, onednn::matmul_kernels,
-                                  onednn::elementwise_kernels, onednn::concat_kernels};
+constexpr std::array kFamilies = {onednn::conv_kernels,        onednn::pool_kernels,   onednn::matmul_kernels,
+                                  onednn::elementwise_kernels, onednn::concat_kernels, onednn::normalization_kernels};
 
 class OnednnBackend final : public Backend {
  public:

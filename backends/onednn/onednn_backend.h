@@ -1,5 +1,6 @@
-// The oneDNN backend: convolutions, matmuls, pooling, eltwise, binary and concat on oneDNN's JIT
-// kernels, with channels-last activations and weights prepacked at plan time.
+// The oneDNN backend: convolutions, matmuls, pooling, eltwise, binary, concat, softmax and layer
+// normalization on oneDNN's JIT kernels, with channels-last activations and weights prepacked at
+// plan time.
 #pragma once
 
 #include <memory>

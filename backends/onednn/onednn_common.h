@@ -119,6 +119,7 @@ std::span<const native::KernelEntry> pool_kernels();
 std::span<const native::KernelEntry> matmul_kernels();
 std::span<const native::KernelEntry> elementwise_kernels();
 std::span<const native::KernelEntry> concat_kernels();
+std::span<const native::KernelEntry> normalization_kernels();
 
 // A kernel converting a float value between layouts (the planner's reorder steps).
 std::unique_ptr<Kernel> make_reorder_kernel(const Shape& shape, Layout from, Layout to);

@@ -59,6 +59,8 @@ class GraphBuilder {
     return node.outputs[0];
   }
 
+  void set_opset(int64_t opset) { model_.opsets[""] = opset; }
+
   Model finish(const std::vector<std::string>& outputs) {
     for (const std::string& output : outputs) model_.graph.outputs.push_back(ValueInfo{output, DType::f32, false, {}});
     return model_;
@@ -263,6 +265,25 @@ TEST(Onednn, ConcatBinaryAndEltwiseFollowChannelsLast) {
   }
   // Only the graph input (to channels-last) and the output (back to plain) are reordered.
   EXPECT_EQ(plan->reorder_steps(), 2);
+}
+
+TEST(Onednn, SoftmaxLogSoftmaxAndLayerNormMatchNative) {
+  const Shape input = {2, 8, 5, 6};
+  GraphBuilder g(input);
+  g.set_opset(17);
+  Attributes last;
+  last.set("axis", int_attr(-1));
+  Attributes channels;
+  channels.set("axis", int_attr(1));
+  const std::string conv = g.add("Conv", {"x", g.weights({8, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  const std::string over_channels = g.add("Softmax", {conv}, channels);  // on a channels-last value
+  const std::string log_last = g.add("LogSoftmax", {"x"}, last);
+  const std::string normalized = g.add("LayerNormalization", {"x", g.weights({6}), g.weights({6})}, last);
+  const auto plan = expect_matches_native(g.finish({over_channels, log_last, normalized}), input);
+  for (const std::string op : {"Softmax", "LogSoftmax", "LayerNormalization"}) {
+    EXPECT_EQ(step_for(*plan, op).backend, "onednn") << op;
+  }
+  EXPECT_EQ(step_for(*plan, "Softmax").input_layouts.at(0), Layout::nhwc);
 }
 
 // MatMul + bias Add + GELU (as PyTorch exports it) and a second MatMul + bias + residual Add.
