@@ -11,6 +11,7 @@
 #include "backends/native/native_backend.h"
 #include "backends/onednn/onednn_backend.h"
 #include "core/error.h"
+#include "graph/fusion_patterns.h"
 #include "graph/onnx_import.h"
 #include "ops/activation.h"
 #include "ops/op_schema.h"
@@ -18,9 +19,13 @@
 namespace kiln {
 namespace {
 
-std::string node_label(const Node& node) { return str_cat("node '", node.name, "' (", node.op_type, ")"); }
+std::string node_label(const Node& node) {
+  return str_cat("node '", node.name, "' (", node.op_type, ")");
+}
 
-bool is_default_domain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
+bool is_default_domain(const std::string& domain) {
+  return domain.empty() || domain == "ai.onnx";
+}
 
 // Nodes that only forward their input: planning maps their output onto the input's slot.
 bool is_pass_through(const Node& node) {
@@ -32,7 +37,8 @@ bool is_pass_through(const Node& node) {
 
 // Ops whose kernels can apply followers as post-ops, and whether a residual sum is among them.
 bool fuses_activations(const Node& node) {
-  return is_default_domain(node.domain) && (node.op_type == "Conv" || node.op_type == "Gemm" || node.op_type == "MatMul");
+  return is_default_domain(node.domain) &&
+         (node.op_type == "Conv" || node.op_type == "Gemm" || node.op_type == "MatMul");
 }
 bool fuses_sum(const Node& node) {
   return is_default_domain(node.domain) && (node.op_type == "Conv" || node.op_type == "MatMul");
@@ -42,12 +48,17 @@ bool fuses_sum(const Node& node) {
 
 class PlanBuilder {
  public:
-  PlanBuilder(const Model& model, const std::vector<Shape>& input_shapes, const std::vector<Tensor>& input_values)
+  PlanBuilder(const Model& model, const std::vector<Shape>& input_shapes,
+              const std::vector<Tensor>& input_values)
       : model_(model),
         graph_(model.graph),
         input_shapes_(input_shapes),
         input_values_(input_values),
-        plan_(std::make_shared<Plan>()) {}
+        plan_(std::make_shared<Plan>()),
+        view_{graph_, consumers_, [this](const std::string& name) -> const TensorInfo* {
+                auto slot = slot_by_name_.find(name);
+                return slot == slot_by_name_.end() ? nullptr : &plan_->slots_[slot->second].info;
+              }} {}
 
   std::shared_ptr<const Plan> build() {
     const std::vector<size_t> order = live_nodes_in_topological_order();
@@ -208,8 +219,9 @@ class PlanBuilder {
         for (size_t d = 0; d < shape.size(); ++d) {
           const Dim& dim = declared.shape[d];
           if (dim.is_known()) {
-            KILN_CHECK(shape[d] == dim.value, invalid_argument, "input '", declared.name, "' must have shape ",
-                       dims_to_string(declared.shape), ", got ", shape_to_string(shape), " (dim ", d, ")");
+            KILN_CHECK(shape[d] == dim.value, invalid_argument, "input '", declared.name,
+                       "' must have shape ", dims_to_string(declared.shape), ", got ", shape_to_string(shape),
+                       " (dim ", d, ")");
           } else if (!dim.symbol.empty()) {
             auto [it, inserted] = symbols.emplace(dim.symbol, shape[d]);
             KILN_CHECK(inserted || it->second == shape[d], invalid_argument, "input '", declared.name,
@@ -273,12 +285,11 @@ class PlanBuilder {
       ++plan_->removed_nodes_;
       return;
     }
-    const bool all_inputs_constant = std::all_of(spec.inputs.begin(), spec.inputs.end(), [](const TensorInfo& info) {
-      return !info.present() || info.is_constant();
-    });
-    const bool values_known = std::all_of(outputs.begin(), outputs.end(), [](const TensorInfo& info) {
-      return info.is_constant();
-    });
+    const bool all_inputs_constant =
+        std::all_of(spec.inputs.begin(), spec.inputs.end(),
+                    [](const TensorInfo& info) { return !info.present() || info.is_constant(); });
+    const bool values_known = std::all_of(outputs.begin(), outputs.end(),
+                                          [](const TensorInfo& info) { return info.is_constant(); });
     if (values_known || (schema->foldable && all_inputs_constant)) {
       if (!values_known) fold(spec, outputs);
       for (size_t i = 0; i < node.outputs.size(); ++i) {
@@ -293,7 +304,7 @@ class PlanBuilder {
     std::string op_type = node.op_type;
     std::vector<std::string> input_names = node.inputs;
     Attributes layer_norm_attributes;  // the synthesized LayerNormalization's; outlives selection
-    if (std::optional<LayerNormMatch> match = match_layer_norm(node)) {
+    if (std::optional<LayerNormMatch> match = match_layer_norm(view_, node)) {
       // The nine nodes of a decomposed LayerNorm become one LayerNormalization step.
       op_type = "LayerNormalization";
       Attribute axis;
@@ -309,7 +320,8 @@ class PlanBuilder {
       fused_spec.attributes = &layer_norm_attributes;
       input_names = {node.inputs[0], match->scale, match->bias};
       fused_spec.inputs.clear();
-      for (const std::string& name : input_names) fused_spec.inputs.push_back(plan_->slots_[slot_by_name_.at(name)].info);
+      for (const std::string& name : input_names)
+        fused_spec.inputs.push_back(plan_->slots_[slot_by_name_.at(name)].info);
       followers = match->nodes;
       outputs = {TensorInfo{DType::f32, fused_spec.inputs[0].shape, {}}};
     } else {
@@ -347,12 +359,14 @@ class PlanBuilder {
     step.record.backend = std::string(selection.backend->name());
     step.record.kernel = std::string(selection.kernel->name());
     step.record.rejected = std::move(selection.rejected);
-    for (const Node* follower : followers) step.record.fused.push_back(str_cat(follower->op_type, " '", follower->name, "'"));
+    for (const Node* follower : followers)
+      step.record.fused.push_back(str_cat(follower->op_type, " '", follower->name, "'"));
     const Kernel& kernel = *selection.kernel;
     for (size_t i = 0; i < input_names.size(); ++i) {
       int slot = input_names[i].empty() ? -1 : slot_by_name_.at(input_names[i]);
       // A constant the kernel copied (reordered weights) is not needed at run time.
-      if (slot >= 0 && kernel.copied_at_plan_time(i) && plan_->slots_[slot].origin == SlotOrigin::constant) slot = -1;
+      if (slot >= 0 && kernel.copied_at_plan_time(i) && plan_->slots_[slot].origin == SlotOrigin::constant)
+        slot = -1;
       if (slot >= 0) slot = slot_in_layout(slot, kernel.input_layout(i));
       step.inputs.push_back(slot);
       step.record.input_shapes.push_back(fused_spec.inputs[i].shape);
@@ -379,8 +393,8 @@ class PlanBuilder {
         continue;
       }
       // A view shares its first input's storage, so it inherits that input's origin.
-      const SlotOrigin origin = (is_view && step.inputs.at(0) >= 0) ? plan_->slots_[step.inputs[0]].origin
-                                                                    : SlotOrigin::computed;
+      const SlotOrigin origin =
+          (is_view && step.inputs.at(0) >= 0) ? plan_->slots_[step.inputs[0]].origin : SlotOrigin::computed;
       step.outputs.push_back(add_slot(output_names[i], info, origin, dependencies));
     }
     for (const Node* follower : followers) slot_by_name_[follower->outputs[0]] = step.outputs[0];
@@ -394,35 +408,40 @@ class PlanBuilder {
   // not be a graph output. Empty when nothing fuses or oneDNN (the only fusing backend) is off.
   std::vector<const Node*> fusable_followers(const Node& node, OpSpec& spec, const TensorInfo& result) {
     std::vector<const Node*> followers;
-    if (!fuses_activations(node) || !backend_enabled("onednn") || result.dtype != DType::f32) return followers;
+    if (!fuses_activations(node) || !backend_enabled("onednn") || result.dtype != DType::f32)
+      return followers;
     fused_inputs_.clear();
     std::string value = node.outputs.at(0);
     bool has_sum = false;
     for (;;) {
       // GELU reads its input twice, so it is matched before looking for a sole reader.
-      if (std::vector<const Node*> gelu = match_gelu(value); !gelu.empty()) {
-        spec.post_ops.push_back(PostOp{PostOp::Kind::gelu_erf, 0, 0, -1, gelu.back()->name, gelu.back()->op_type});
+      if (std::vector<const Node*> gelu = match_gelu(view_, value); !gelu.empty()) {
+        spec.post_ops.push_back(
+            PostOp{PostOp::Kind::gelu_erf, 0, 0, -1, gelu.back()->name, gelu.back()->op_type});
         followers.insert(followers.end(), gelu.begin(), gelu.end());
         value = gelu.back()->outputs[0];
         continue;
       }
-      const Node* next = sole_reader(value);
+      const Node* next = sole_reader(view_, value);
       if (next == nullptr || next->outputs.size() != 1 || next->outputs[0].empty()) break;
-      const bool is_add = next->op_type == "Add" && is_default_domain(next->domain) && next->inputs.size() == 2 &&
-                          next->inputs[0] != next->inputs[1];
-      const std::string other = !is_add ? std::string() : next->inputs[0] == value ? next->inputs[1] : next->inputs[0];
+      const bool is_add = next->op_type == "Add" && is_default_domain(next->domain) &&
+                          next->inputs.size() == 2 && next->inputs[0] != next->inputs[1];
+      const std::string other = !is_add                    ? std::string()
+                                : next->inputs[0] == value ? next->inputs[1]
+                                                           : next->inputs[0];
       const TensorInfo* addend = nullptr;
       if (is_add) {
         auto slot = slot_by_name_.find(other);
         if (slot == slot_by_name_.end()) break;  // the other branch is planned later
         addend = &plan_->slots_[slot->second].info;
       }
-      if (is_add && fuses_sum(node) && !has_sum && addend->dtype == DType::f32 && addend->shape == result.shape) {
+      if (is_add && fuses_sum(node) && !has_sum && addend->dtype == DType::f32 &&
+          addend->shape == result.shape) {
         if (node.op_type == "Conv") {
           while (spec.inputs.size() < 3) spec.inputs.emplace_back();  // X, W, B before the addend
         }
-        spec.post_ops.push_back(PostOp{PostOp::Kind::sum, 0, 0, append_fused_input(spec, *addend, other), next->name,
-                                       next->op_type});
+        spec.post_ops.push_back(PostOp{PostOp::Kind::sum, 0, 0, append_fused_input(spec, *addend, other),
+                                       next->name, next->op_type});
         has_sum = true;
       } else if (is_add && node.op_type == "MatMul" && spec.post_ops.empty()) {
         // A constant per-column bias becomes the matmul's own bias.
@@ -431,8 +450,8 @@ class PlanBuilder {
             (!addend->shape.empty() && addend->shape.back() != n)) {
           break;
         }
-        spec.post_ops.push_back(PostOp{PostOp::Kind::bias, 0, 0, append_fused_input(spec, *addend, other), next->name,
-                                       next->op_type});
+        spec.post_ops.push_back(PostOp{PostOp::Kind::bias, 0, 0, append_fused_input(spec, *addend, other),
+                                       next->name, next->op_type});
       } else {
         const std::optional<OpSpec> follower = make_spec_with_first_input(*next, result);
         if (!follower) break;
@@ -451,132 +470,6 @@ class PlanBuilder {
     spec.inputs.push_back(info);
     fused_inputs_[static_cast<size_t>(index)] = name;
     return index;
-  }
-
-  // A plan-time scalar constant's value, if `name` is one.
-  std::optional<double> scalar_constant(const std::string& name) const {
-    auto slot = slot_by_name_.find(name);
-    if (slot == slot_by_name_.end()) return std::nullopt;
-    const TensorInfo& info = plan_->slots_[slot->second].info;
-    if (!info.is_constant() || info.value.numel() != 1 || !is_floating(info.dtype)) return std::nullopt;
-    return info.value.double_at(0);
-  }
-
-  // The five nodes PyTorch exports for GELU(x) = x * 0.5 * (1 + erf(x / sqrt 2)):
-  // Div(x, 1.414..) -> Erf -> Add(., 1) -> Mul(x, .) -> Mul(., 0.5), in that order; empty if `x`
-  // is not read exactly by that pattern.
-  std::vector<const Node*> match_gelu(const std::string& x) const {
-    auto readers = consumers_.find(x);
-    if (readers == consumers_.end() || readers->second.size() != 2) return {};
-    for (const ValueInfo& output : graph_.outputs) {
-      if (output.name == x) return {};
-    }
-    const Node* div = nullptr;
-    for (size_t index : readers->second) {
-      const Node& reader = graph_.nodes[index];
-      if (reader.op_type == "Div" && reader.inputs.size() == 2 && reader.inputs[0] == x) div = &reader;
-    }
-    auto near = [](std::optional<double> value, double expected) { return value && std::abs(*value - expected) < 1e-3; };
-    if (div == nullptr || !near(scalar_constant(div->inputs[1]), std::sqrt(2.0))) return {};
-    const Node* erf = sole_reader(div->outputs[0]);
-    if (erf == nullptr || erf->op_type != "Erf") return {};
-    const Node* add = sole_reader(erf->outputs[0]);
-    if (add == nullptr || add->op_type != "Add" || add->inputs.size() != 2) return {};
-    const std::string& one = add->inputs[0] == erf->outputs[0] ? add->inputs[1] : add->inputs[0];
-    if (!near(scalar_constant(one), 1.0)) return {};
-    const Node* mul = sole_reader(add->outputs[0]);
-    if (mul == nullptr || mul->op_type != "Mul" || mul->inputs.size() != 2) return {};
-    const std::string& other = mul->inputs[0] == add->outputs[0] ? mul->inputs[1] : mul->inputs[0];
-    if (other != x) return {};
-    const Node* half = sole_reader(mul->outputs[0]);
-    if (half == nullptr || half->op_type != "Mul" || half->inputs.size() != 2) return {};
-    const std::string& scale = half->inputs[0] == mul->outputs[0] ? half->inputs[1] : half->inputs[0];
-    if (!near(scalar_constant(scale), 0.5)) return {};
-    for (const Node* node : {div, erf, add, mul, half}) {
-      if (!is_default_domain(node->domain) || node->outputs.size() != 1) return {};
-    }
-    return {div, erf, add, mul, half};
-  }
-
-  struct LayerNormMatch {
-    std::vector<const Node*> nodes;  // the eight after the first ReduceMean, in order
-    std::string scale;
-    std::string bias;
-    float epsilon = 0;
-  };
-
-  // LayerNorm over the last axis as exporters decompose it (x is ReduceMean's input):
-  //   d = x - ReduceMean(x); y = d / Sqrt(ReduceMean(Pow(d, 2)) + eps) * scale + bias
-  // with scale, bias and eps plan-time constants. Nothing when the nodes differ in any way.
-  std::optional<LayerNormMatch> match_layer_norm(const Node& mean) const {
-    if (mean.op_type != "ReduceMean" || !is_default_domain(mean.domain) || mean.inputs.size() != 1) return std::nullopt;
-    const TensorInfo& x = plan_->slots_[slot_by_name_.at(mean.inputs[0])].info;
-    if (x.dtype != DType::f32 || x.shape.empty() || x.layout != Layout::plain) return std::nullopt;
-    const int64_t rank = static_cast<int64_t>(x.shape.size());
-    auto over_last_axis = [&](const Node& reduce) {
-      const std::vector<int64_t> axes = reduce.attributes.get_ints("axes");
-      return axes.size() == 1 && (axes[0] == -1 || axes[0] == rank - 1) && reduce.attributes.get_int("keepdims", 1) == 1;
-    };
-    if (!over_last_axis(mean)) return std::nullopt;
-    auto other_input = [](const Node& node, const std::string& known) {
-      return node.inputs[0] == known ? node.inputs[1] : node.inputs[0];
-    };
-    auto is = [](const Node* node, const char* op) {
-      return node != nullptr && node->op_type == op && node->outputs.size() == 1 && node->domain.empty();
-    };
-    // The centred value d is read by Pow and by Div.
-    auto readers = consumers_.find(mean.outputs[0]);
-    if (readers == consumers_.end() || readers->second.size() != 1) return std::nullopt;
-    const Node* sub = &graph_.nodes[readers->second[0]];
-    if (!is(sub, "Sub") || sub->inputs.size() != 2 || sub->inputs[0] != mean.inputs[0] || sub->inputs[1] != mean.outputs[0]) {
-      return std::nullopt;
-    }
-    auto d_readers = consumers_.find(sub->outputs[0]);
-    if (d_readers == consumers_.end() || d_readers->second.size() != 2) return std::nullopt;
-    const Node* pow = nullptr;
-    const Node* div = nullptr;
-    for (size_t index : d_readers->second) {
-      const Node* reader = &graph_.nodes[index];
-      if (is(reader, "Pow") && reader->inputs[0] == sub->outputs[0]) pow = reader;
-      if (is(reader, "Div") && reader->inputs.size() == 2 && reader->inputs[0] == sub->outputs[0]) div = reader;
-    }
-    if (pow == nullptr || div == nullptr || scalar_constant(pow->inputs.at(1)) != 2.0) return std::nullopt;
-    const Node* variance = sole_reader(pow->outputs[0]);
-    if (!is(variance, "ReduceMean") || !over_last_axis(*variance)) return std::nullopt;
-    const Node* add_eps = sole_reader(variance->outputs[0]);
-    if (!is(add_eps, "Add") || add_eps->inputs.size() != 2) return std::nullopt;
-    const std::optional<double> epsilon = scalar_constant(other_input(*add_eps, variance->outputs[0]));
-    const Node* sqrt = sole_reader(add_eps->outputs[0]);
-    if (!epsilon || !is(sqrt, "Sqrt") || sole_reader(sqrt->outputs[0]) != div || div->inputs[1] != sqrt->outputs[0]) {
-      return std::nullopt;
-    }
-    const Node* mul = sole_reader(div->outputs[0]);
-    if (!is(mul, "Mul") || mul->inputs.size() != 2) return std::nullopt;
-    const Node* add_bias = sole_reader(mul->outputs[0]);
-    if (!is(add_bias, "Add") || add_bias->inputs.size() != 2) return std::nullopt;
-    LayerNormMatch match;
-    match.scale = other_input(*mul, div->outputs[0]);
-    match.bias = other_input(*add_bias, mul->outputs[0]);
-    for (const std::string& name : {match.scale, match.bias}) {
-      auto slot = slot_by_name_.find(name);
-      if (slot == slot_by_name_.end()) return std::nullopt;
-      const TensorInfo& info = plan_->slots_[slot->second].info;
-      if (!info.is_constant() || info.dtype != DType::f32 || info.shape != Shape{x.shape.back()}) return std::nullopt;
-    }
-    match.epsilon = static_cast<float>(*epsilon);
-    match.nodes = {sub, pow, variance, add_eps, sqrt, div, mul, add_bias};
-    return match;
-  }
-
-  // The one live node reading `value`, or null when it has several readers, reads it twice, or
-  // the value is a graph output.
-  const Node* sole_reader(const std::string& value) const {
-    for (const ValueInfo& output : graph_.outputs) {
-      if (output.name == value) return nullptr;
-    }
-    auto it = consumers_.find(value);
-    if (it == consumers_.end() || it->second.size() != 1) return nullptr;
-    return &graph_.nodes[it->second[0]];
   }
 
   // make_spec for a node whose first input has no slot yet (it is fused away); nothing when another
@@ -615,7 +508,8 @@ class PlanBuilder {
     PlanStep step;
     step.kernel = make_layout_reorder(info.shape, info.layout, layout);
     step.inputs = {slot};
-    step.record.node_name = str_cat(plan_->slots_[static_cast<size_t>(slot)].name, ":to_", layout_name(layout));
+    step.record.node_name =
+        str_cat(plan_->slots_[static_cast<size_t>(slot)].name, ":to_", layout_name(layout));
     step.record.op_type = "Reorder";
     step.record.backend = "onednn";
     step.record.kernel = std::string(step.kernel->name());
@@ -624,9 +518,10 @@ class PlanBuilder {
     step.record.input_layouts = {info.layout};
     step.record.output_layouts = {layout};
     step.output_infos = {TensorInfo{info.dtype, stored_shape(info.shape, layout), {}, layout}};
-    const SlotOrigin origin = step.kernel->is_view() ? plan_->slots_[static_cast<size_t>(slot)].origin : SlotOrigin::computed;
-    const int converted = add_slot(step.record.node_name, TensorInfo{info.dtype, info.shape, {}, layout}, origin,
-                                   input_dependencies_[static_cast<size_t>(slot)]);
+    const SlotOrigin origin =
+        step.kernel->is_view() ? plan_->slots_[static_cast<size_t>(slot)].origin : SlotOrigin::computed;
+    const int converted = add_slot(step.record.node_name, TensorInfo{info.dtype, info.shape, {}, layout},
+                                   origin, input_dependencies_[static_cast<size_t>(slot)]);
     // add_slot registered the name; readers find values by their graph names, not this one.
     slot_by_name_.erase(step.record.node_name);
     step.outputs = {converted};
@@ -644,7 +539,8 @@ class PlanBuilder {
     for (const TensorInfo& info : spec.inputs) inputs.push_back(info.value);
     std::vector<Tensor> values(outputs.size());
     if (!offer.kernel->is_view()) {
-      for (size_t i = 0; i < outputs.size(); ++i) values[i] = Tensor::empty(outputs[i].dtype, outputs[i].shape);
+      for (size_t i = 0; i < outputs.size(); ++i)
+        values[i] = Tensor::empty(outputs[i].dtype, outputs[i].shape);
     }
     offer.kernel->run(inputs, values);
     for (size_t i = 0; i < outputs.size(); ++i) outputs[i].value = values[i];
@@ -654,8 +550,9 @@ class PlanBuilder {
     for (const ValueInfo& output : graph_.outputs) {
       const int slot = slot_in_layout(slot_by_name_.at(output.name), Layout::plain);
       const TensorInfo& info = plan_->slots_[slot].info;
-      KILN_CHECK(output.dtype == DType::undefined || output.dtype == info.dtype, invalid_model, "graph output '",
-                 output.name, "' is declared ", dtype_name(output.dtype), " but computes ", dtype_name(info.dtype));
+      KILN_CHECK(output.dtype == DType::undefined || output.dtype == info.dtype, invalid_model,
+                 "graph output '", output.name, "' is declared ", dtype_name(output.dtype), " but computes ",
+                 dtype_name(info.dtype));
       plan_->output_slots_.push_back(slot);
     }
   }
@@ -691,12 +588,14 @@ class PlanBuilder {
       const int input = step.kernel->in_place_input();
       if (input < 0 || static_cast<size_t>(input) >= step.inputs.size() || step.outputs.empty()) continue;
       const int slot = step.inputs[static_cast<size_t>(input)];
-      if (slot < 0 || step.outputs[0] < 0 || shared[slot] || last_reader[slot] != static_cast<int>(s)) continue;
+      if (slot < 0 || step.outputs[0] < 0 || shared[slot] || last_reader[slot] != static_cast<int>(s))
+        continue;
       if (plan_->slots_[slot].origin != SlotOrigin::computed) continue;
       if (std::count(step.inputs.begin(), step.inputs.end(), slot) != 1) continue;
       const TensorInfo& in = plan_->slots_[slot].info;
       const TensorInfo& out = step.output_infos[0];
-      if (in.dtype != out.dtype || in.layout != out.layout || stored_shape(in.shape, in.layout) != out.shape) continue;
+      if (in.dtype != out.dtype || in.layout != out.layout || stored_shape(in.shape, in.layout) != out.shape)
+        continue;
       step.in_place_input = input;
       step.record.in_place = true;
     }
@@ -708,11 +607,12 @@ class PlanBuilder {
   const std::vector<Tensor>& input_values_;
   std::shared_ptr<Plan> plan_;
   std::unordered_map<std::string, int> slot_by_name_;
-  std::vector<std::vector<size_t>> input_dependencies_;  // per slot: graph inputs it derives from
+  std::vector<std::vector<size_t>> input_dependencies_;             // per slot: graph inputs it derives from
   std::unordered_map<std::string, std::vector<size_t>> consumers_;  // value name -> live reader nodes
-  std::unordered_set<const Node*> fused_;                           // nodes planned inside another
-  std::unordered_map<size_t, std::string> fused_inputs_;            // spec input index -> value name
-  std::map<std::pair<int, Layout>, int> reordered_;                 // (slot, layout) -> converted slot
+  PlanningView view_;                                     // what the pattern matchers read of the above
+  std::unordered_set<const Node*> fused_;                 // nodes planned inside another
+  std::unordered_map<size_t, std::string> fused_inputs_;  // spec input index -> value name
+  std::map<std::pair<int, Layout>, int> reordered_;       // (slot, layout) -> converted slot
 };
 
 std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Shape>& input_shapes,
