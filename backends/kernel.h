@@ -54,7 +54,8 @@ class Kernel {
   // Optional: a version of this kernel prepared for a run context whose tensors are `inputs` and
   // `outputs` (undefined where storage changes per run), or null to be run through run(). Not
   // thread-safe: one bound kernel serves one context, and contexts serve one run at a time.
-  virtual std::unique_ptr<BoundKernel> bind(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const {
+  virtual std::unique_ptr<BoundKernel> bind(std::span<const Tensor> inputs,
+                                            std::span<const Tensor> outputs) const {
     return nullptr;
   }
 };

@@ -35,9 +35,13 @@ size_t backend_index(std::string_view name) {
 
 }  // namespace
 
-std::span<const Backend* const> all_backends() { return backend_list(); }
+std::span<const Backend* const> all_backends() {
+  return backend_list();
+}
 
-const Backend* find_backend(std::string_view name) { return backend_list()[backend_index(name)]; }
+const Backend* find_backend(std::string_view name) {
+  return backend_list()[backend_index(name)];
+}
 
 void set_backend_enabled(std::string_view name, bool enabled) {
   const size_t index = backend_index(name);
@@ -46,7 +50,9 @@ void set_backend_enabled(std::string_view name, bool enabled) {
   enabled_flags()[index].store(enabled);
 }
 
-bool backend_enabled(std::string_view name) { return enabled_flags()[backend_index(name)].load(); }
+bool backend_enabled(std::string_view name) {
+  return enabled_flags()[backend_index(name)].load();
+}
 
 uint32_t enabled_backends_mask() {
   uint32_t mask = 0;
@@ -57,7 +63,8 @@ uint32_t enabled_backends_mask() {
 std::string enabled_backends_fingerprint() {
   std::string fingerprint;
   for (size_t i = 0; i < kBackendCount; ++i) {
-    if (enabled_flags()[i].load()) fingerprint += str_cat(fingerprint.empty() ? "" : ",", backend_list()[i]->name());
+    if (enabled_flags()[i].load())
+      fingerprint += str_cat(fingerprint.empty() ? "" : ",", backend_list()[i]->name());
   }
   return fingerprint;
 }

@@ -10,8 +10,7 @@ namespace kiln {
 int64_t checked_numel(std::span<const int64_t> shape) {
   int64_t count = 1;
   for (int64_t dim : shape) {
-    KILN_CHECK(dim >= 0, invalid_argument, "negative dimension ", dim, " in shape ",
-               shape_to_string(shape));
+    KILN_CHECK(dim >= 0, invalid_argument, "negative dimension ", dim, " in shape ", shape_to_string(shape));
     if (dim != 0 && count > std::numeric_limits<int64_t>::max() / dim) {
       fail(ErrorKind::invalid_argument, "shape ", shape_to_string(shape), " has too many elements");
     }
@@ -52,9 +51,8 @@ Tensor Tensor::empty(DType dtype, Shape shape, Allocator* allocator) {
   Allocator& source = allocator != nullptr ? *allocator : default_allocator();
   const size_t bytes = tensor.nbytes();
   tensor.data_ = source.allocate(bytes);
-  tensor.storage_ = std::shared_ptr<void>(tensor.data_, [&source, bytes](void* pointer) {
-    source.deallocate(pointer, bytes);
-  });
+  tensor.storage_ = std::shared_ptr<void>(
+      tensor.data_, [&source, bytes](void* pointer) { source.deallocate(pointer, bytes); });
   return tensor;
 }
 
@@ -87,8 +85,8 @@ bool Tensor::is_contiguous() const {
 
 Tensor Tensor::reshaped(Shape shape) const {
   KILN_ASSERT(is_contiguous());
-  KILN_CHECK(checked_numel(shape) == numel_, invalid_argument, "cannot reshape ",
-             shape_to_string(shape_), " (", numel_, " elements) to ", shape_to_string(shape));
+  KILN_CHECK(checked_numel(shape) == numel_, invalid_argument, "cannot reshape ", shape_to_string(shape_),
+             " (", numel_, " elements) to ", shape_to_string(shape));
   Tensor view = *this;
   view.strides_ = contiguous_strides(shape);
   view.shape_ = std::move(shape);

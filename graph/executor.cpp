@@ -12,8 +12,8 @@ struct RunContext {
   std::vector<std::vector<Tensor>> step_inputs;  // per step, kept between runs (no reallocation)
   std::vector<std::vector<Tensor>> step_outputs;
   std::vector<std::unique_ptr<BoundKernel>> bound;  // per step; null: run the plan's kernel
-  std::vector<bool> fixed;                       // per slot: storage set once (arena, constant)
-  std::vector<bool> done;                        // per step: a view of fixed storage, made once
+  std::vector<bool> fixed;                          // per slot: storage set once (arena, constant)
+  std::vector<bool> done;                           // per step: a view of fixed storage, made once
 };
 
 namespace {
@@ -37,7 +37,8 @@ std::shared_ptr<RunContext> create_context(const Plan& plan) {
     // Values set per run (inputs, outputs) are assigned into tensors of their final shape, so even
     // a context's first run only copies shapes into existing vectors; these hold no data.
     if (!context->fixed[s]) {
-      context->values[s] = Tensor::wrap(nullptr, slot.info.dtype, stored_shape(slot.info.shape, slot.info.layout));
+      context->values[s] =
+          Tensor::wrap(nullptr, slot.info.dtype, stored_shape(slot.info.shape, slot.info.layout));
     }
   }
   context->step_inputs.resize(steps.size());

@@ -9,7 +9,9 @@ namespace {
 
 constexpr size_t kBlockAlignment = 64;
 
-size_t aligned(size_t bytes) { return (bytes + kBlockAlignment - 1) / kBlockAlignment * kBlockAlignment; }
+size_t aligned(size_t bytes) {
+  return (bytes + kBlockAlignment - 1) / kBlockAlignment * kBlockAlignment;
+}
 
 struct Block {
   int root;

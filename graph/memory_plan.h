@@ -13,9 +13,9 @@ class Plan;
 
 struct MemoryPlan {
   size_t arena_bytes = 0;
-  std::vector<int64_t> offset;  // per slot: byte offset in the arena, or -1 (constant, graph input,
-                                // a value handed to the caller, or one sharing another's storage)
-  std::vector<int> root;        // per slot: the slot whose storage it shares (itself if none)
+  std::vector<int64_t> offset;     // per slot: byte offset in the arena, or -1 (constant, graph input,
+                                   // a value handed to the caller, or one sharing another's storage)
+  std::vector<int> root;           // per slot: the slot whose storage it shares (itself if none)
   size_t peak_bytes_unshared = 0;  // sum of all placed blocks: what per-value allocation would hold
 };
 

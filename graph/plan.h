@@ -21,20 +21,20 @@ struct StepRecord {
   std::string op_type;
   std::string backend;
   std::string kernel;
-  std::vector<Shape> input_shapes;   // logical (ONNX) shapes
+  std::vector<Shape> input_shapes;  // logical (ONNX) shapes
   std::vector<Shape> output_shapes;
   std::vector<Layout> input_layouts;  // how each input/output is stored
   std::vector<Layout> output_layouts;
-  std::vector<std::string> fused;     // "Relu 'name'" for each node fused into this one
-  bool in_place = false;              // output 0 reuses the storage of a dying input
+  std::vector<std::string> fused;  // "Relu 'name'" for each node fused into this one
+  bool in_place = false;           // output 0 reuses the storage of a dying input
   std::vector<RejectedCandidate> rejected;
 };
 
 struct PlanStep {
   std::unique_ptr<Kernel> kernel;
-  std::vector<int> inputs;         // slot per node input; -1 for an absent optional input
-  std::vector<int> outputs;        // slot per node output; -1 for an unused optional output
-  std::vector<int> release_after;  // slots whose last reader is this step
+  std::vector<int> inputs;               // slot per node input; -1 for an absent optional input
+  std::vector<int> outputs;              // slot per node output; -1 for an unused optional output
+  std::vector<int> release_after;        // slots whose last reader is this step
   std::vector<TensorInfo> output_infos;  // every declared output as stored (kernels may write all)
   int in_place_input = -1;  // input whose storage output 0 takes over (see Kernel::in_place_input)
   StepRecord record;

@@ -5,9 +5,9 @@
 
 #include "backends/selection.h"
 #include "core/error.h"
-#include "runtime/threads.h"
 #include "graph/executor.h"
 #include "graph/onnx_import.h"
+#include "runtime/threads.h"
 
 namespace kiln {
 namespace {
@@ -66,8 +66,9 @@ std::shared_ptr<const Plan> Session::recent_plan(std::span<const Tensor* const> 
 }
 
 std::shared_ptr<const Plan> Session::plan_for(const std::vector<Shape>& input_shapes) {
-  return cached_plan(PlanKey{plan_configuration(), input_shapes, std::vector<std::string>(input_shapes.size())},
-                     input_shapes, {});
+  return cached_plan(
+      PlanKey{plan_configuration(), input_shapes, std::vector<std::string>(input_shapes.size())},
+      input_shapes, {});
 }
 
 std::shared_ptr<const Plan> Session::plan_for(const std::vector<Tensor>& inputs) {
@@ -170,8 +171,9 @@ TensorMap Session::run(const TensorMap& inputs) {
   std::vector<const Tensor*> many_bound;
   const size_t count = this->inputs().size();
   if (count > kInlineInputs) many_bound.resize(count);
-  const std::span<const Tensor*> bound =
-      count > kInlineInputs ? std::span<const Tensor*>(many_bound) : std::span<const Tensor*>(inline_bound).first(count);
+  const std::span<const Tensor*> bound = count > kInlineInputs
+                                             ? std::span<const Tensor*>(many_bound)
+                                             : std::span<const Tensor*>(inline_bound).first(count);
   bind_inputs(inputs, bound);
 
   std::shared_ptr<const Plan> plan = recent_plan(bound);

@@ -69,9 +69,9 @@ class Session {
   std::filesystem::path model_path_;  // empty when built from a Model: nothing is released then
   std::vector<std::string> released_initializers_;
   std::mutex planning_mutex_;  // one plan is built at a time (it reads model_, which may reload)
-  std::mutex mutex_;  // guards plans_, plan_order_, value_inputs_ and observers_
+  std::mutex mutex_;           // guards plans_, plan_order_, value_inputs_ and observers_
   std::map<PlanKey, std::shared_ptr<const Plan>> plans_;
-  std::vector<bool> value_inputs_;  // graph inputs whose values planning needs
+  std::vector<bool> value_inputs_;                       // graph inputs whose values planning needs
   std::vector<std::shared_ptr<const Plan>> plan_order_;  // oldest first, for eviction
   std::vector<Observer*> observers_;
   std::shared_ptr<const Plan> recent_plan_;  // with the settings and shapes it was used for

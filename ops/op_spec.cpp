@@ -4,7 +4,9 @@
 
 namespace kiln {
 
-const char* layout_name(Layout layout) { return layout == Layout::nhwc ? "nhwc" : "plain"; }
+const char* layout_name(Layout layout) {
+  return layout == Layout::nhwc ? "nhwc" : "plain";
+}
 
 Shape stored_shape(const Shape& shape, Layout layout) {
   if (layout == Layout::plain) return shape;
@@ -14,14 +16,22 @@ Shape stored_shape(const Shape& shape, Layout layout) {
 
 const char* post_op_name(PostOp::Kind kind) {
   switch (kind) {
-    case PostOp::Kind::relu: return "relu";
-    case PostOp::Kind::leaky_relu: return "leaky_relu";
-    case PostOp::Kind::clip: return "clip";
-    case PostOp::Kind::sigmoid: return "sigmoid";
-    case PostOp::Kind::tanh: return "tanh";
-    case PostOp::Kind::gelu_erf: return "gelu_erf";
-    case PostOp::Kind::bias: return "bias";
-    case PostOp::Kind::sum: return "sum";
+    case PostOp::Kind::relu:
+      return "relu";
+    case PostOp::Kind::leaky_relu:
+      return "leaky_relu";
+    case PostOp::Kind::clip:
+      return "clip";
+    case PostOp::Kind::sigmoid:
+      return "sigmoid";
+    case PostOp::Kind::tanh:
+      return "tanh";
+    case PostOp::Kind::gelu_erf:
+      return "gelu_erf";
+    case PostOp::Kind::bias:
+      return "bias";
+    case PostOp::Kind::sum:
+      return "sum";
   }
   return "?";
 }
@@ -34,9 +44,10 @@ const TensorInfo& OpSpec::input(int index) const {
 const Tensor& OpSpec::constant_input(int index, const char* what) const {
   const TensorInfo& info = input(index);
   if (!info.is_constant()) {
-    throw MissingConstantInput(index, str_cat(op_type, " input ", index, " (", what,
-                                              ") must be known at plan time (an initializer, a graph input, or "
-                                              "computable from shapes); kiln plans shapes statically"));
+    throw MissingConstantInput(index,
+                               str_cat(op_type, " input ", index, " (", what,
+                                       ") must be known at plan time (an initializer, a graph input, or "
+                                       "computable from shapes); kiln plans shapes statically"));
   }
   return info.value;
 }
@@ -44,21 +55,21 @@ const Tensor& OpSpec::constant_input(int index, const char* what) const {
 void expect_inputs(const OpSpec& spec, int min_count, int max_count) {
   const int count = spec.num_inputs();
   KILN_CHECK(count >= min_count && count <= max_count, invalid_model, spec.op_type, " expects ",
-             min_count == max_count ? str_cat(min_count) : str_cat(min_count, "..", max_count), " inputs, got ",
-             count);
+             min_count == max_count ? str_cat(min_count) : str_cat(min_count, "..", max_count),
+             " inputs, got ", count);
   for (int i = 0; i < min_count; ++i) spec.input(i);
 }
 
 void expect_rank(const OpSpec& spec, int input, int64_t rank) {
   const TensorInfo& info = spec.input(input);
-  KILN_CHECK(static_cast<int64_t>(info.shape.size()) == rank, invalid_argument, spec.op_type, " input ", input,
-             " must have rank ", rank, ", got shape ", shape_to_string(info.shape));
+  KILN_CHECK(static_cast<int64_t>(info.shape.size()) == rank, invalid_argument, spec.op_type, " input ",
+             input, " must have rank ", rank, ", got shape ", shape_to_string(info.shape));
 }
 
 void expect_dtype(const OpSpec& spec, int input, DType dtype) {
   const TensorInfo& info = spec.input(input);
-  KILN_CHECK(info.dtype == dtype, type_mismatch, spec.op_type, " input ", input, " must be ", dtype_name(dtype),
-             ", got ", dtype_name(info.dtype));
+  KILN_CHECK(info.dtype == dtype, type_mismatch, spec.op_type, " input ", input, " must be ",
+             dtype_name(dtype), ", got ", dtype_name(info.dtype));
 }
 
 void expect_floating(const OpSpec& spec, int input) {
@@ -68,8 +79,8 @@ void expect_floating(const OpSpec& spec, int input) {
 }
 
 int64_t normalize_axis(int64_t axis, int64_t rank, const char* what) {
-  KILN_CHECK(axis >= -rank && axis < rank, invalid_model, what, " ", axis,
-             " is out of range for rank ", rank);
+  KILN_CHECK(axis >= -rank && axis < rank, invalid_model, what, " ", axis, " is out of range for rank ",
+             rank);
   return axis < 0 ? axis + rank : axis;
 }
 

@@ -57,8 +57,8 @@ struct OpSpec {
   int64_t opset = 0;  // the model's opset version for `domain`
   const Attributes* attributes = nullptr;
   std::vector<TensorInfo> inputs;  // absent optional inputs are not present()
-  int num_outputs = 1;              // outputs the node declares (optional trailing ones may be "")
-  std::vector<PostOp> post_ops;     // fused followers; a sum's or bias's input is appended to `inputs`
+  int num_outputs = 1;             // outputs the node declares (optional trailing ones may be "")
+  std::vector<PostOp> post_ops;    // fused followers; a sum's or bias's input is appended to `inputs`
 
   const Attributes& attrs() const { return *attributes; }
   int num_inputs() const { return static_cast<int>(inputs.size()); }

@@ -1,6 +1,8 @@
 // `kiln bench MODEL`: latency percentiles, throughput and GFLOP/s of Session::run on seeded random
 // inputs (`--json` for scripts, a progress bar on a terminal). Loading and the
 // first plan happen before timing; warm-up runs are not counted.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -8,10 +10,8 @@
 #include <cstring>
 #include <string>
 
-#include <unistd.h>
-
-#include "core/error.h"
 #include "backends/selection.h"
+#include "core/error.h"
 #include "core/version.h"
 #include "graph/flops.h"
 #include "graph/session.h"
@@ -40,7 +40,8 @@ double process_memory_mb(const char* field) {
   double kilobytes = -1;
   const size_t length = std::strlen(field);
   while (std::fgets(line, sizeof line, status) != nullptr) {
-    if (std::strncmp(line, field, length) == 0 && line[length] == ':') kilobytes = std::atof(line + length + 1);
+    if (std::strncmp(line, field, length) == 0 && line[length] == ':')
+      kilobytes = std::atof(line + length + 1);
   }
   std::fclose(status);
   return kilobytes < 0 ? -1 : kilobytes / 1024;
@@ -120,7 +121,8 @@ int command_bench(const std::vector<std::string>& args) {
   for (int i = 0; i < iters; ++i) {
     const auto start = std::chrono::steady_clock::now();
     session.run(inputs);
-    times_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    times_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     if (show_progress) print_progress(i + 1, iters);
   }
   if (show_progress) std::fprintf(stderr, "\r%60s\r", "");
@@ -133,28 +135,34 @@ int command_bench(const std::vector<std::string>& args) {
   const double steady_rss_mb = process_memory_mb("VmRSS");
   const double peak_rss_mb = process_memory_mb("VmHWM");
   if (parsed.has("json")) {
-    std::printf("{\"runtime\": \"kiln\", \"version\": \"%s\", \"model\": \"%s\", \"batch\": %d, \"threads\": %d, "
-                "\"backends\": \"%s\", \"warmup\": %d, \"iters\": %d, \"median_ms\": %.4f, \"p10_ms\": %.4f, "
-                "\"p90_ms\": %.4f, \"min_ms\": %.4f, \"throughput_per_s\": %.3f, \"flops_per_run\": %lld, "
-                "\"gflops\": %.2f, \"load_ms\": %.2f, \"import_ms\": %.2f, \"plan_ms\": %.2f, \"first_run_ms\": %.2f, "
-                "\"weights_mb\": %.2f, \"arena_mb\": %.2f, \"peak_rss_after_load_mb\": %.1f, "
-                "\"steady_rss_mb\": %.1f, \"peak_rss_mb\": %.1f}\n",
-                std::string(kiln_version()).c_str(), json_escape(parsed.positional[0]).c_str(), batch, get_num_threads(),
-                enabled_backends_fingerprint().c_str(), warmup, iters, median, percentile(times_ms, 0.1),
-                percentile(times_ms, 0.9), times_ms.front(), 1000.0 * batch / median, static_cast<long long>(flops),
-                gflops, load_ms, import_ms, plan_ms, first_run_ms, weights_mb, arena_mb, peak_rss_after_load_mb,
-                steady_rss_mb, peak_rss_mb);
+    std::printf(
+        "{\"runtime\": \"kiln\", \"version\": \"%s\", \"model\": \"%s\", \"batch\": %d, \"threads\": %d, "
+        "\"backends\": \"%s\", \"warmup\": %d, \"iters\": %d, \"median_ms\": %.4f, \"p10_ms\": %.4f, "
+        "\"p90_ms\": %.4f, \"min_ms\": %.4f, \"throughput_per_s\": %.3f, \"flops_per_run\": %lld, "
+        "\"gflops\": %.2f, \"load_ms\": %.2f, \"import_ms\": %.2f, \"plan_ms\": %.2f, \"first_run_ms\": "
+        "%.2f, "
+        "\"weights_mb\": %.2f, \"arena_mb\": %.2f, \"peak_rss_after_load_mb\": %.1f, "
+        "\"steady_rss_mb\": %.1f, \"peak_rss_mb\": %.1f}\n",
+        std::string(kiln_version()).c_str(), json_escape(parsed.positional[0]).c_str(), batch,
+        get_num_threads(), enabled_backends_fingerprint().c_str(), warmup, iters, median,
+        percentile(times_ms, 0.1), percentile(times_ms, 0.9), times_ms.front(), 1000.0 * batch / median,
+        static_cast<long long>(flops), gflops, load_ms, import_ms, plan_ms, first_run_ms, weights_mb,
+        arena_mb, peak_rss_after_load_mb, steady_rss_mb, peak_rss_mb);
     return 0;
   }
-  std::printf("model: %s\nbatch: %d  threads: %d  backends: %s  warmup: %d  iters: %d\n", parsed.positional[0].c_str(),
-              batch, get_num_threads(), enabled_backends_fingerprint().c_str(), warmup, iters);
-  std::printf("load: %.1f ms (import %.1f, plan %.1f); first run %.1f ms\n", load_ms, import_ms, plan_ms, first_run_ms);
+  std::printf("model: %s\nbatch: %d  threads: %d  backends: %s  warmup: %d  iters: %d\n",
+              parsed.positional[0].c_str(), batch, get_num_threads(), enabled_backends_fingerprint().c_str(),
+              warmup, iters);
+  std::printf("load: %.1f ms (import %.1f, plan %.1f); first run %.1f ms\n", load_ms, import_ms, plan_ms,
+              first_run_ms);
   std::printf("latency ms: median %.3f  p10 %.3f  p90 %.3f  min %.3f\n", median, percentile(times_ms, 0.1),
               percentile(times_ms, 0.9), times_ms.front());
   std::printf("throughput: %.2f samples/s\n", 1000.0 * batch / median);
-  std::printf("compute: %.3f GFLOP per run, %.1f GFLOP/s at the median\n", static_cast<double>(flops) * 1e-9, gflops);
-  std::printf("memory: weights %.1f MB, arena %.1f MB; RSS peak after load %.1f MB, steady %.1f MB, peak %.1f MB\n",
-              weights_mb, arena_mb, peak_rss_after_load_mb, steady_rss_mb, peak_rss_mb);
+  std::printf("compute: %.3f GFLOP per run, %.1f GFLOP/s at the median\n", static_cast<double>(flops) * 1e-9,
+              gflops);
+  std::printf(
+      "memory: weights %.1f MB, arena %.1f MB; RSS peak after load %.1f MB, steady %.1f MB, peak %.1f MB\n",
+      weights_mb, arena_mb, peak_rss_after_load_mb, steady_rss_mb, peak_rss_mb);
   return 0;
 }
 

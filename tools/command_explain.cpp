@@ -26,7 +26,8 @@ class StepTimer final : public Observer {
   void on_step_begin(const Plan&, size_t) override { start_ = std::chrono::steady_clock::now(); }
   void on_step_end(const Plan& plan, size_t step) override {
     samples_.resize(plan.steps().size());
-    samples_[step].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count());
+    samples_[step].push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count());
   }
   double median_ms(size_t step) const {
     if (step >= samples_.size() || samples_[step].empty()) return 0;
@@ -65,9 +66,10 @@ int command_explain(const std::vector<std::string>& args) {
   };
   const ParsedArgs parsed = parse_args("explain", args, specs);
   if (parsed.has("help")) {
-    std::printf("usage: kiln explain MODEL [options]\n\nPrints the plan: per step the kernel, layouts, shapes, fused "
-                "nodes and why other backends refused.\n\n%s",
-                options_help(specs).c_str());
+    std::printf(
+        "usage: kiln explain MODEL [options]\n\nPrints the plan: per step the kernel, layouts, shapes, fused "
+        "nodes and why other backends refused.\n\n%s",
+        options_help(specs).c_str());
     return 0;
   }
   KILN_CHECK(parsed.positional.size() == 1, invalid_argument, "kiln explain expects one MODEL path, got ",
@@ -115,7 +117,8 @@ int command_explain(const std::vector<std::string>& args) {
   if (profile_runs > 0) {
     std::vector<size_t> order(plan->steps().size());
     std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return timer.median_ms(a) > timer.median_ms(b); });
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return timer.median_ms(a) > timer.median_ms(b); });
     double total = 0;
     for (size_t s = 0; s < order.size(); ++s) total += timer.median_ms(s);
     std::map<std::string, std::pair<double, int>> by_op;  // op -> (ms, steps)
@@ -125,7 +128,8 @@ int command_explain(const std::vector<std::string>& args) {
       entry.second += 1;
     }
     std::vector<std::pair<std::string, std::pair<double, int>>> ops(by_op.begin(), by_op.end());
-    std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    std::sort(ops.begin(), ops.end(),
+              [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
     std::printf("\ntime by op (median of %d runs):\n", profile_runs);
     for (const auto& [op, entry] : ops) {
       std::printf("  %-20s %8.3f ms %5.1f%%  %3d steps\n", op.c_str(), entry.first,
@@ -137,8 +141,8 @@ int command_explain(const std::vector<std::string>& args) {
       const StepRecord& r = plan->steps()[s].record;
       const double ms = timer.median_ms(s);
       const double gflops = ms > 0 ? static_cast<double>(step_flops(r)) * 1e-6 / ms : 0;
-      std::printf("  %3zu %-10s %-32s %8.3f ms %5.1f%%  %7.1f GFLOP/s  %s\n", s, r.op_type.c_str(), r.node_name.c_str(),
-                  ms, total > 0 ? 100 * ms / total : 0, gflops, r.kernel.c_str());
+      std::printf("  %3zu %-10s %-32s %8.3f ms %5.1f%%  %7.1f GFLOP/s  %s\n", s, r.op_type.c_str(),
+                  r.node_name.c_str(), ms, total > 0 ? 100 * ms / total : 0, gflops, r.kernel.c_str());
     }
   }
   return 0;

@@ -15,9 +15,10 @@ int command_info(const std::vector<std::string>& args) {
   const std::vector<OptionSpec> specs = {{"help", false, "show this help"}};
   const ParsedArgs parsed = parse_args("info", args, specs);
   if (parsed.has("help")) {
-    std::printf("usage: kiln info\n\nPrints kiln's version, build configuration, backends, CPU capability and "
-                "thread settings.\n\n%s",
-                options_help(specs).c_str());
+    std::printf(
+        "usage: kiln info\n\nPrints kiln's version, build configuration, backends, CPU capability and "
+        "thread settings.\n\n%s",
+        options_help(specs).c_str());
     return 0;
   }
   const CpuCapability& cpu = cpu_capability();

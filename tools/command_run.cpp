@@ -50,9 +50,10 @@ int command_run(const std::vector<std::string>& args) {
   };
   const ParsedArgs parsed = parse_args("run", args, specs);
   if (parsed.has("help")) {
-    std::printf("usage: kiln run MODEL [options]\n\nRuns MODEL once. Inputs not given are filled with seeded "
-                "random data of the declared shape (symbolic dims = 1).\n\n%s",
-                options_help(specs).c_str());
+    std::printf(
+        "usage: kiln run MODEL [options]\n\nRuns MODEL once. Inputs not given are filled with seeded "
+        "random data of the declared shape (symbolic dims = 1).\n\n%s",
+        options_help(specs).c_str());
     return 0;
   }
   KILN_CHECK(parsed.positional.size() == 1, invalid_argument, "kiln run expects one MODEL path, got ",
@@ -65,10 +66,11 @@ int command_run(const std::vector<std::string>& args) {
   TensorMap inputs;
   for (const std::string& binding : parsed.values("input")) {
     const size_t equals = binding.find('=');
-    KILN_CHECK(equals != std::string::npos && equals > 0, invalid_argument, "--input expects NAME=FILE.npy, got '",
-               binding, "'");
+    KILN_CHECK(equals != std::string::npos && equals > 0, invalid_argument,
+               "--input expects NAME=FILE.npy, got '", binding, "'");
     const std::string name = binding.substr(0, equals);
-    inputs[name] = with_context(str_cat("input '", name, "'"), [&] { return read_npy(binding.substr(equals + 1)); });
+    inputs[name] =
+        with_context(str_cat("input '", name, "'"), [&] { return read_npy(binding.substr(equals + 1)); });
   }
   std::mt19937 rng(kRandomInputSeed);
   for (const ValueInfo& input : session.inputs()) {
@@ -80,8 +82,9 @@ int command_run(const std::vector<std::string>& args) {
   if (!output_dir.empty()) std::filesystem::create_directories(output_dir);
   for (const ValueInfo& info : session.outputs()) {
     const Tensor& output = outputs.at(info.name);
-    std::printf("%s: %s %s sum=%.6g hash=%08" PRIx32 "\n", info.name.c_str(), std::string(dtype_name(output.dtype())).c_str(),
-                shape_to_string(output.shape()).c_str(), sum_of(output), fingerprint(output));
+    std::printf("%s: %s %s sum=%.6g hash=%08" PRIx32 "\n", info.name.c_str(),
+                std::string(dtype_name(output.dtype())).c_str(), shape_to_string(output.shape()).c_str(),
+                sum_of(output), fingerprint(output));
     if (!output_dir.empty()) write_npy(std::filesystem::path(output_dir) / file_name_for(info.name), output);
   }
   return 0;

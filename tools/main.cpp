@@ -1,5 +1,5 @@
-// kiln's command-line face: `kiln info|run|bench|explain|conformance`. A thin layer over the library; every failure
-// is one line on stderr starting with "kiln: error:" and a non-zero exit code.
+// kiln's command-line face: `kiln info|run|bench|explain|conformance`. A thin layer over the library; every
+// failure is one line on stderr starting with "kiln: error:" and a non-zero exit code.
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -22,17 +22,20 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"info", kiln::command_info, "version, build configuration, backends, CPU capability, threads"},
-    {"run", kiln::command_run, "run a model once: kiln run MODEL [--input NAME=FILE.npy ...] [--output-dir DIR]"},
-    {"bench", kiln::command_bench, "time a model: kiln bench MODEL [--batch B] [--threads N] [--warmup W] [--iters N]"},
-    {"explain", kiln::command_explain, "print the plan: kiln explain MODEL [--batch B] [--threads N] [--profile N]"},
+    {"run", kiln::command_run,
+     "run a model once: kiln run MODEL [--input NAME=FILE.npy ...] [--output-dir DIR]"},
+    {"bench", kiln::command_bench,
+     "time a model: kiln bench MODEL [--batch B] [--threads N] [--warmup W] [--iters N]"},
+    {"explain", kiln::command_explain,
+     "print the plan: kiln explain MODEL [--batch B] [--threads N] [--profile N]"},
     {"conformance", kiln::command_conformance, "run ONNX's operator test suite: kiln conformance [DIR]"},
 };
 
 void print_usage(std::FILE* stream) {
   std::fprintf(stream, "usage: kiln COMMAND [ARGS]\n\ncommands:\n");
   for (const Command& command : kCommands) {
-    std::fprintf(stream, "  %-13s %.*s\n", std::string(command.name).c_str(), static_cast<int>(command.summary.size()),
-                 command.summary.data());
+    std::fprintf(stream, "  %-13s %.*s\n", std::string(command.name).c_str(),
+                 static_cast<int>(command.summary.size()), command.summary.data());
   }
   std::fprintf(stream, "\n`kiln COMMAND --help` describes a command's options.\n");
 }
@@ -70,6 +73,8 @@ int main(int argc, char** argv) {
       return kExitFailure;
     }
   }
-  std::fprintf(stderr, "kiln: error: unknown command '%s' (expected info, run, bench, explain or conformance)\n", name.c_str());
+  std::fprintf(stderr,
+               "kiln: error: unknown command '%s' (expected info, run, bench, explain or conformance)\n",
+               name.c_str());
   return kExitUsage;
 }

@@ -52,8 +52,10 @@ std::string check_size(const GemmShape& g) {
 KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outputs) {
   const TensorInfo& a = spec.input(0);
   const TensorInfo& b = spec.input(1);
-  if (a.dtype != DType::f32 || b.dtype != DType::f32) return KernelOrReason::rejected("BLAS MatMul runs float32 only");
-  if (a.shape.size() < 2 || b.shape.size() < 2) return KernelOrReason::rejected("1-D operands are not supported");
+  if (a.dtype != DType::f32 || b.dtype != DType::f32)
+    return KernelOrReason::rejected("BLAS MatMul runs float32 only");
+  if (a.shape.size() < 2 || b.shape.size() < 2)
+    return KernelOrReason::rejected("1-D operands are not supported");
   GemmShape g;
   g.m = a.shape[a.shape.size() - 2];
   g.k = a.shape.back();
@@ -66,7 +68,8 @@ KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outpu
              std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin(), b.shape.end() - 2)) {
     g.b_batch_stride = g.k * g.n;
   } else {
-    return KernelOrReason::rejected("batch dims differ between the operands (broadcast batches are not supported)");
+    return KernelOrReason::rejected(
+        "batch dims differ between the operands (broadcast batches are not supported)");
   }
   if (std::string reason = check_size(g); !reason.empty()) return KernelOrReason::rejected(reason);
   return native::make_kernel("blas:sgemm", [g](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
@@ -77,7 +80,8 @@ KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outpu
 KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs) {
   const TensorInfo& a = spec.input(0);
   const TensorInfo& b = spec.input(1);
-  if (a.dtype != DType::f32 || b.dtype != DType::f32) return KernelOrReason::rejected("BLAS Gemm runs float32 only");
+  if (a.dtype != DType::f32 || b.dtype != DType::f32)
+    return KernelOrReason::rejected("BLAS Gemm runs float32 only");
   GemmShape g;
   g.trans_a = spec.attrs().get_int("transA", 0) != 0;
   g.trans_b = spec.attrs().get_int("transB", 0) != 0;
@@ -90,19 +94,20 @@ KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs
   const bool has_c = spec.has_input(2) && beta != 0.0f;
   if (has_c && spec.input(2).dtype != DType::f32) return KernelOrReason::rejected("C must be float32");
   const Shape c_shape = has_c ? spec.input(2).shape : Shape{};
-  return native::make_kernel("blas:sgemm", [g, has_c, beta, c_shape](std::span<const Tensor> inputs,
-                                                                      std::span<Tensor> outputs) {
-    float* c = outputs[0].data<float>();
-    run_gemm(g, inputs[0].data<float>(), inputs[1].data<float>(), c);
-    if (!has_c) return;
-    // beta * C, broadcast (unidirectionally) to [M, N].
-    const float* bias = inputs[2].data<float>();
-    const int64_t rows = c_shape.size() == 2 ? c_shape[0] : 1;
-    const int64_t cols = c_shape.empty() ? 1 : c_shape.back();
-    for (int64_t i = 0; i < g.m; ++i) {
-      for (int64_t j = 0; j < g.n; ++j) c[i * g.n + j] += beta * bias[(rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j)];
-    }
-  });
+  return native::make_kernel(
+      "blas:sgemm", [g, has_c, beta, c_shape](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+        float* c = outputs[0].data<float>();
+        run_gemm(g, inputs[0].data<float>(), inputs[1].data<float>(), c);
+        if (!has_c) return;
+        // beta * C, broadcast (unidirectionally) to [M, N].
+        const float* bias = inputs[2].data<float>();
+        const int64_t rows = c_shape.size() == 2 ? c_shape[0] : 1;
+        const int64_t cols = c_shape.empty() ? 1 : c_shape.back();
+        for (int64_t i = 0; i < g.m; ++i) {
+          for (int64_t j = 0; j < g.n; ++j)
+            c[i * g.n + j] += beta * bias[(rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j)];
+        }
+      });
 }
 
 class BlasBackend final : public Backend {
@@ -116,7 +121,8 @@ class BlasBackend final : public Backend {
     return config.substr(0, second_space);
   }
   KernelOrReason create_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs) const override {
-    if (!spec.domain.empty() && spec.domain != "ai.onnx") return KernelOrReason::rejected("not an ONNX-domain op");
+    if (!spec.domain.empty() && spec.domain != "ai.onnx")
+      return KernelOrReason::rejected("not an ONNX-domain op");
     if (!spec.post_ops.empty()) return KernelOrReason::rejected("BLAS kernels do not fuse post-ops");
     if (spec.op_type == "MatMul") return make_matmul(spec, outputs);
     if (spec.op_type == "Gemm") return make_gemm(spec, outputs);

@@ -10,9 +10,9 @@ namespace {
 using FamilyTable = std::span<const native::KernelEntry> (*)();
 
 constexpr std::array kFamilies = {
-    native::conv_kernels,    native::pool_kernels,   native::matmul_kernels,
+    native::conv_kernels,        native::pool_kernels,          native::matmul_kernels,
     native::elementwise_kernels, native::normalization_kernels, native::softmax_kernels,
-    native::reduce_kernels,  native::shape_kernels,  native::data_movement_kernels,
+    native::reduce_kernels,      native::shape_kernels,         native::data_movement_kernels,
 };
 
 class NativeBackend final : public Backend {

@@ -21,19 +21,22 @@ class ConcatKernel final : public PrimitiveKernel {
     scratchpad_desc_ = pd.scratchpad_desc();
     input_layouts_.assign(spec.inputs.size(), layout);
     output_layouts_ = {layout};
-    for (size_t i = 0; i < sources.size(); ++i) bind_input(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), i, sources[i]);
+    for (size_t i = 0; i < sources.size(); ++i)
+      bind_input(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), i, sources[i]);
     bind_output(DNNL_ARG_DST, 0, dst_desc);
   }
 };
 
 KernelOrReason make_concat(const OpSpec& spec, std::span<const TensorInfo> outputs) {
   const Shape& shape = outputs[0].shape;
-  if (shape.empty() || shape.size() > 6) return KernelOrReason::rejected("oneDNN Concat here runs ranks 1 to 6");
+  if (shape.empty() || shape.size() > 6)
+    return KernelOrReason::rejected("oneDNN Concat here runs ranks 1 to 6");
   for (const TensorInfo& input : spec.inputs) {
     if (input.dtype != DType::f32) return KernelOrReason::rejected("oneDNN Concat here runs float32 only");
     if (checked_numel(input.shape) == 0) return KernelOrReason::rejected("an input is empty");
   }
-  const int axis = static_cast<int>(normalize_axis(spec.attrs().require_int("axis"), static_cast<int64_t>(shape.size())));
+  const int axis =
+      static_cast<int>(normalize_axis(spec.attrs().require_int("axis"), static_cast<int64_t>(shape.size())));
   return create_primitive_kernel([&] { return std::make_unique<ConcatKernel>(spec, axis, shape); });
 }
 
@@ -41,6 +44,8 @@ constexpr native::KernelEntry kConcatKernels[] = {{"Concat", make_concat}};
 
 }  // namespace
 
-std::span<const native::KernelEntry> concat_kernels() { return kConcatKernels; }
+std::span<const native::KernelEntry> concat_kernels() {
+  return kConcatKernels;
+}
 
 }  // namespace kiln::onednn

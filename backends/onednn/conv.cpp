@@ -1,11 +1,12 @@
 // oneDNN Conv (2-D, float32, any group count): activations channels-last, weights reordered once at
 // plan time into the layout the chosen implementation wants, bias and fused post-ops (eltwise
 // activations and a residual sum) applied inside the primitive.
+#include "ops/conv.h"
+
 #include <algorithm>
 
 #include "backends/onednn/onednn_common.h"
 #include "backends/onednn/post_ops.h"
-#include "ops/conv.h"
 
 namespace kiln::onednn {
 namespace {
@@ -18,9 +19,9 @@ class ConvKernel final : public PrimitiveKernel {
     const Shape& x_shape = spec.input(0).shape;
     const Tensor& weights = spec.input(1).value;
     const int64_t group = params.group;
-    const Shape weight_dims =
-        group == 1 ? weights.shape()
-                   : Shape{group, params.out_channels / group, weights.dim(1), weights.dim(2), weights.dim(3)};
+    const Shape weight_dims = group == 1 ? weights.shape()
+                                         : Shape{group, params.out_channels / group, weights.dim(1),
+                                                 weights.dim(2), weights.dim(3)};
     const memory::desc src_desc = value_desc(x_shape, Layout::nhwc);
     const memory::desc dst_desc = value_desc(output_shape, Layout::nhwc);
     const memory::desc any_weights(weight_dims, memory::data_type::f32, memory::format_tag::any);
@@ -29,9 +30,9 @@ class ConvKernel final : public PrimitiveKernel {
     const WindowParams& w = params.window;
     memory::dims dilations;
     for (int64_t d : w.dilations) dilations.push_back(d - 1);  // oneDNN counts the gaps
-    const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                               dnnl::algorithm::convolution_direct, src_desc, any_weights,
-                                               bias_desc, dst_desc, w.strides, dilations, w.pads_begin, w.pads_end);
+    const dnnl::convolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_desc, any_weights,
+        bias_desc, dst_desc, w.strides, dilations, w.pads_begin, w.pads_end);
     dnnl::primitive_attr attr = make_attr(spec.post_ops);
     const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
     name_ = "onednn:" + implementation_name(pd) + post_ops_suffix(spec.post_ops);
@@ -70,8 +71,10 @@ class ConvKernel final : public PrimitiveKernel {
 };
 
 KernelOrReason make_conv(const OpSpec& spec, std::span<const TensorInfo> outputs) {
-  if (spec.input(0).dtype != DType::f32) return KernelOrReason::rejected("oneDNN Conv here runs float32 only");
-  if (spec.input(0).shape.size() != 4) return KernelOrReason::rejected("oneDNN Conv here runs 2-D convolutions only");
+  if (spec.input(0).dtype != DType::f32)
+    return KernelOrReason::rejected("oneDNN Conv here runs float32 only");
+  if (spec.input(0).shape.size() != 4)
+    return KernelOrReason::rejected("oneDNN Conv here runs 2-D convolutions only");
   if (!spec.input(1).is_constant()) return KernelOrReason::rejected("weights are not a plan-time constant");
   if (spec.has_input(2) && !spec.input(2).is_constant()) {
     return KernelOrReason::rejected("bias is not a plan-time constant");
@@ -80,13 +83,16 @@ KernelOrReason make_conv(const OpSpec& spec, std::span<const TensorInfo> outputs
   OpSpec conv_spec = spec;
   conv_spec.inputs.resize(std::min<size_t>(conv_spec.inputs.size(), 3));
   const ConvParams params = conv_params(conv_spec);
-  return create_primitive_kernel([&] { return std::make_unique<ConvKernel>(spec, params, outputs[0].shape); });
+  return create_primitive_kernel(
+      [&] { return std::make_unique<ConvKernel>(spec, params, outputs[0].shape); });
 }
 
 constexpr native::KernelEntry kConvKernels[] = {{"Conv", make_conv}};
 
 }  // namespace
 
-std::span<const native::KernelEntry> conv_kernels() { return kConvKernels; }
+std::span<const native::KernelEntry> conv_kernels() {
+  return kConvKernels;
+}
 
 }  // namespace kiln::onednn

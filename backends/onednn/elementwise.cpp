@@ -59,14 +59,18 @@ class BinaryKernel final : public PrimitiveKernel {
   }
 };
 
-KernelOrReason make_binary(const OpSpec& spec, std::span<const TensorInfo> outputs, dnnl::algorithm algorithm) {
+KernelOrReason make_binary(const OpSpec& spec, std::span<const TensorInfo> outputs,
+                           dnnl::algorithm algorithm) {
   if (spec.num_inputs() != 2) return KernelOrReason::rejected("oneDNN binary takes exactly two inputs");
   const TensorInfo& a = spec.input(0);
   const TensorInfo& b = spec.input(1);
-  if (a.dtype != DType::f32 || b.dtype != DType::f32) return KernelOrReason::rejected("oneDNN binary here runs float32 only");
-  if (a.shape.empty() || a.shape.size() > 6) return KernelOrReason::rejected("oneDNN binary here runs ranks 1 to 6");
+  if (a.dtype != DType::f32 || b.dtype != DType::f32)
+    return KernelOrReason::rejected("oneDNN binary here runs float32 only");
+  if (a.shape.empty() || a.shape.size() > 6)
+    return KernelOrReason::rejected("oneDNN binary here runs ranks 1 to 6");
   if (outputs[0].shape != a.shape || b.shape.size() > a.shape.size()) {
-    return KernelOrReason::rejected("the second input broadcasts the first (oneDNN broadcasts only the second)");
+    return KernelOrReason::rejected(
+        "the second input broadcasts the first (oneDNN broadcasts only the second)");
   }
   return create_primitive_kernel([&] { return std::make_unique<BinaryKernel>(algorithm, a, b); });
 }
@@ -90,6 +94,8 @@ constexpr native::KernelEntry kElementwiseKernels[] = {
 
 }  // namespace
 
-std::span<const native::KernelEntry> elementwise_kernels() { return kElementwiseKernels; }
+std::span<const native::KernelEntry> elementwise_kernels() {
+  return kElementwiseKernels;
+}
 
 }  // namespace kiln::onednn

@@ -13,14 +13,14 @@ using dnnl::memory;
 
 // A [M, K] x [K, N] product, possibly batched over leading dims (same on both sides).
 struct MatmulProblem {
-  memory::desc a_desc;        // as the caller stores A (transposed via strides for Gemm's transA)
-  memory::desc b_desc;        // as B is stored
+  memory::desc a_desc;  // as the caller stores A (transposed via strides for Gemm's transA)
+  memory::desc b_desc;  // as B is stored
   memory::desc dst_desc;
-  Tensor constant_b;          // set when B is a plan-time constant (prepacked)
-  Tensor bias;                // [1, N] or undefined
+  Tensor constant_b;                  // set when B is a plan-time constant (prepacked)
+  Tensor bias;                        // [1, N] or undefined
   std::vector<size_t> copied_inputs;  // constant inputs folded into the weights or the bias
   std::vector<PostOp> post_ops;
-  int residual_input = -1;    // input added by a fused sum (same shape as the result)
+  int residual_input = -1;  // input added by a fused sum (same shape as the result)
 };
 
 class MatmulKernel final : public PrimitiveKernel {
@@ -28,9 +28,9 @@ class MatmulKernel final : public PrimitiveKernel {
   explicit MatmulKernel(const MatmulProblem& problem) {
     const bool packed = problem.constant_b.defined();
     const memory::desc b_desc =
-        packed ? memory::desc(problem.b_desc.dims(), memory::data_type::f32, memory::format_tag::any) : problem.b_desc;
-    const memory::desc bias_desc =
-        problem.bias.defined() ? plain_desc(problem.bias.shape()) : memory::desc();
+        packed ? memory::desc(problem.b_desc.dims(), memory::data_type::f32, memory::format_tag::any)
+               : problem.b_desc;
+    const memory::desc bias_desc = problem.bias.defined() ? plain_desc(problem.bias.shape()) : memory::desc();
     const dnnl::matmul::desc desc(problem.a_desc, b_desc, bias_desc, problem.dst_desc);
     const dnnl::matmul::primitive_desc pd(desc, make_attr(problem.post_ops), engine());
     name_ = "onednn:" + implementation_name(pd) + post_ops_suffix(problem.post_ops);
@@ -38,12 +38,14 @@ class MatmulKernel final : public PrimitiveKernel {
     scratchpad_desc_ = pd.scratchpad_desc();
     bind_input(DNNL_ARG_SRC, 0, problem.a_desc);
     if (packed) {
-      constant_args_[DNNL_ARG_WEIGHTS] = reorder_constant(problem.b_desc, problem.constant_b, pd.weights_desc());
+      constant_args_[DNNL_ARG_WEIGHTS] =
+          reorder_constant(problem.b_desc, problem.constant_b, pd.weights_desc());
     } else {
       bind_input(DNNL_ARG_WEIGHTS, 1, problem.b_desc);
     }
     bind_output(DNNL_ARG_DST, 0, problem.dst_desc);
-    if (problem.bias.defined()) constant_args_[DNNL_ARG_BIAS] = reorder_constant(bias_desc, problem.bias, bias_desc);
+    if (problem.bias.defined())
+      constant_args_[DNNL_ARG_BIAS] = reorder_constant(bias_desc, problem.bias, bias_desc);
     for (size_t index : problem.copied_inputs) mark_copied(index);
     residual_input_ = problem.residual_input;
   }
@@ -58,14 +60,13 @@ class MatmulKernel final : public PrimitiveKernel {
   int residual_input_ = -1;
 };
 
-
 // The fused bias of a MatMul (a constant with N elements), as the [1, N] bias oneDNN adds.
 Tensor fused_bias(const OpSpec& spec, int64_t n) {
   for (const PostOp& op : spec.post_ops) {
     if (op.kind != PostOp::Kind::bias) continue;
     const TensorInfo& bias = spec.inputs.at(static_cast<size_t>(op.input));
-    KILN_CHECK(bias.is_constant() && bias.dtype == DType::f32 && checked_numel(bias.shape) == n, not_implemented,
-               "a fused bias must be a float32 constant with ", n, " elements");
+    KILN_CHECK(bias.is_constant() && bias.dtype == DType::f32 && checked_numel(bias.shape) == n,
+               not_implemented, "a fused bias must be a float32 constant with ", n, " elements");
     return bias.value.reshaped({1, n});
   }
   return {};
@@ -78,8 +79,10 @@ memory::desc strided_desc(const Shape& dims, const Shape& strides) {
 KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outputs) {
   const TensorInfo& a = spec.input(0);
   const TensorInfo& b = spec.input(1);
-  if (a.dtype != DType::f32 || b.dtype != DType::f32) return KernelOrReason::rejected("oneDNN MatMul here runs float32 only");
-  if (a.shape.size() < 2 || b.shape.size() < 2) return KernelOrReason::rejected("1-D operands are not supported");
+  if (a.dtype != DType::f32 || b.dtype != DType::f32)
+    return KernelOrReason::rejected("oneDNN MatMul here runs float32 only");
+  if (a.shape.size() < 2 || b.shape.size() < 2)
+    return KernelOrReason::rejected("1-D operands are not supported");
   const int64_t k = a.shape.back();
   const int64_t n = b.shape.back();
   MatmulProblem problem;
@@ -100,7 +103,8 @@ KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outpu
   } else {
     if (a.shape.size() != b.shape.size() ||
         !std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin(), b.shape.end() - 2)) {
-      return KernelOrReason::rejected("batch dims differ between the operands (broadcast batches are not supported)");
+      return KernelOrReason::rejected(
+          "batch dims differ between the operands (broadcast batches are not supported)");
     }
     const int64_t m = a.shape[a.shape.size() - 2];
     const int64_t batch = checked_numel(std::span(a.shape).first(a.shape.size() - 2));
@@ -118,7 +122,8 @@ KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outpu
 KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs) {
   const TensorInfo& a = spec.input(0);
   const TensorInfo& b = spec.input(1);
-  if (a.dtype != DType::f32 || b.dtype != DType::f32) return KernelOrReason::rejected("oneDNN Gemm here runs float32 only");
+  if (a.dtype != DType::f32 || b.dtype != DType::f32)
+    return KernelOrReason::rejected("oneDNN Gemm here runs float32 only");
   for (const PostOp& op : spec.post_ops) {
     if (op.kind == PostOp::Kind::bias || op.kind == PostOp::Kind::sum) {
       return KernelOrReason::rejected("Gemm fuses activations only (it has its own bias)");
@@ -147,7 +152,8 @@ KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs
   }
   if (spec.has_input(2) && beta != 0.0f) {
     const TensorInfo& c = spec.input(2);
-    if (!c.is_constant() || c.dtype != DType::f32) return KernelOrReason::rejected("C is not a float32 plan-time constant");
+    if (!c.is_constant() || c.dtype != DType::f32)
+      return KernelOrReason::rejected("C is not a float32 plan-time constant");
     const bool per_column = c.shape.empty() || checked_numel(c.shape) == 1 || c.shape.back() == n;
     if (!per_column || (c.shape.size() == 2 && c.shape[0] != 1)) {
       return KernelOrReason::rejected("C varies along M (only a per-column bias is fused)");
@@ -155,7 +161,8 @@ KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs
     problem.bias = Tensor::empty(DType::f32, {1, n});
     problem.copied_inputs.push_back(2);
     const bool scalar = checked_numel(c.shape) == 1;
-    for (int64_t j = 0; j < n; ++j) problem.bias.data<float>()[j] = beta * c.value.data<float>()[scalar ? 0 : j];
+    for (int64_t j = 0; j < n; ++j)
+      problem.bias.data<float>()[j] = beta * c.value.data<float>()[scalar ? 0 : j];
   }
   return create_primitive_kernel([&] { return std::make_unique<MatmulKernel>(problem); });
 }
@@ -164,6 +171,8 @@ constexpr native::KernelEntry kMatmulKernels[] = {{"MatMul", make_matmul}, {"Gem
 
 }  // namespace
 
-std::span<const native::KernelEntry> matmul_kernels() { return kMatmulKernels; }
+std::span<const native::KernelEntry> matmul_kernels() {
+  return kMatmulKernels;
+}
 
 }  // namespace kiln::onednn

@@ -11,7 +11,8 @@ using dnnl::memory;
 class SoftmaxKernel final : public PrimitiveKernel {
  public:
   SoftmaxKernel(dnnl::algorithm algorithm, const memory::desc& desc, int axis, Layout layout) {
-    const dnnl::softmax_v2_forward::desc softmax(dnnl::prop_kind::forward_inference, algorithm, desc, desc, axis);
+    const dnnl::softmax_v2_forward::desc softmax(dnnl::prop_kind::forward_inference, algorithm, desc, desc,
+                                                 axis);
     const dnnl::softmax_v2_forward::primitive_desc pd(softmax, make_attr({}), engine());
     name_ = "onednn:" + implementation_name(pd);
     primitive_ = dnnl::softmax_v2_forward(pd);
@@ -26,10 +27,12 @@ class SoftmaxKernel final : public PrimitiveKernel {
 KernelOrReason make_softmax(const OpSpec& spec, std::span<const TensorInfo>, dnnl::algorithm algorithm) {
   const TensorInfo& x = spec.input(0);
   if (x.dtype != DType::f32) return KernelOrReason::rejected("oneDNN Softmax here runs float32 only");
-  if (x.shape.empty() || x.shape.size() > 6) return KernelOrReason::rejected("oneDNN Softmax here runs ranks 1 to 6");
+  if (x.shape.empty() || x.shape.size() > 6)
+    return KernelOrReason::rejected("oneDNN Softmax here runs ranks 1 to 6");
   if (checked_numel(x.shape) == 0) return KernelOrReason::rejected("empty input");
   const int64_t rank = static_cast<int64_t>(x.shape.size());
-  const int64_t axis = normalize_axis(spec.attrs().get_int("axis", spec.opset < 13 ? 1 : -1), rank, "Softmax axis");
+  const int64_t axis =
+      normalize_axis(spec.attrs().get_int("axis", spec.opset < 13 ? 1 : -1), rank, "Softmax axis");
   memory::desc desc = value_desc(x.shape, x.layout);
   int softmax_axis = static_cast<int>(axis);
   if (spec.opset < 13) {
@@ -53,16 +56,19 @@ class LayerNormKernel final : public PrimitiveKernel {
     const bool has_bias = spec.has_input(2);
     auto flags = dnnl::normalization_flags::use_scale;
     if (has_bias) flags = flags | dnnl::normalization_flags::use_shift;
-    const dnnl::layer_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, data, epsilon, flags);
+    const dnnl::layer_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, data, epsilon,
+                                                       flags);
     const dnnl::layer_normalization_forward::primitive_desc pd(desc, make_attr({}), engine());
     name_ = "onednn:" + implementation_name(pd);
     primitive_ = dnnl::layer_normalization_forward(pd);
     scratchpad_desc_ = pd.scratchpad_desc();
     const memory::desc per_channel = plain_desc({channels});
-    constant_args_[DNNL_ARG_SCALE] = reorder_constant(per_channel, spec.input(1).value.reshaped({channels}), per_channel);
+    constant_args_[DNNL_ARG_SCALE] =
+        reorder_constant(per_channel, spec.input(1).value.reshaped({channels}), per_channel);
     mark_copied(1);
     if (has_bias) {
-      constant_args_[DNNL_ARG_SHIFT] = reorder_constant(per_channel, spec.input(2).value.reshaped({channels}), per_channel);
+      constant_args_[DNNL_ARG_SHIFT] =
+          reorder_constant(per_channel, spec.input(2).value.reshaped({channels}), per_channel);
       mark_copied(2);
     }
     bind_input(DNNL_ARG_SRC, 0, data);
@@ -72,18 +78,23 @@ class LayerNormKernel final : public PrimitiveKernel {
 
 KernelOrReason make_layer_norm(const OpSpec& spec, std::span<const TensorInfo>) {
   const TensorInfo& x = spec.input(0);
-  if (x.dtype != DType::f32) return KernelOrReason::rejected("oneDNN LayerNormalization here runs float32 only");
-  if (x.shape.empty() || x.shape.size() > 5) return KernelOrReason::rejected("oneDNN LayerNormalization runs ranks 1 to 5");
+  if (x.dtype != DType::f32)
+    return KernelOrReason::rejected("oneDNN LayerNormalization here runs float32 only");
+  if (x.shape.empty() || x.shape.size() > 5)
+    return KernelOrReason::rejected("oneDNN LayerNormalization runs ranks 1 to 5");
   const int64_t rank = static_cast<int64_t>(x.shape.size());
   if (normalize_axis(spec.attrs().get_int("axis", -1), rank, "LayerNormalization axis") != rank - 1) {
     return KernelOrReason::rejected("oneDNN normalizes over the last axis only");
   }
-  if (spec.num_outputs > 1) return KernelOrReason::rejected("the Mean and InvStdDev outputs are not supported");
+  if (spec.num_outputs > 1)
+    return KernelOrReason::rejected("the Mean and InvStdDev outputs are not supported");
   for (int index : {1, 2}) {
     if (index == 2 && !spec.has_input(2)) continue;
     const TensorInfo& parameter = spec.input(index);
-    if (!parameter.is_constant() || parameter.dtype != DType::f32 || checked_numel(parameter.shape) != x.shape.back()) {
-      return KernelOrReason::rejected("scale and bias must be float32 plan-time constants over the last axis");
+    if (!parameter.is_constant() || parameter.dtype != DType::f32 ||
+        checked_numel(parameter.shape) != x.shape.back()) {
+      return KernelOrReason::rejected(
+          "scale and bias must be float32 plan-time constants over the last axis");
     }
   }
   if (checked_numel(x.shape) == 0) return KernelOrReason::rejected("empty input");
@@ -92,10 +103,12 @@ KernelOrReason make_layer_norm(const OpSpec& spec, std::span<const TensorInfo>) 
 }
 
 constexpr native::KernelEntry kNormalizationKernels[] = {
-    {"Softmax", [](const OpSpec& spec, std::span<const TensorInfo> outputs) {
+    {"Softmax",
+     [](const OpSpec& spec, std::span<const TensorInfo> outputs) {
        return make_softmax(spec, outputs, dnnl::algorithm::softmax_accurate);
      }},
-    {"LogSoftmax", [](const OpSpec& spec, std::span<const TensorInfo> outputs) {
+    {"LogSoftmax",
+     [](const OpSpec& spec, std::span<const TensorInfo> outputs) {
        return make_softmax(spec, outputs, dnnl::algorithm::softmax_log);
      }},
     {"LayerNormalization", make_layer_norm},
@@ -103,6 +116,8 @@ constexpr native::KernelEntry kNormalizationKernels[] = {
 
 }  // namespace
 
-std::span<const native::KernelEntry> normalization_kernels() { return kNormalizationKernels; }
+std::span<const native::KernelEntry> normalization_kernels() {
+  return kNormalizationKernels;
+}
 
 }  // namespace kiln::onednn

@@ -47,7 +47,9 @@ dnnl::memory::desc plain_desc(const Shape& shape) {
   return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, contiguous_strides(dims));
 }
 
-std::string implementation_name(const dnnl::primitive_desc_base& pd) { return pd.impl_info_str(); }
+std::string implementation_name(const dnnl::primitive_desc_base& pd) {
+  return pd.impl_info_str();
+}
 
 dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& tensor) {
   return dnnl::memory(desc, engine(), const_cast<void*>(tensor.raw_data()));
@@ -59,7 +61,8 @@ void copy_residual(const Tensor& residual, Tensor& destination) {
   }
 }
 
-dnnl::memory reorder_constant(const dnnl::memory::desc& from, const Tensor& value, const dnnl::memory::desc& to) {
+dnnl::memory reorder_constant(const dnnl::memory::desc& from, const Tensor& value,
+                              const dnnl::memory::desc& to) {
   dnnl::memory source = wrap(from, value);
   dnnl::memory packed(to, engine());
   dnnl::reorder(source, packed).execute(thread_stream(), source, packed);
@@ -90,13 +93,16 @@ class ScratchBuffer {
 // follow the tensors; the argument array is passed straight to oneDNN's C API.
 class BoundPrimitive final : public BoundKernel {
  public:
-  BoundPrimitive(const PrimitiveKernel& kernel, std::span<const Tensor> inputs, std::span<const Tensor> outputs)
+  BoundPrimitive(const PrimitiveKernel& kernel, std::span<const Tensor> inputs,
+                 std::span<const Tensor> outputs)
       : kernel_(kernel) {
     for (const PrimitiveKernel::Binding& binding : kernel.bindings()) {
       const Tensor& tensor = binding.is_output ? outputs[binding.index] : inputs[binding.index];
-      memories_.emplace_back(binding.desc, engine(), tensor.defined() ? const_cast<void*>(tensor.raw_data()) : nullptr);
+      memories_.emplace_back(binding.desc, engine(),
+                             tensor.defined() ? const_cast<void*>(tensor.raw_data()) : nullptr);
     }
-    for (size_t i = 0; i < memories_.size(); ++i) args_.push_back({kernel.bindings()[i].argument, memories_[i].get()});
+    for (size_t i = 0; i < memories_.size(); ++i)
+      args_.push_back({kernel.bindings()[i].argument, memories_[i].get()});
     for (const auto& [argument, memory] : kernel.constant_args()) args_.push_back({argument, memory.get()});
     const size_t scratch_bytes = kernel.scratchpad_desc().get_size();
     if (scratch_bytes > 0) {
@@ -110,7 +116,8 @@ class BoundPrimitive final : public BoundKernel {
     kernel_.prepare_outputs(inputs, outputs);
     for (size_t i = 0; i < memories_.size(); ++i) {
       const PrimitiveKernel::Binding& binding = kernel_.bindings()[i];
-      void* data = const_cast<void*>(binding.is_output ? outputs[binding.index].raw_data() : inputs[binding.index].raw_data());
+      void* data = const_cast<void*>(binding.is_output ? outputs[binding.index].raw_data()
+                                                       : inputs[binding.index].raw_data());
       if (memories_[i].get_data_handle() != data) memories_[i].set_data_handle(data);
     }
     dnnl::stream& stream = thread_stream();
@@ -135,17 +142,20 @@ void PrimitiveKernel::run(std::span<const Tensor> inputs, std::span<Tensor> outp
   prepare_outputs(inputs, outputs);
   std::unordered_map<int, dnnl::memory> args = constant_args_;
   for (const Binding& binding : bindings_) {
-    args.insert_or_assign(binding.argument,
-                          wrap(binding.desc, binding.is_output ? outputs[binding.index] : inputs[binding.index]));
+    args.insert_or_assign(binding.argument, wrap(binding.desc, binding.is_output ? outputs[binding.index]
+                                                                                 : inputs[binding.index]));
   }
   thread_local ScratchBuffer scratch;
   const size_t needed = scratchpad_desc_.get_size();
-  if (needed > 0) args.insert_or_assign(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpad_desc_, engine(), scratch.reserve(needed)));
+  if (needed > 0)
+    args.insert_or_assign(DNNL_ARG_SCRATCHPAD,
+                          dnnl::memory(scratchpad_desc_, engine(), scratch.reserve(needed)));
   primitive_.execute(thread_stream(), args);
   thread_stream().wait();
 }
 
-std::unique_ptr<BoundKernel> PrimitiveKernel::bind(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const {
+std::unique_ptr<BoundKernel> PrimitiveKernel::bind(std::span<const Tensor> inputs,
+                                                   std::span<const Tensor> outputs) const {
   return std::make_unique<BoundPrimitive>(*this, inputs, outputs);
 }
 

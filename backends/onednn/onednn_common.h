@@ -2,9 +2,8 @@
 // kiln's values, and the base class that runs one primitive with a per-thread user scratchpad.
 #pragma once
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -46,7 +45,8 @@ class PrimitiveKernel : public Kernel {
   bool copied_at_plan_time(size_t index) const override {
     return index < copied_inputs_.size() && copied_inputs_[index];
   }
-  std::unique_ptr<BoundKernel> bind(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const override;
+  std::unique_ptr<BoundKernel> bind(std::span<const Tensor> inputs,
+                                    std::span<const Tensor> outputs) const override;
 
   // A primitive argument taken from kernel input or output `index`, described by `desc`.
   struct Binding {
@@ -93,7 +93,8 @@ dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& tensor);
 // unless the planner already placed dst in the residual's storage (then this is a no-op).
 void copy_residual(const Tensor& residual, Tensor& destination);
 // A oneDNN-owned copy of constant `value` (described by `from`) in layout `to`: weights prepacking.
-dnnl::memory reorder_constant(const dnnl::memory::desc& from, const Tensor& value, const dnnl::memory::desc& to);
+dnnl::memory reorder_constant(const dnnl::memory::desc& from, const Tensor& value,
+                              const dnnl::memory::desc& to);
 
 // Builds a kernel with `make` (which creates its primitive), turning oneDNN's refusals into
 // rejection reasons. A primitive for which oneDNN has only its slow reference implementation is

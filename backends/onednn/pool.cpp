@@ -1,9 +1,10 @@
 // oneDNN pooling (2-D, float32): MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool. They
 // read their input in whatever layout it is stored (channels-last after a oneDNN conv) and write
 // the same layout, so pooling between convolutions needs no reorder.
+#include "ops/pool.h"
+
 #include "backends/onednn/onednn_common.h"
 #include "backends/onednn/post_ops.h"
-#include "ops/pool.h"
 
 namespace kiln::onednn {
 namespace {
@@ -16,12 +17,14 @@ struct PoolGeometry {
 
 class PoolKernel final : public PrimitiveKernel {
  public:
-  PoolKernel(dnnl::algorithm algorithm, const TensorInfo& input, const Shape& output_shape, const PoolGeometry& g) {
+  PoolKernel(dnnl::algorithm algorithm, const TensorInfo& input, const Shape& output_shape,
+             const PoolGeometry& g) {
     const Layout layout = input.layout;
     const memory::desc src_desc = value_desc(input.shape, layout);
     const memory::desc dst_desc = value_desc(output_shape, layout);
-    const dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm, src_desc, dst_desc,
-                                              g.strides, g.kernel, g.dilations, g.pads_begin, g.pads_end);
+    const dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm, src_desc,
+                                              dst_desc, g.strides, g.kernel, g.dilations, g.pads_begin,
+                                              g.pads_end);
     const dnnl::pooling_v2_forward::primitive_desc pd(desc, make_attr({}), engine());
     name_ = "onednn:" + implementation_name(pd);
     primitive_ = dnnl::pooling_v2_forward(pd);
@@ -41,7 +44,8 @@ std::string check_input(const OpSpec& spec) {
 
 KernelOrReason make_window_pool(const OpSpec& spec, std::span<const TensorInfo> outputs, bool is_max) {
   if (std::string reason = check_input(spec); !reason.empty()) return KernelOrReason::rejected(reason);
-  if (is_max && spec.num_outputs > 1) return KernelOrReason::rejected("MaxPool's Indices output is not supported");
+  if (is_max && spec.num_outputs > 1)
+    return KernelOrReason::rejected("MaxPool's Indices output is not supported");
   const PoolParams params = pool_params(spec);
   const WindowParams& w = params.window;
   PoolGeometry g{w.kernel, w.strides, {}, w.pads_begin, w.pads_end};
@@ -50,7 +54,8 @@ KernelOrReason make_window_pool(const OpSpec& spec, std::span<const TensorInfo> 
     g.dilations.push_back(w.dilations[d] - 1);
     // oneDNN sizes outputs by rounding down; ceil_mode's extra output row becomes end padding.
     const int64_t extent = (w.kernel[d] - 1) * w.dilations[d] + 1;
-    const int64_t needed = (w.output[d] - 1) * w.strides[d] + extent - params.input_spatial[d] - w.pads_begin[d];
+    const int64_t needed =
+        (w.output[d] - 1) * w.strides[d] + extent - params.input_spatial[d] - w.pads_begin[d];
     if (needed > g.pads_end[d]) {
       g.pads_end[d] = needed;
       padded_for_ceil = true;
@@ -59,7 +64,8 @@ KernelOrReason make_window_pool(const OpSpec& spec, std::span<const TensorInfo> 
   dnnl::algorithm algorithm = dnnl::algorithm::pooling_max;
   if (!is_max) {
     if (params.count_include_pad && padded_for_ceil) {
-      return KernelOrReason::rejected("AveragePool with count_include_pad and ceil_mode windows past the padding");
+      return KernelOrReason::rejected(
+          "AveragePool with count_include_pad and ceil_mode windows past the padding");
     }
     algorithm = params.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
                                          : dnnl::algorithm::pooling_avg_exclude_padding;
@@ -68,7 +74,8 @@ KernelOrReason make_window_pool(const OpSpec& spec, std::span<const TensorInfo> 
       [&] { return std::make_unique<PoolKernel>(algorithm, spec.input(0), outputs[0].shape, g); });
 }
 
-KernelOrReason make_global_pool(const OpSpec& spec, std::span<const TensorInfo> outputs, dnnl::algorithm algorithm) {
+KernelOrReason make_global_pool(const OpSpec& spec, std::span<const TensorInfo> outputs,
+                                dnnl::algorithm algorithm) {
   if (std::string reason = check_input(spec); !reason.empty()) return KernelOrReason::rejected(reason);
   const Shape& shape = spec.input(0).shape;
   const PoolGeometry g{{shape[2], shape[3]}, {1, 1}, {0, 0}, {0, 0}, {0, 0}};
@@ -77,22 +84,26 @@ KernelOrReason make_global_pool(const OpSpec& spec, std::span<const TensorInfo> 
 }
 
 constexpr native::KernelEntry kPoolKernels[] = {
-    {"MaxPool", [](const OpSpec& spec, std::span<const TensorInfo> outputs) {
-       return make_window_pool(spec, outputs, true);
-     }},
-    {"AveragePool", [](const OpSpec& spec, std::span<const TensorInfo> outputs) {
+    {"MaxPool", [](const OpSpec& spec,
+                   std::span<const TensorInfo> outputs) { return make_window_pool(spec, outputs, true); }},
+    {"AveragePool",
+     [](const OpSpec& spec, std::span<const TensorInfo> outputs) {
        return make_window_pool(spec, outputs, false);
      }},
-    {"GlobalAveragePool", [](const OpSpec& spec, std::span<const TensorInfo> outputs) {
+    {"GlobalAveragePool",
+     [](const OpSpec& spec, std::span<const TensorInfo> outputs) {
        return make_global_pool(spec, outputs, dnnl::algorithm::pooling_avg_exclude_padding);
      }},
-    {"GlobalMaxPool", [](const OpSpec& spec, std::span<const TensorInfo> outputs) {
+    {"GlobalMaxPool",
+     [](const OpSpec& spec, std::span<const TensorInfo> outputs) {
        return make_global_pool(spec, outputs, dnnl::algorithm::pooling_max);
      }},
 };
 
 }  // namespace
 
-std::span<const native::KernelEntry> pool_kernels() { return kPoolKernels; }
+std::span<const native::KernelEntry> pool_kernels() {
+  return kPoolKernels;
+}
 
 }  // namespace kiln::onednn

@@ -6,14 +6,21 @@ namespace kiln::onednn {
 
 Eltwise eltwise_for(const PostOp& op) {
   switch (op.kind) {
-    case PostOp::Kind::relu: return {dnnl::algorithm::eltwise_relu, 0.0f, 0.0f};
-    case PostOp::Kind::leaky_relu: return {dnnl::algorithm::eltwise_relu, op.alpha, 0.0f};
-    case PostOp::Kind::clip: return {dnnl::algorithm::eltwise_clip_v2, op.alpha, op.beta};
-    case PostOp::Kind::sigmoid: return {dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f};
-    case PostOp::Kind::tanh: return {dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f};
-    case PostOp::Kind::gelu_erf: return {dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f};
+    case PostOp::Kind::relu:
+      return {dnnl::algorithm::eltwise_relu, 0.0f, 0.0f};
+    case PostOp::Kind::leaky_relu:
+      return {dnnl::algorithm::eltwise_relu, op.alpha, 0.0f};
+    case PostOp::Kind::clip:
+      return {dnnl::algorithm::eltwise_clip_v2, op.alpha, op.beta};
+    case PostOp::Kind::sigmoid:
+      return {dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f};
+    case PostOp::Kind::tanh:
+      return {dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f};
+    case PostOp::Kind::gelu_erf:
+      return {dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f};
     case PostOp::Kind::bias:
-    case PostOp::Kind::sum: break;
+    case PostOp::Kind::sum:
+      break;
   }
   KILN_ASSERT(false);  // sums and biases are not eltwise ops
   return {};

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
-
 #include <string>
 #include <vector>
 

@@ -3,10 +3,9 @@
 // runs the bundled demo model (oneDNN convs, pooling and reorders, a view, a BLAS Gemm), and
 // compares the allocations made outside the libraries' own calls with what receiving the outputs
 // costs. oneDNN 2.6 allocates inside every primitive execution (it builds an argument map per
-// call); an observer marks library steps so that share is counted apart, and bounded. Native kernels are not covered: several allocate
-// scratch vectors per call.
+// call); an observer marks library steps so that share is counted apart, and bounded. Native kernels are not
+// covered: several allocate scratch vectors per call.
 #include <gtest/gtest.h>
-
 #include <omp.h>
 
 #include <atomic>
@@ -73,7 +72,9 @@ int posix_memalign(void** pointer, size_t alignment, size_t size) {
 namespace kiln {
 namespace {
 
-const char* demo_model() { return KILN_DEMO_MODEL; }
+const char* demo_model() {
+  return KILN_DEMO_MODEL;
+}
 
 // Marks the steps whose kernels call into a library, so that allocations made on that thread
 // meanwhile count as the library's: oneDNN 2.6 builds an argument map (and brgconv a few more
@@ -109,15 +110,16 @@ Counts count_during(Work work) {
 // executor's result list (shape and strides vectors) and its map entry.
 long output_allocations(const TensorMap& outputs) {
   return count_during([&] {
-    TensorMap copy;
-    std::vector<Tensor> list;
-    list.reserve(outputs.size());
-    for (const auto& entry : outputs) {
-      const Tensor output = Tensor::empty(entry.second.dtype(), entry.second.shape());
-      list.push_back(output);
-      copy[entry.first] = std::move(list.back());
-    }
-  }).total;
+           TensorMap copy;
+           std::vector<Tensor> list;
+           list.reserve(outputs.size());
+           for (const auto& entry : outputs) {
+             const Tensor output = Tensor::empty(entry.second.dtype(), entry.second.shape());
+             list.push_back(output);
+             copy[entry.first] = std::move(list.back());
+           }
+         })
+      .total;
 }
 
 TensorMap demo_inputs() {
@@ -140,8 +142,9 @@ TEST(RunAllocations, OnlyOutputsAfterWarmUp) {
       for (int i = 0; i < kRuns; ++i) session.run(inputs);
     });
     EXPECT_LE(counts.kiln(), kRuns * for_outputs)
-        << threads << " threads: per run " << counts.kiln() / kRuns << " allocations outside libraries (outputs need "
-        << for_outputs << "), " << counts.library / kRuns << " inside libraries";
+        << threads << " threads: per run " << counts.kiln() / kRuns
+        << " allocations outside libraries (outputs need " << for_outputs << "), " << counts.library / kRuns
+        << " inside libraries";
     // The libraries' share stays a handful per oneDNN execution (7 in the demo plan).
     EXPECT_LE(counts.library, kRuns * 8 * 7);
     session.remove_observer(&marker);

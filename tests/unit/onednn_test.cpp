@@ -45,7 +45,8 @@ class GraphBuilder {
     return name;
   }
   std::string weights(const Shape& shape, float scale = 0.5f) {
-    return constant(random_tensor(shape, static_cast<uint32_t>(model_.graph.initializers.size() + 7), -scale, scale));
+    return constant(
+        random_tensor(shape, static_cast<uint32_t>(model_.graph.initializers.size() + 7), -scale, scale));
   }
 
   std::string add(const std::string& op, std::vector<std::string> inputs, Attributes attributes = {}) {
@@ -62,7 +63,8 @@ class GraphBuilder {
   void set_opset(int64_t opset) { model_.opsets[""] = opset; }
 
   Model finish(const std::vector<std::string>& outputs) {
-    for (const std::string& output : outputs) model_.graph.outputs.push_back(ValueInfo{output, DType::f32, false, {}});
+    for (const std::string& output : outputs)
+      model_.graph.outputs.push_back(ValueInfo{output, DType::f32, false, {}});
     return model_;
   }
   const Shape& input_shape() const { return input_shape_; }
@@ -106,7 +108,8 @@ Outcome run_model(const Model& model, const Tensor& x, const std::string& backen
 
 // Runs `model` on `backend` (oneDNN unless named) and natively, at 1 and 2 threads; outputs must agree
 // to `tolerance` x scale. Returns the fast plan so callers can check which kernels ran.
-std::shared_ptr<const Plan> expect_matches_native(const Model& model, const Shape& input_shape, double tolerance = 1e-4,
+std::shared_ptr<const Plan> expect_matches_native(const Model& model, const Shape& input_shape,
+                                                  double tolerance = 1e-4,
                                                   const std::string& backend = "onednn") {
   const Tensor x = random_tensor(input_shape, 1);
   const Outcome reference = run_model(model, x, "", 1);
@@ -120,7 +123,8 @@ std::shared_ptr<const Plan> expect_matches_native(const Model& model, const Shap
       if (fast.outputs[i].shape() != expected.shape()) continue;
       double scale = 1;
       for (float v : expected.values<float>()) scale = std::max(scale, static_cast<double>(std::abs(v)));
-      EXPECT_LE(max_abs_diff(fast.outputs[i], expected), tolerance * scale) << "output " << i << ", " << threads << " threads";
+      EXPECT_LE(max_abs_diff(fast.outputs[i], expected), tolerance * scale)
+          << "output " << i << ", " << threads << " threads";
     }
   }
   return plan;
@@ -153,13 +157,15 @@ TEST_P(OnednnConv, MatchesNativeWithFusedActivationAndResidual) {
   const std::string w = g.weights({c.out_channels, c.input[1] / c.group, c.kernel[0], c.kernel[1]});
   std::vector<std::string> inputs = {"x", w};
   if (c.bias) inputs.push_back(g.weights({c.out_channels}));
-  const std::string conv = g.add("Conv", inputs, conv_attrs(c.kernel, c.strides, c.pads, c.group, c.dilations));
+  const std::string conv =
+      g.add("Conv", inputs, conv_attrs(c.kernel, c.strides, c.pads, c.group, c.dilations));
   const std::string relu = g.add("Relu", {conv});
   // A second conv with a residual Add and a Clip fused into it, then a plain reader (Flatten).
   const std::string w2 = g.weights({c.out_channels, c.out_channels, 1, 1});
   const std::string conv2 = g.add("Conv", {relu, w2}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
   const std::string sum = g.add("Add", {conv2, relu});
-  const std::string clip = g.add("Clip", {sum, g.constant(Tensor::scalar(0.0f)), g.constant(Tensor::scalar(0.8f))});
+  const std::string clip =
+      g.add("Clip", {sum, g.constant(Tensor::scalar(0.0f)), g.constant(Tensor::scalar(0.8f))});
   const std::string flat = g.add("Flatten", {clip});
   const auto plan = expect_matches_native(g.finish({flat, relu}), c.input);
   const StepRecord& first = step_for(*plan, "Conv");
@@ -170,12 +176,13 @@ TEST_P(OnednnConv, MatchesNativeWithFusedActivationAndResidual) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, OnednnConv,
-    ::testing::Values(ConvCase{{1, 3, 17, 15}, 16, {3, 3}, {1, 1}, {1, 1, 1, 1}, 1, {1, 1}, true},
-                      ConvCase{{2, 16, 12, 12}, 32, {3, 3}, {2, 2}, {0, 1, 1, 0}, 1, {1, 1}, true},
-                      ConvCase{{1, 32, 9, 9}, 32, {3, 3}, {1, 1}, {2, 2, 2, 2}, 32, {2, 2}, true},   // depthwise, dilated
-                      ConvCase{{1, 32, 10, 10}, 64, {3, 3}, {1, 1}, {1, 1, 1, 1}, 8, {1, 1}, false},  // grouped
-                      ConvCase{{1, 24, 7, 7}, 48, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1, {1, 1}, true},
-                      ConvCase{{3, 8, 20, 6}, 8, {5, 3}, {3, 1}, {2, 1, 2, 1}, 2, {1, 1}, true}));
+    ::testing::Values(
+        ConvCase{{1, 3, 17, 15}, 16, {3, 3}, {1, 1}, {1, 1, 1, 1}, 1, {1, 1}, true},
+        ConvCase{{2, 16, 12, 12}, 32, {3, 3}, {2, 2}, {0, 1, 1, 0}, 1, {1, 1}, true},
+        ConvCase{{1, 32, 9, 9}, 32, {3, 3}, {1, 1}, {2, 2, 2, 2}, 32, {2, 2}, true},    // depthwise, dilated
+        ConvCase{{1, 32, 10, 10}, 64, {3, 3}, {1, 1}, {1, 1, 1, 1}, 8, {1, 1}, false},  // grouped
+        ConvCase{{1, 24, 7, 7}, 48, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1, {1, 1}, true},
+        ConvCase{{3, 8, 20, 6}, 8, {5, 3}, {3, 1}, {2, 1, 2, 1}, 2, {1, 1}, true}));
 
 struct PoolCase {
   std::string op;
@@ -198,7 +205,8 @@ TEST_P(OnednnPool, MatchesNativeOnChannelsLastAndPlainInputs) {
   if (c.op == "AveragePool") attributes.set("count_include_pad", int_attr(c.count_include_pad));
   // The same pooling on the plain graph input and on a conv's channels-last output.
   const std::string plain_pool = g.add(c.op, {"x"}, attributes);
-  const std::string conv = g.add("Conv", {"x", g.weights({16, 16, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  const std::string conv =
+      g.add("Conv", {"x", g.weights({16, 16, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
   const std::string nhwc_pool = g.add(c.op, {conv}, attributes);
   const std::string global = g.add("GlobalAveragePool", {nhwc_pool});
   const auto plan = expect_matches_native(g.finish({plain_pool, nhwc_pool, global}), input);
@@ -248,8 +256,10 @@ TEST(Onednn, MatMulWithConstantAndComputedRightHandSides) {
 TEST(Onednn, ConcatBinaryAndEltwiseFollowChannelsLast) {
   const Shape input = {1, 8, 9, 9};
   GraphBuilder g(input);
-  const std::string a = g.add("Conv", {"x", g.weights({8, 8, 3, 3})}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}));
-  const std::string b = g.add("Conv", {"x", g.weights({4, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  const std::string a =
+      g.add("Conv", {"x", g.weights({8, 8, 3, 3})}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}));
+  const std::string b =
+      g.add("Conv", {"x", g.weights({4, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
   Attributes axis;
   axis.set("axis", int_attr(1));
   const std::string joined = g.add("Concat", {a, b}, axis);
@@ -275,7 +285,8 @@ TEST(Onednn, SoftmaxLogSoftmaxAndLayerNormMatchNative) {
   last.set("axis", int_attr(-1));
   Attributes channels;
   channels.set("axis", int_attr(1));
-  const std::string conv = g.add("Conv", {"x", g.weights({8, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  const std::string conv =
+      g.add("Conv", {"x", g.weights({8, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
   const std::string over_channels = g.add("Softmax", {conv}, channels);  // on a channels-last value
   const std::string log_last = g.add("LogSoftmax", {"x"}, last);
   const std::string normalized = g.add("LayerNormalization", {"x", g.weights({6}), g.weights({6})}, last);
@@ -298,8 +309,10 @@ TEST(Onednn, MatMulFusesBiasGeluAndResidual) {
   const std::string residual = g.add("Add", {projected, "x"});
   const auto plan = expect_matches_native(g.finish({residual}), input);
   ASSERT_EQ(plan->steps().size(), 2u);
-  EXPECT_NE(plan->steps()[0].record.kernel.find("+bias+gelu_erf"), std::string::npos) << plan->steps()[0].record.kernel;
-  EXPECT_NE(plan->steps()[1].record.kernel.find("+bias+sum"), std::string::npos) << plan->steps()[1].record.kernel;
+  EXPECT_NE(plan->steps()[0].record.kernel.find("+bias+gelu_erf"), std::string::npos)
+      << plan->steps()[0].record.kernel;
+  EXPECT_NE(plan->steps()[1].record.kernel.find("+bias+sum"), std::string::npos)
+      << plan->steps()[1].record.kernel;
   EXPECT_EQ(plan->fused_nodes(), 8);
 }
 
@@ -316,7 +329,8 @@ TEST(Onednn, DecomposedLayerNormBecomesOneStep) {
   const std::string deviation = g.add("Sqrt", {g.add("Add", {variance, g.constant(Tensor::scalar(1e-5f))})});
   const std::string scale = g.weights({8});
   const std::string bias = g.weights({8});
-  const std::string normalized = g.add("Add", {g.add("Mul", {g.add("Div", {centred, deviation}), scale}), bias});
+  const std::string normalized =
+      g.add("Add", {g.add("Mul", {g.add("Div", {centred, deviation}), scale}), bias});
   const Model model = g.finish({normalized});
   Session session(model);
   const Tensor x = random_tensor(input, 3);
@@ -335,7 +349,8 @@ TEST(Onednn, DecomposedLayerNormBecomesOneStep) {
     for (int64_t i = 0; i < 8; ++i) squares += (in[i] - mu) * (in[i] - mu);
     const double sigma = std::sqrt(squares / 8 + 1e-5);
     for (int64_t i = 0; i < 8; ++i) {
-      EXPECT_NEAR(y.data<float>()[row * 8 + i], (in[i] - mu) / sigma * gamma[i] + beta[i], 1e-5) << row << "," << i;
+      EXPECT_NEAR(y.data<float>()[row * 8 + i], (in[i] - mu) / sigma * gamma[i] + beta[i], 1e-5)
+          << row << "," << i;
     }
   }
 }
@@ -344,11 +359,11 @@ TEST(Onednn, DecomposedLayerNormBecomesOneStep) {
 TEST(Blas, TinyProductsMatchNativeAndLargeOnesAreRefused) {
   const Shape input = {3, 4, 16};
   GraphBuilder g(input);
-  const std::string small = g.add("MatMul", {"x", g.weights({16, 8})});           // 3*4 x 8 x 16 products
+  const std::string small = g.add("MatMul", {"x", g.weights({16, 8})});  // 3*4 x 8 x 16 products
   Attributes transposed;
   transposed.set("transB", int_attr(1));
   transposed.set("beta", float_attr(0.5f));
-  const std::string flat = g.add("Flatten", {small});                              // [3, 32]
+  const std::string flat = g.add("Flatten", {small});  // [3, 32]
   const std::string gemm = g.add("Gemm", {flat, g.weights({5, 32}), g.weights({5})}, transposed);
   const auto plan = expect_matches_native(g.finish({small, gemm}), input, 1e-4, "blas");
   EXPECT_EQ(step_for(*plan, "MatMul").kernel, "blas:sgemm");
@@ -361,13 +376,15 @@ TEST(Blas, TinyProductsMatchNativeAndLargeOnesAreRefused) {
   EXPECT_EQ(step.backend, "onednn");
   ASSERT_FALSE(step.rejected.empty());
   EXPECT_EQ(step.rejected[0].backend, "blas");
-  EXPECT_EQ(step.rejected[0].reason, "M x N x K = 64 x 64 x 64 is above BLAS's 32768 (oneDNN is faster on larger products)");
+  EXPECT_EQ(step.rejected[0].reason,
+            "M x N x K = 64 x 64 x 64 is above BLAS's 32768 (oneDNN is faster on larger products)");
 }
 
 TEST(Onednn, RejectionReasonsAreRecorded) {
   const Shape input = {1, 4, 5, 5};
   GraphBuilder h(input);
-  const std::string conv_ok = h.add("Conv", {"x", h.weights({4, 4, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  const std::string conv_ok =
+      h.add("Conv", {"x", h.weights({4, 4, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
   const Model model = h.finish({conv_ok});
 
   set_backend_enabled("onednn", false);
@@ -384,8 +401,9 @@ TEST(Onednn, RejectionReasonsAreRecorded) {
   // A Conv whose weights are a graph input (not a constant) is refused by oneDNN with that reason.
   Model computed_weights;
   computed_weights.opsets[""] = 13;
-  computed_weights.graph.inputs = {ValueInfo{"x", DType::f32, true, {Dim{1, ""}, Dim{4, ""}, Dim{5, ""}, Dim{5, ""}}},
-                                   ValueInfo{"w", DType::f32, true, {Dim{4, ""}, Dim{4, ""}, Dim{1, ""}, Dim{1, ""}}}};
+  computed_weights.graph.inputs = {
+      ValueInfo{"x", DType::f32, true, {Dim{1, ""}, Dim{4, ""}, Dim{5, ""}, Dim{5, ""}}},
+      ValueInfo{"w", DType::f32, true, {Dim{4, ""}, Dim{4, ""}, Dim{1, ""}, Dim{1, ""}}}};
   Node node;
   node.name = "conv";
   node.op_type = "Conv";
@@ -423,7 +441,8 @@ TEST(Onednn, CopiedWeightsAreReleasedAndReloadedForANewPlan) {
 TEST(Onednn, DisablingOnednnReplansTheSession) {
   const Shape input = {1, 4, 5, 5};
   GraphBuilder g(input);
-  const Model model = g.finish({g.add("Conv", {"x", g.weights({4, 4, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}))});
+  const Model model =
+      g.finish({g.add("Conv", {"x", g.weights({4, 4, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}))});
   Session session(model);
   EXPECT_EQ(session.plan_for({input})->steps().back().record.backend, "onednn");
   set_backend_enabled("onednn", false);

@@ -1,3 +1,5 @@
+#include "graph/session.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -5,7 +7,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "graph/session.h"
 #include "op_test_util.h"
 
 namespace kiln {
@@ -15,7 +16,8 @@ ValueInfo float_input(const std::string& name, std::vector<Dim> shape) {
   return ValueInfo{name, DType::f32, true, std::move(shape)};
 }
 
-Node node(std::string name, std::string op, std::vector<std::string> inputs, std::vector<std::string> outputs) {
+Node node(std::string name, std::string op, std::vector<std::string> inputs,
+          std::vector<std::string> outputs) {
   Node result;
   result.name = std::move(name);
   result.op_type = std::move(op);
@@ -99,7 +101,9 @@ TEST(Session, RejectsBadInputsNamingThem) {
   Session session(relu_model());
   Tensor good = Tensor::zeros(DType::f32, {1, 4});
   EXPECT_NE(error_of([&] { session.run({}); }).find("missing input 'x'"), std::string::npos);
-  EXPECT_NE(error_of([&] { session.run({{"x", good}, {"nosuch", good}}); }).find("unknown input 'nosuch'"),
+  EXPECT_NE(error_of([&] {
+              session.run({{"x", good}, {"nosuch", good}});
+            }).find("unknown input 'nosuch'"),
             std::string::npos);
   const std::string rank = error_of([&] { session.run({{"x", Tensor::zeros(DType::f32, {4})}}); });
   EXPECT_NE(rank.find("rank 2"), std::string::npos) << rank;
@@ -113,29 +117,33 @@ TEST(Session, RejectsBadInputsNamingThem) {
 TEST(Session, RejectsMalformedGraphs) {
   Model cyclic = relu_model();
   cyclic.graph.nodes[1].inputs[0] = "y";  // add reads relu's output, relu reads add's
-  EXPECT_NE(error_of([&] { Session(std::move(cyclic)).run({{"x", Tensor::zeros(DType::f32, {1, 4})}}); })
-                .find("cycle"),
+  EXPECT_NE(error_of([&] {
+              Session(std::move(cyclic)).run({{"x", Tensor::zeros(DType::f32, {1, 4})}});
+            }).find("cycle"),
             std::string::npos);
 
   Model dangling = relu_model();
   dangling.graph.nodes[0].inputs[0] = "ghost";
-  const std::string message =
-      error_of([&] { Session(std::move(dangling)).run({{"x", Tensor::zeros(DType::f32, {1, 4})}}); });
+  const std::string message = error_of([&] {
+    Session(std::move(dangling)).run({{"x", Tensor::zeros(DType::f32, {1, 4})}});
+  });
   EXPECT_NE(message.find("'ghost'"), std::string::npos) << message;
   EXPECT_NE(message.find("node 'relu'"), std::string::npos) << message;
 
   Model twice = relu_model();
   twice.graph.nodes[0].outputs[0] = "t";
-  EXPECT_NE(error_of([&] { Session(std::move(twice)).run({{"x", Tensor::zeros(DType::f32, {1, 4})}}); })
-                .find("also produced"),
+  EXPECT_NE(error_of([&] {
+              Session(std::move(twice)).run({{"x", Tensor::zeros(DType::f32, {1, 4})}});
+            }).find("also produced"),
             std::string::npos);
 }
 
 TEST(Session, UnknownOpNamesOpNodeAndOpset) {
   Model model = relu_model();
   model.graph.nodes[0].op_type = "FrobnicateX";
-  const std::string message =
-      error_of([&] { Session(std::move(model)).run({{"x", Tensor::zeros(DType::f32, {1, 4})}}); });
+  const std::string message = error_of([&] {
+    Session(std::move(model)).run({{"x", Tensor::zeros(DType::f32, {1, 4})}});
+  });
   EXPECT_NE(message.find("FrobnicateX"), std::string::npos) << message;
   EXPECT_NE(message.find("node 'relu'"), std::string::npos) << message;
   EXPECT_NE(message.find("opset 13"), std::string::npos) << message;
@@ -145,15 +153,18 @@ TEST(Session, UnknownOpNamesOpNodeAndOpset) {
 TEST(Session, NodeWithTooManyOutputsIsAnError) {
   Model model = relu_model();
   model.graph.nodes[0].outputs.push_back("extra");
-  const std::string message =
-      error_of([&] { Session(std::move(model)).run({{"x", Tensor::zeros(DType::f32, {1, 4})}}); });
+  const std::string message = error_of([&] {
+    Session(std::move(model)).run({{"x", Tensor::zeros(DType::f32, {1, 4})}});
+  });
   EXPECT_NE(message.find("declares 2 outputs"), std::string::npos) << message;
 }
 
 class CountingObserver : public Observer {
  public:
   void on_step_begin(const Plan&, size_t) override { ++begins; }
-  void on_step_end(const Plan& plan, size_t step) override { ops.push_back(plan.steps()[step].record.op_type); }
+  void on_step_end(const Plan& plan, size_t step) override {
+    ops.push_back(plan.steps()[step].record.op_type);
+  }
   int begins = 0;
   std::vector<std::string> ops;
 };
