@@ -327,7 +327,9 @@ class PlanBuilder {
     } else {
       followers = fusable_followers(node, fused_spec, outputs[0]);
       for (size_t i = node.inputs.size(); i < fused_spec.inputs.size(); ++i) {
-        input_names.push_back(fused_spec.inputs[i].present() ? fused_inputs_.at(i) : std::string());
+        // Inputs fusion added: a residual or bias has a value name; a folded BatchNorm's bias has none.
+        auto named = fused_inputs_.find(i);
+        input_names.push_back(named != fused_inputs_.end() ? named->second : std::string());
       }
     }
     KernelSelection selection;
@@ -413,6 +415,14 @@ class PlanBuilder {
     fused_inputs_.clear();
     std::string value = node.outputs.at(0);
     bool has_sum = false;
+    // An inference BatchNormalization right after a Conv is folded into its weights and bias.
+    if (node.op_type == "Conv") {
+      const Node* next = sole_reader(view_, value);
+      if (next != nullptr && fold_batch_norm(*next, spec)) {
+        followers.push_back(next);
+        value = next->outputs[0];
+      }
+    }
     for (;;) {
       // GELU reads its input twice, so it is matched before looking for a sole reader.
       if (std::vector<const Node*> gelu = match_gelu(view_, value); !gelu.empty()) {
@@ -463,6 +473,42 @@ class PlanBuilder {
       value = next->outputs[0];
     }
     return followers;
+  }
+
+  // Folds `bn` (scale, B, mean, var: constants over the output channels) into the Conv of `conv`
+  // (constant weights and bias): w' = w * s and b' = (b - mean) * s + B with s = scale / sqrt(var + eps).
+  // False, leaving `conv` unchanged, when `bn` is not such a node.
+  bool fold_batch_norm(const Node& bn, OpSpec& conv) const {
+    if (bn.op_type != "BatchNormalization" || !is_default_domain(bn.domain) || bn.inputs.size() != 5) return false;
+    if (bn.outputs.size() != 1 || bn.attributes.get_int("training_mode", 0) != 0) return false;
+    if (!conv.has_input(1) || !conv.inputs[1].is_constant() || conv.inputs[1].dtype != DType::f32) return false;
+    const Tensor& weights = conv.inputs[1].value;
+    const int64_t channels = weights.dim(0);
+    const bool has_bias = conv.has_input(2);
+    if (has_bias && (!conv.inputs[2].is_constant() || conv.inputs[2].dtype != DType::f32)) return false;
+    std::vector<const float*> parameters;  // scale, B, mean, var
+    for (size_t i = 1; i < 5; ++i) {
+      const TensorInfo* info = view_.planned(bn.inputs[i]);
+      if (info == nullptr || !info->is_constant() || info->dtype != DType::f32 || info->shape != Shape{channels}) {
+        return false;
+      }
+      parameters.push_back(info->value.data<float>());
+    }
+    const double epsilon = bn.attributes.get_float("epsilon", 1e-5f);
+    Tensor folded_weights = weights.clone();
+    Tensor folded_bias = Tensor::empty(DType::f32, {channels});
+    const int64_t per_channel = weights.numel() / channels;
+    for (int64_t c = 0; c < channels; ++c) {
+      const double factor = parameters[0][c] / std::sqrt(static_cast<double>(parameters[3][c]) + epsilon);
+      float* w = folded_weights.data<float>() + c * per_channel;
+      for (int64_t i = 0; i < per_channel; ++i) w[i] = static_cast<float>(w[i] * factor);
+      const double bias = has_bias ? conv.inputs[2].value.data<float>()[c] : 0.0;
+      folded_bias.data<float>()[c] = static_cast<float>((bias - parameters[2][c]) * factor + parameters[1][c]);
+    }
+    conv.inputs[1].value = folded_weights;
+    conv.inputs.resize(std::max<size_t>(conv.inputs.size(), 3));
+    conv.inputs[2] = TensorInfo{DType::f32, {channels}, folded_bias};
+    return true;
   }
 
   int append_fused_input(OpSpec& spec, const TensorInfo& info, const std::string& name) {

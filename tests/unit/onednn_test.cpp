@@ -277,6 +277,24 @@ TEST(Onednn, ConcatBinaryAndEltwiseFollowChannelsLast) {
   EXPECT_EQ(plan->reorder_steps(), 2);
 }
 
+// A BatchNormalization after a Conv (with and without a bias) is folded into the conv's weights.
+TEST(Onednn, BatchNormAfterConvIsFoldedIntoItsWeights) {
+  const Shape input = {2, 6, 7, 7};
+  GraphBuilder g(input);
+  auto batch_norm = [&](const std::string& x) {
+    const std::string variance = g.constant(random_tensor({6}, 11, 0.5f, 2.0f));
+    return g.add("BatchNormalization", {x, g.weights({6}), g.weights({6}), g.weights({6}), variance});
+  };
+  const std::string with_bias = g.add("Conv", {"x", g.weights({6, 6, 3, 3}), g.weights({6})},
+                                      conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}));
+  const std::string normalized = g.add("Relu", {batch_norm(with_bias)});
+  const std::string without_bias =
+      g.add("Conv", {normalized, g.weights({6, 6, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  const auto plan = expect_matches_native(g.finish({batch_norm(without_bias)}), input);
+  EXPECT_EQ(plan->fused_nodes(), 3);  // two BatchNormalizations and the Relu
+  for (const PlanStep& step : plan->steps()) EXPECT_NE(step.record.op_type, "BatchNormalization");
+}
+
 TEST(Onednn, SoftmaxLogSoftmaxAndLayerNormMatchNative) {
   const Shape input = {2, 8, 5, 6};
   GraphBuilder g(input);
