@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -149,6 +150,16 @@ struct ConvCase {
   bool bias;
 };
 
+std::string case_name(const ConvCase& c) {
+  return "c" + std::to_string(c.input[1]) + "_oc" + std::to_string(c.out_channels) + "_k" +
+         std::to_string(c.kernel[0]) + "x" + std::to_string(c.kernel[1]) + "_s" +
+         std::to_string(c.strides[0]) + "_g" + std::to_string(c.group) + "_d" +
+         std::to_string(c.dilations[0]);
+}
+void PrintTo(const ConvCase& c, std::ostream* out) {
+  *out << case_name(c);
+}
+
 class OnednnConv : public ::testing::TestWithParam<ConvCase> {};
 
 TEST_P(OnednnConv, MatchesNativeWithFusedActivationAndResidual) {
@@ -182,7 +193,8 @@ INSTANTIATE_TEST_SUITE_P(
         ConvCase{{1, 32, 9, 9}, 32, {3, 3}, {1, 1}, {2, 2, 2, 2}, 32, {2, 2}, true},    // depthwise, dilated
         ConvCase{{1, 32, 10, 10}, 64, {3, 3}, {1, 1}, {1, 1, 1, 1}, 8, {1, 1}, false},  // grouped
         ConvCase{{1, 24, 7, 7}, 48, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1, {1, 1}, true},
-        ConvCase{{3, 8, 20, 6}, 8, {5, 3}, {3, 1}, {2, 1, 2, 1}, 2, {1, 1}, true}));
+        ConvCase{{3, 8, 20, 6}, 8, {5, 3}, {3, 1}, {2, 1, 2, 1}, 2, {1, 1}, true}),
+    [](const ::testing::TestParamInfo<ConvCase>& info) { return case_name(info.param); });
 
 struct PoolCase {
   std::string op;
@@ -190,6 +202,15 @@ struct PoolCase {
   int64_t ceil_mode;
   int64_t count_include_pad;
 };
+
+std::string case_name(const PoolCase& c) {
+  return c.op + "_k" + std::to_string(c.kernel[0]) + "x" + std::to_string(c.kernel[1]) + "_ceil" +
+         std::to_string(c.ceil_mode) + "_pad" + std::to_string(c.pads[1]) + "_include" +
+         std::to_string(c.count_include_pad);
+}
+void PrintTo(const PoolCase& c, std::ostream* out) {
+  *out << case_name(c);
+}
 
 class OnednnPool : public ::testing::TestWithParam<PoolCase> {};
 
@@ -217,7 +238,10 @@ INSTANTIATE_TEST_SUITE_P(Windows, OnednnPool,
                          ::testing::Values(PoolCase{"MaxPool", {3, 3}, {2, 2}, {1, 1, 1, 1}, 0, 0},
                                            PoolCase{"MaxPool", {3, 3}, {2, 2}, {0, 0, 0, 0}, 1, 0},
                                            PoolCase{"AveragePool", {3, 3}, {1, 1}, {1, 1, 1, 1}, 0, 1},
-                                           PoolCase{"AveragePool", {2, 3}, {2, 2}, {0, 1, 0, 1}, 1, 0}));
+                                           PoolCase{"AveragePool", {2, 3}, {2, 2}, {0, 1, 0, 1}, 1, 0}),
+                         [](const ::testing::TestParamInfo<PoolCase>& info) {
+                           return case_name(info.param);
+                         });
 
 TEST(Onednn, GemmWithTransposesAlphaBetaAndFusedRelu) {
   const Shape input = {5, 12};
@@ -285,8 +309,8 @@ TEST(Onednn, BatchNormAfterConvIsFoldedIntoItsWeights) {
     const std::string variance = g.constant(random_tensor({6}, 11, 0.5f, 2.0f));
     return g.add("BatchNormalization", {x, g.weights({6}), g.weights({6}), g.weights({6}), variance});
   };
-  const std::string with_bias = g.add("Conv", {"x", g.weights({6, 6, 3, 3}), g.weights({6})},
-                                      conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}));
+  const std::string with_bias =
+      g.add("Conv", {"x", g.weights({6, 6, 3, 3}), g.weights({6})}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}));
   const std::string normalized = g.add("Relu", {batch_norm(with_bias)});
   const std::string without_bias =
       g.add("Conv", {normalized, g.weights({6, 6, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
