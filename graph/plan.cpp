@@ -237,7 +237,8 @@ class PlanBuilder {
     }
   }
 
-  OpSpec make_spec(const Node& node) const {
+  // Everything of a node's OpSpec but its inputs.
+  OpSpec spec_without_inputs(const Node& node) const {
     OpSpec spec;
     spec.op_type = node.op_type;
     spec.domain = node.domain;
@@ -246,6 +247,11 @@ class PlanBuilder {
     spec.opset = opset == model_.opsets.end() ? 0 : opset->second;
     spec.attributes = &node.attributes;
     spec.num_outputs = static_cast<int>(node.outputs.size());
+    return spec;
+  }
+
+  OpSpec make_spec(const Node& node) const {
+    OpSpec spec = spec_without_inputs(node);
     for (const std::string& input : node.inputs) {
       spec.inputs.push_back(input.empty() ? TensorInfo{} : plan_->slots_[slot_by_name_.at(input)].info);
     }
@@ -479,9 +485,11 @@ class PlanBuilder {
   // (constant weights and bias): w' = w * s and b' = (b - mean) * s + B with s = scale / sqrt(var + eps).
   // False, leaving `conv` unchanged, when `bn` is not such a node.
   bool fold_batch_norm(const Node& bn, OpSpec& conv) const {
-    if (bn.op_type != "BatchNormalization" || !is_default_domain(bn.domain) || bn.inputs.size() != 5) return false;
+    if (bn.op_type != "BatchNormalization" || !is_default_domain(bn.domain) || bn.inputs.size() != 5)
+      return false;
     if (bn.outputs.size() != 1 || bn.attributes.get_int("training_mode", 0) != 0) return false;
-    if (!conv.has_input(1) || !conv.inputs[1].is_constant() || conv.inputs[1].dtype != DType::f32) return false;
+    if (!conv.has_input(1) || !conv.inputs[1].is_constant() || conv.inputs[1].dtype != DType::f32)
+      return false;
     const Tensor& weights = conv.inputs[1].value;
     const int64_t channels = weights.dim(0);
     const bool has_bias = conv.has_input(2);
@@ -489,7 +497,8 @@ class PlanBuilder {
     std::vector<const float*> parameters;  // scale, B, mean, var
     for (size_t i = 1; i < 5; ++i) {
       const TensorInfo* info = view_.planned(bn.inputs[i]);
-      if (info == nullptr || !info->is_constant() || info->dtype != DType::f32 || info->shape != Shape{channels}) {
+      if (info == nullptr || !info->is_constant() || info->dtype != DType::f32 ||
+          info->shape != Shape{channels}) {
         return false;
       }
       parameters.push_back(info->value.data<float>());
@@ -503,7 +512,8 @@ class PlanBuilder {
       float* w = folded_weights.data<float>() + c * per_channel;
       for (int64_t i = 0; i < per_channel; ++i) w[i] = static_cast<float>(w[i] * factor);
       const double bias = has_bias ? conv.inputs[2].value.data<float>()[c] : 0.0;
-      folded_bias.data<float>()[c] = static_cast<float>((bias - parameters[2][c]) * factor + parameters[1][c]);
+      folded_bias.data<float>()[c] =
+          static_cast<float>((bias - parameters[2][c]) * factor + parameters[1][c]);
     }
     conv.inputs[1].value = folded_weights;
     conv.inputs.resize(std::max<size_t>(conv.inputs.size(), 3));
@@ -521,14 +531,7 @@ class PlanBuilder {
   // make_spec for a node whose first input has no slot yet (it is fused away); nothing when another
   // input is not planned yet either.
   std::optional<OpSpec> make_spec_with_first_input(const Node& node, const TensorInfo& first) const {
-    OpSpec spec;
-    spec.op_type = node.op_type;
-    spec.domain = node.domain;
-    spec.node_name = node.name;
-    auto opset = model_.opsets.find(is_default_domain(node.domain) ? "" : node.domain);
-    spec.opset = opset == model_.opsets.end() ? 0 : opset->second;
-    spec.attributes = &node.attributes;
-    spec.num_outputs = static_cast<int>(node.outputs.size());
+    OpSpec spec = spec_without_inputs(node);
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       if (i == 0 || node.inputs[i].empty()) {
         spec.inputs.push_back(i == 0 ? TensorInfo{first.dtype, first.shape, {}} : TensorInfo{});

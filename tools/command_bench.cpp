@@ -99,13 +99,9 @@ int command_bench(const std::vector<std::string>& args) {
   const double import_ms = elapsed_ms(import_start);
   size_t weight_bytes = 0;  // counted now: planning may release initializers it copied
   for (const auto& entry : session.model().graph.initializers) weight_bytes += entry.second.nbytes();
-  std::mt19937 rng(kRandomInputSeed);
-  TensorMap inputs;
-  std::vector<Tensor> ordered;
-  for (const ValueInfo& input : session.inputs()) {
-    inputs[input.name] = random_input(input, batch, rng);
-    ordered.push_back(inputs[input.name]);
-  }
+  const RandomInputs random = random_inputs(session.inputs(), batch);
+  const TensorMap& inputs = random.by_name;
+  const std::vector<Tensor>& ordered = random.ordered;
   const auto plan_start = std::chrono::steady_clock::now();
   const std::shared_ptr<const Plan> plan = session.plan_for(ordered);
   const double plan_ms = elapsed_ms(plan_start);

@@ -80,13 +80,9 @@ int command_explain(const std::vector<std::string>& args) {
   const int profile_runs = parsed.int_value("profile", 0, 0, 1 << 20);
 
   Session session(parsed.positional[0]);
-  std::mt19937 rng(kRandomInputSeed);
-  TensorMap inputs;
-  std::vector<Tensor> ordered;
-  for (const ValueInfo& input : session.inputs()) {
-    inputs[input.name] = random_input(input, batch, rng);
-    ordered.push_back(inputs[input.name]);
-  }
+  const RandomInputs random = random_inputs(session.inputs(), batch);
+  const TensorMap& inputs = random.by_name;
+  const std::vector<Tensor>& ordered = random.ordered;
   const std::shared_ptr<const Plan> plan = session.plan_for(ordered);
   StepTimer timer;
   if (profile_runs > 0) {

@@ -33,4 +33,14 @@ Tensor random_input(const ValueInfo& info, int64_t symbolic_size, std::mt19937& 
   return tensor;
 }
 
+RandomInputs random_inputs(const std::vector<ValueInfo>& inputs, int64_t symbolic_size) {
+  std::mt19937 rng(kRandomInputSeed);
+  RandomInputs result;
+  for (const ValueInfo& input : inputs) {
+    result.ordered.push_back(random_input(input, symbolic_size, rng));
+    result.by_name[input.name] = result.ordered.back();
+  }
+  return result;
+}
+
 }  // namespace kiln

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "graph/graph.h"
+#include "graph/session.h"
 
 namespace kiln {
 
@@ -12,5 +13,13 @@ inline constexpr uint32_t kRandomInputSeed = 0;
 // A tensor of the declared dtype and shape, symbolic or unknown dims set to `symbolic_size`:
 // floats uniform in [-1, 1), integers in [0, 9], booleans fair coin flips.
 Tensor random_input(const ValueInfo& info, int64_t symbolic_size, std::mt19937& rng);
+
+// Seeded random values for every one of `inputs`, by name and in graph-input order (the form
+// Session::run and Session::plan_for take).
+struct RandomInputs {
+  TensorMap by_name;
+  std::vector<Tensor> ordered;
+};
+RandomInputs random_inputs(const std::vector<ValueInfo>& inputs, int64_t symbolic_size);
 
 }  // namespace kiln

@@ -7,9 +7,7 @@
 namespace kiln {
 namespace {
 
-using FamilyTable = std::span<const native::KernelEntry> (*)();
-
-constexpr std::array kFamilies = {
+constexpr std::array<native::FamilyTable, 9> kFamilies = {
     native::conv_kernels,        native::pool_kernels,          native::matmul_kernels,
     native::elementwise_kernels, native::normalization_kernels, native::softmax_kernels,
     native::reduce_kernels,      native::shape_kernels,         native::data_movement_kernels,
@@ -24,16 +22,27 @@ class NativeBackend final : public Backend {
   KernelOrReason create_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs) const override {
     // The reference kernels stay one op each; the planner runs fused followers as their own steps.
     if (!spec.post_ops.empty()) return KernelOrReason::rejected("native kernels do not fuse post-ops");
-    for (FamilyTable family : kFamilies) {
-      for (const native::KernelEntry& entry : family()) {
-        if (entry.op_type == spec.op_type) return entry.create(spec, outputs);
-      }
+    if (native::KernelFactory create = native::find_kernel_factory(kFamilies, spec.op_type)) {
+      return create(spec, outputs);
     }
     return KernelOrReason::rejected("no native kernel for " + spec.op_type);
   }
 };
 
 }  // namespace
+
+namespace native {
+
+KernelFactory find_kernel_factory(std::span<const FamilyTable> families, std::string_view op_type) {
+  for (FamilyTable family : families) {
+    for (const KernelEntry& entry : family()) {
+      if (entry.op_type == op_type) return entry.create;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace native
 
 const Backend& native_backend() {
   static const NativeBackend instance;

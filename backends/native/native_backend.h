@@ -20,6 +20,12 @@ struct KernelEntry {
   KernelFactory create;
 };
 
+// A backend's kernels as family tables (also the shape of the oneDNN backend's).
+using FamilyTable = std::span<const KernelEntry> (*)();
+
+// The factory of the first entry for `op_type` across `families`, or null.
+KernelFactory find_kernel_factory(std::span<const FamilyTable> families, std::string_view op_type);
+
 // Family tables, one per file under backends/native/ (mirroring ops/).
 std::span<const KernelEntry> conv_kernels();
 std::span<const KernelEntry> pool_kernels();

@@ -7,11 +7,9 @@
 namespace kiln {
 namespace {
 
-using FamilyTable = std::span<const native::KernelEntry> (*)();
-
-constexpr std::array kFamilies = {onednn::conv_kernels,   onednn::pool_kernels,
-                                  onednn::matmul_kernels, onednn::elementwise_kernels,
-                                  onednn::concat_kernels, onednn::normalization_kernels};
+constexpr std::array<native::FamilyTable, 6> kFamilies = {
+    onednn::conv_kernels,        onednn::pool_kernels,   onednn::matmul_kernels,
+    onednn::elementwise_kernels, onednn::concat_kernels, onednn::normalization_kernels};
 
 class OnednnBackend final : public Backend {
  public:
@@ -25,10 +23,8 @@ class OnednnBackend final : public Backend {
   KernelOrReason create_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs) const override {
     if (!spec.domain.empty() && spec.domain != "ai.onnx")
       return KernelOrReason::rejected("not an ONNX-domain op");
-    for (FamilyTable family : kFamilies) {
-      for (const native::KernelEntry& entry : family()) {
-        if (entry.op_type == spec.op_type) return entry.create(spec, outputs);
-      }
+    if (native::KernelFactory create = native::find_kernel_factory(kFamilies, spec.op_type)) {
+      return create(spec, outputs);
     }
     return KernelOrReason::rejected("no oneDNN kernel for " + spec.op_type);
   }
