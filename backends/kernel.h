@@ -64,8 +64,9 @@ class Kernel {
 struct KernelOrReason {
   std::unique_ptr<Kernel> kernel;
   std::string reason;  // set when kernel is null
+  std::string note;    // with a kernel: what it does differently from what was asked (precision)
 
-  static KernelOrReason rejected(std::string why) { return {nullptr, std::move(why)}; }
+  static KernelOrReason rejected(std::string why) { return {nullptr, std::move(why), {}}; }
 };
 
 }  // namespace kiln

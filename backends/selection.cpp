@@ -1,8 +1,10 @@
 #include "backends/selection.h"
 
+#include <algorithm>
 #include <array>
-#include <atomic>
+#include <set>
 
+#include "backends/autotune.h"
 #include "backends/blas/blas_backend.h"
 #include "backends/native/native_backend.h"
 #include "backends/onednn/onednn_backend.h"
@@ -11,26 +13,47 @@
 namespace kiln {
 namespace {
 
-constexpr size_t kBackendCount = 3;
-
 const std::array<const Backend*, kBackendCount>& backend_list() {
+  // Index order is Settings' bit order (kOnednnIndex, kBlasIndex, kNativeIndex).
   static const std::array<const Backend*, kBackendCount> list = {&onednn_backend(), &blas_backend(),
                                                                  &native_backend()};
   return list;
 }
 
-std::array<std::atomic<bool>, kBackendCount>& enabled_flags() {
-  static std::array<std::atomic<bool>, kBackendCount> flags = {true, true, true};
-  return flags;
+int index_of(const Backend* backend) {
+  const auto& list = backend_list();
+  return static_cast<int>(std::find(list.begin(), list.end(), backend) - list.begin());
 }
 
-size_t backend_index(std::string_view name) {
-  for (size_t i = 0; i < kBackendCount; ++i) {
-    if (backend_list()[i]->name() == name) return i;
+// Ops oneDNN computes without reordering any sum, so the same on any thread count: exact
+// elementwise arithmetic, copies and max pooling. Deterministic mode keeps oneDNN to these.
+bool exact_on_onednn(const OpSpec& spec) {
+  static const std::set<std::string, std::less<>> kExact = {
+      "Relu", "LeakyRelu", "Clip", "Add", "Sub", "Mul", "Div", "Concat", "MaxPool", "GlobalMaxPool"};
+  return spec.post_ops.empty() && kExact.count(spec.op_type) != 0;
+}
+
+// Why deterministic mode keeps `backend` away from `spec`, or empty.
+std::string deterministic_refusal(int backend, const OpSpec& spec) {
+  if (backend == kBlasIndex) return "deterministic mode: BLAS splits products by thread count";
+  if (backend == kOnednnIndex && !exact_on_onednn(spec)) {
+    return str_cat("deterministic mode: oneDNN's ", spec.op_type,
+                   " may sum in another order on another thread count");
   }
-  std::string known;
-  for (const Backend* backend : backend_list()) known += str_cat(known.empty() ? "" : ", ", backend->name());
-  fail(ErrorKind::invalid_argument, "unknown backend '", name, "' (known: ", known, ")");
+  return {};
+}
+
+struct Offer {
+  std::unique_ptr<Kernel> kernel;
+  int backend = -1;
+  int alternative = 0;
+};
+
+KernelOrReason create(int backend, const OpSpec& spec, std::span<const TensorInfo> outputs, int alternative) {
+  if (alternative == 0) return backend_list()[backend]->create_kernel(spec, outputs);
+  OpSpec alternative_spec = spec;
+  alternative_spec.alternative = alternative;
+  return backend_list()[backend]->create_kernel(alternative_spec, outputs);
 }
 
 }  // namespace
@@ -39,34 +62,36 @@ std::span<const Backend* const> all_backends() {
   return backend_list();
 }
 
+int backend_index(std::string_view name) {
+  for (int i = 0; i < kBackendCount; ++i) {
+    if (backend_list()[i]->name() == name) return i;
+  }
+  std::string known;
+  for (const Backend* backend : backend_list()) known += str_cat(known.empty() ? "" : ", ", backend->name());
+  fail(ErrorKind::invalid_argument, "unknown backend '", name, "' (known: ", known, ")");
+}
+
 const Backend* find_backend(std::string_view name) {
   return backend_list()[backend_index(name)];
 }
 
 void set_backend_enabled(std::string_view name, bool enabled) {
-  const size_t index = backend_index(name);
-  KILN_CHECK(enabled || name != "native", invalid_argument,
-             "the native backend cannot be disabled: it is the fallback for every op");
-  enabled_flags()[index].store(enabled);
+  Flags flags;
+  switch (backend_index(name)) {
+    case kOnednnIndex:
+      flags.onednn = enabled;
+      break;
+    case kBlasIndex:
+      flags.blas = enabled;
+      break;
+    default:
+      flags.native = enabled;
+  }
+  set_flags(flags);
 }
 
 bool backend_enabled(std::string_view name) {
-  return enabled_flags()[backend_index(name)].load();
-}
-
-uint32_t enabled_backends_mask() {
-  uint32_t mask = 0;
-  for (size_t i = 0; i < kBackendCount; ++i) mask |= enabled_flags()[i].load() ? (1u << i) : 0u;
-  return mask;
-}
-
-std::string enabled_backends_fingerprint() {
-  std::string fingerprint;
-  for (size_t i = 0; i < kBackendCount; ++i) {
-    if (enabled_flags()[i].load())
-      fingerprint += str_cat(fingerprint.empty() ? "" : ",", backend_list()[i]->name());
-  }
-  return fingerprint;
+  return current_settings().backend_enabled(backend_index(name));
 }
 
 std::vector<const Backend*> candidate_backends(const OpSpec& spec) {
@@ -78,30 +103,84 @@ std::vector<const Backend*> candidate_backends(const OpSpec& spec) {
   return {&onednn_backend(), &native_backend()};
 }
 
-KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs,
+                              const Settings& settings) {
   KernelSelection selection;
+  const bool tuning = settings.autotune > 0;
+  std::string tuning_key;
+  if (tuning) {
+    tuning_key = autotune_key(spec, outputs, settings);
+    if (std::optional<AutotuneChoice> choice = cached_autotune_choice(tuning_key)) {
+      KernelOrReason offer = create(choice->backend, spec, outputs, choice->alternative);
+      if (offer.kernel) {
+        selection.kernel = std::move(offer.kernel);
+        selection.backend = backend_list()[choice->backend];
+        selection.note = std::move(offer.note);
+        selection.from_autotune_cache = true;
+        return selection;
+      }
+    }
+  }
+  const size_t wanted = tuning ? static_cast<size_t>(settings.autotune) : 1;
+  std::vector<Offer> offers;
   for (const Backend* backend : candidate_backends(spec)) {
-    if (!backend_enabled(backend->name())) {
-      selection.rejected.push_back({std::string(backend->name()), "backend disabled"});
+    const int index = index_of(backend);
+    const std::string name(backend->name());
+    if (!settings.backend_enabled(index)) {
+      selection.rejected.push_back({name, "backend disabled"});
       continue;
+    }
+    if (settings.deterministic) {
+      if (std::string why = deterministic_refusal(index, spec); !why.empty()) {
+        selection.rejected.push_back({name, std::move(why)});
+        continue;
+      }
     }
     if (!backend->is_available()) {
-      selection.rejected.push_back({std::string(backend->name()), "backend not available on this machine"});
+      selection.rejected.push_back({name, "backend not available on this machine"});
       continue;
     }
-    KernelOrReason offer = backend->create_kernel(spec, outputs);
-    if (offer.kernel) {
-      selection.kernel = std::move(offer.kernel);
-      selection.backend = backend;
-      return selection;
+    // Autotune also asks oneDNN for its alternative implementations of the same primitive.
+    const int alternatives = tuning && index == kOnednnIndex ? settings.autotune : 1;
+    for (int alternative = 0; alternative < alternatives && offers.size() < wanted; ++alternative) {
+      KernelOrReason offer = create(index, spec, outputs, alternative);
+      if (!offer.kernel) {
+        if (alternative == 0) selection.rejected.push_back({name, std::move(offer.reason)});
+        break;
+      }
+      if (!offer.note.empty()) selection.note = std::move(offer.note);
+      offers.push_back({std::move(offer.kernel), index, alternative});
     }
-    selection.rejected.push_back({std::string(backend->name()), std::move(offer.reason)});
+    if (offers.size() >= wanted) break;
   }
-  std::string reasons;
-  for (const RejectedCandidate& candidate : selection.rejected) {
-    reasons += str_cat(reasons.empty() ? "" : "; ", candidate.backend, ": ", candidate.reason);
+  if (offers.empty()) {
+    std::string reasons;
+    for (const RejectedCandidate& candidate : selection.rejected) {
+      reasons += str_cat(reasons.empty() ? "" : "; ", candidate.backend, ": ", candidate.reason);
+    }
+    fail(ErrorKind::not_implemented, "no backend can run ", spec.op_type, " (", reasons, ")");
   }
-  fail(ErrorKind::not_implemented, "no backend can run ", spec.op_type, " (", reasons, ")");
+  size_t best = 0;
+  if (offers.size() > 1) {
+    for (const Offer& offer : offers) {
+      selection.timed.push_back(
+          {std::string(offer.kernel->name()), time_kernel(*offer.kernel, spec, outputs)});
+    }
+    for (size_t i = 1; i < offers.size(); ++i) {
+      if (selection.timed[i].milliseconds < selection.timed[best].milliseconds) best = i;
+    }
+    for (size_t i = 0; i < offers.size(); ++i) {
+      if (i == best) continue;
+      selection.rejected.push_back(
+          {std::string(backend_name_at(offers[i].backend)),
+           str_cat("autotune: ", offers[i].kernel->name(), " took ", selection.timed[i].milliseconds, " ms, ",
+                   offers[best].kernel->name(), " ", selection.timed[best].milliseconds, " ms")});
+    }
+  }
+  if (tuning) remember_autotune_choice(tuning_key, {offers[best].backend, offers[best].alternative});
+  selection.backend = backend_list()[offers[best].backend];
+  selection.kernel = std::move(offers[best].kernel);
+  return selection;
 }
 
 }  // namespace kiln

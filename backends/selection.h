@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/settings.h"
 
 namespace kiln {
 
@@ -17,30 +18,41 @@ struct RejectedCandidate {
   std::string reason;
 };
 
+// One kernel autotune timed for a node.
+struct TimedCandidate {
+  std::string kernel;
+  double milliseconds = 0;
+};
+
 struct KernelSelection {
   std::unique_ptr<Kernel> kernel;
   const Backend* backend = nullptr;
   std::vector<RejectedCandidate> rejected;
+  std::string note;                   // e.g. why a requested precision was not used
+  std::vector<TimedCandidate> timed;  // autotune's measurements, fastest kept (empty when off)
+  bool from_autotune_cache = false;   // the choice was made for an identical node before
 };
 
 // Every backend kiln was built with: oneDNN, BLAS, native.
 std::span<const Backend* const> all_backends();
 const Backend* find_backend(std::string_view name);
 
-// Kernel selection skips disabled backends (recording "disabled" as the reason). All are enabled by
-// default; the native reference cannot be disabled (it is the fallback for every op). Throws
-// kiln::Error (invalid_argument) for an unknown name.
+// all_backends()'s index of a backend (kOnednnIndex etc.); throws kiln::Error (invalid_argument)
+// listing the known names for an unknown one.
+int backend_index(std::string_view name);
+
+// Shorthands for the global `enabled` setting (see Settings): kernel selection skips disabled
+// backends, recording "backend disabled". The native reference cannot be disabled.
 void set_backend_enabled(std::string_view name, bool enabled);
 bool backend_enabled(std::string_view name);
-// "onednn,native": the enabled backends, part of every plan's cache key.
-std::string enabled_backends_fingerprint();
-// The same as a bit set (bit i: all_backends()[i] enabled), for checks that must not allocate.
-uint32_t enabled_backends_mask();
 
 // The candidate list for one node, in preference order; the native reference is always last.
 std::vector<const Backend*> candidate_backends(const OpSpec& spec);
 
-// Throws kiln::Error (not_implemented) listing every candidate's reason when none can run `spec`.
-KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs);
+// The kernel for `spec` under `settings`: the first enabled candidate that offers one, or with
+// autotune on, the fastest of up to settings.autotune offers. Throws kiln::Error (not_implemented)
+// listing every candidate's reason when none can run `spec`.
+KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs,
+                              const Settings& settings);
 
 }  // namespace kiln

@@ -7,6 +7,13 @@
 
 namespace kiln {
 
+std::string shape_to_compact_string(std::span<const int64_t> shape) {
+  if (shape.empty()) return "scalar";
+  std::string text;
+  for (size_t i = 0; i < shape.size(); ++i) text += (i == 0 ? "" : "x") + std::to_string(shape[i]);
+  return text;
+}
+
 int64_t checked_numel(std::span<const int64_t> shape) {
   int64_t count = 1;
   for (int64_t dim : shape) {

@@ -22,6 +22,8 @@ int64_t checked_numel(std::span<const int64_t> shape);
 std::vector<int64_t> contiguous_strides(std::span<const int64_t> shape);
 // "[1, 3, 224, 224]"
 std::string shape_to_string(std::span<const int64_t> shape);
+// "1x3x224x224" ("scalar" for rank 0): without commas, for comma-separated verbose lines.
+std::string shape_to_compact_string(std::span<const int64_t> shape);
 
 class Tensor {
  public:

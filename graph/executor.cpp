@@ -1,10 +1,20 @@
 #include "graph/executor.h"
 
+#include <chrono>
+
 #include "core/error.h"
 #include "graph/observer.h"
 #include "graph/plan.h"
+#include "graph/verbose.h"
+
+#ifndef KILN_RUNTIME_VERBOSE
+#define KILN_RUNTIME_VERBOSE 1
+#endif
 
 namespace kiln {
+
+// Off only in builds made to measure what verbose costs when it is off (see docs/backends.md).
+constexpr bool kRuntimeVerboseBuilt = KILN_RUNTIME_VERBOSE != 0;
 
 struct RunContext {
   std::unique_ptr<char[]> arena_storage;
@@ -37,8 +47,8 @@ std::shared_ptr<RunContext> create_context(const Plan& plan) {
     // Values set per run (inputs, outputs) are assigned into tensors of their final shape, so even
     // a context's first run only copies shapes into existing vectors; these hold no data.
     if (!context->fixed[s]) {
-      context->values[s] =
-          Tensor::wrap(nullptr, slot.info.dtype, stored_shape(slot.info.shape, slot.info.layout));
+      context->values[s] = Tensor::wrap(nullptr, stored_dtype(slot.info.dtype, slot.info.layout),
+                                        stored_shape(slot.info.shape, slot.info.layout));
     }
   }
   context->step_inputs.resize(steps.size());
@@ -114,7 +124,7 @@ size_t RunContextPool::created() const {
 }
 
 std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor* const> inputs,
-                                 std::span<Observer* const> observers) {
+                                 std::span<Observer* const> observers, const Settings& settings) {
   RunContextPool& pool = plan.context_pool();
   std::shared_ptr<RunContext> context = pool.acquire(plan);
   // The context goes back to the pool however the run ends.
@@ -127,6 +137,8 @@ std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor* const
   std::vector<Tensor>& values = context->values;
   for (size_t i = 0; i < inputs.size(); ++i) values[plan.input_slots()[i]] = *inputs[i];
   const bool observed = !observers.empty();
+  // Checked once per run; a build without runtime verbose drops the per-step branch entirely.
+  const bool verbose = kRuntimeVerboseBuilt && settings.max_verbose() >= 1;
   if (observed) {
     for (Observer* observer : observers) observer->on_run_begin(plan);
   }
@@ -152,6 +164,8 @@ std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor* const
     if (observed) {
       for (Observer* observer : observers) observer->on_step_begin(plan, s);
     }
+    const bool report = verbose && settings.verbose_for(step.backend_index) >= 1;
+    const auto start = report ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     try {
       if (context->bound[s]) {
         context->bound[s]->run(step_inputs, step_outputs);
@@ -161,6 +175,11 @@ std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor* const
     } catch (Error& error) {
       error.add_context(str_cat("node '", step.record.node_name, "' (", step.record.op_type, ")"));
       throw;
+    }
+    if (report) {
+      report_executed_step(
+          settings, step,
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
     if (observed) {
       for (Observer* observer : observers) observer->on_step_end(plan, s);

@@ -15,6 +15,7 @@
 namespace kiln {
 
 class Observer;
+struct Settings;
 class Plan;
 struct RunContext;
 
@@ -32,8 +33,9 @@ class RunContextPool {
 };
 
 // Runs `plan` on `inputs` (one per graph input, already checked) and returns one tensor per graph
-// output, owned by the caller. Observers, when given, see every step.
+// output, owned by the caller. Observers, when given, see every step; `settings` is the snapshot
+// the run was started with (its verbose levels decide which steps are reported).
 std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor* const> inputs,
-                                 std::span<Observer* const> observers);
+                                 std::span<Observer* const> observers, const Settings& settings);
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 #include "graph/plan.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <deque>
 #include <map>
@@ -13,6 +14,7 @@
 #include "core/error.h"
 #include "graph/fusion_patterns.h"
 #include "graph/onnx_import.h"
+#include "graph/verbose.h"
 #include "ops/activation.h"
 #include "ops/op_schema.h"
 
@@ -44,13 +46,20 @@ bool fuses_sum(const Node& node) {
   return is_default_domain(node.domain) && (node.op_type == "Conv" || node.op_type == "MatMul");
 }
 
+// How a step's output of logical `info` is stored: shape and dtype of the tensor it writes.
+TensorInfo stored_info(const TensorInfo& info) {
+  return TensorInfo{
+      stored_dtype(info.dtype, info.layout), stored_shape(info.shape, info.layout), {}, info.layout};
+}
+
 }  // namespace
 
 class PlanBuilder {
  public:
   PlanBuilder(const Model& model, const std::vector<Shape>& input_shapes,
-              const std::vector<Tensor>& input_values)
+              const std::vector<Tensor>& input_values, const Settings& settings)
       : model_(model),
+        settings_(settings),
         graph_(model.graph),
         input_shapes_(input_shapes),
         input_values_(input_values),
@@ -91,6 +100,7 @@ class PlanBuilder {
       }
     }
     plan_->memory_plan_ = plan_memory(*plan_);
+    if (settings_.max_verbose() >= 2) report_planned_steps(settings_, *plan_);
     return plan_;
   }
 
@@ -247,6 +257,9 @@ class PlanBuilder {
     spec.opset = opset == model_.opsets.end() ? 0 : opset->second;
     spec.attributes = &node.attributes;
     spec.num_outputs = static_cast<int>(node.outputs.size());
+    if (is_default_domain(node.domain) && node.op_type == "Conv") spec.precision = settings_.conv_precision;
+    if (is_default_domain(node.domain) && (node.op_type == "MatMul" || node.op_type == "Gemm"))
+      spec.precision = settings_.matmul_precision;
     return spec;
   }
 
@@ -339,11 +352,12 @@ class PlanBuilder {
       }
     }
     KernelSelection selection;
+    const auto selection_start = std::chrono::steady_clock::now();
     if (op_type == "LayerNormalization") {
-      selection = select_kernel(fused_spec, outputs);
+      selection = select_kernel(fused_spec, outputs, settings_);
     } else if (!followers.empty()) {
       try {
-        selection = select_kernel(fused_spec, outputs);
+        selection = select_kernel(fused_spec, outputs, settings_);
       } catch (const Error&) {
         followers.clear();  // no backend fuses this chain; plan the followers as their own steps
       }
@@ -351,8 +365,10 @@ class PlanBuilder {
     if (followers.empty()) {
       fused_spec = spec;
       input_names = node.inputs;
-      selection = select_kernel(spec, outputs);
+      selection = select_kernel(spec, outputs, settings_);
     }
+    const double selection_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - selection_start).count();
     std::vector<std::string> output_names = node.outputs;
     if (!followers.empty()) {
       // The chain's last value is what the fused kernel writes; the intermediate values vanish.
@@ -365,8 +381,12 @@ class PlanBuilder {
     step.record.node_name = node.name;
     step.record.op_type = op_type;
     step.record.backend = std::string(selection.backend->name());
+    step.backend_index = backend_index(step.record.backend);
     step.record.kernel = std::string(selection.kernel->name());
     step.record.rejected = std::move(selection.rejected);
+    step.record.note = std::move(selection.note);
+    step.record.timed = std::move(selection.timed);
+    step.record.creation_ms = selection_ms;
     for (const Node* follower : followers)
       step.record.fused.push_back(str_cat(follower->op_type, " '", follower->name, "'"));
     const Kernel& kernel = *selection.kernel;
@@ -395,7 +415,7 @@ class PlanBuilder {
       TensorInfo info{outputs[i].dtype, outputs[i].shape, {}, layout};
       step.record.output_shapes.push_back(info.shape);
       step.record.output_layouts.push_back(layout);
-      step.output_infos.push_back(TensorInfo{info.dtype, stored_shape(info.shape, layout), {}, layout});
+      step.output_infos.push_back(stored_info(info));
       if (output_names[i].empty()) {
         step.outputs.push_back(-1);
         continue;
@@ -416,7 +436,9 @@ class PlanBuilder {
   // not be a graph output. Empty when nothing fuses or oneDNN (the only fusing backend) is off.
   std::vector<const Node*> fusable_followers(const Node& node, OpSpec& spec, const TensorInfo& result) {
     std::vector<const Node*> followers;
-    if (!fuses_activations(node) || !backend_enabled("onednn") || result.dtype != DType::f32)
+    // Deterministic mode plans the followers as their own steps: the fusing kernels are oneDNN's.
+    if (!fuses_activations(node) || !settings_.backend_enabled(kOnednnIndex) || settings_.deterministic ||
+        result.dtype != DType::f32)
       return followers;
     fused_inputs_.clear();
     std::string value = node.outputs.at(0);
@@ -551,9 +573,11 @@ class PlanBuilder {
     if (info.layout == layout) return slot;
     const auto key = std::make_pair(slot, layout);
     if (auto it = reordered_.find(key); it != reordered_.end()) return it->second;
-    KILN_CHECK(info.dtype == DType::f32 && info.shape.size() == 4, not_implemented, "value '",
-               plan_->slots_[static_cast<size_t>(slot)].name, "' is stored ", layout_name(info.layout),
-               " but a reader needs ", layout_name(layout), " (layouts convert for 4-D float32 values only)");
+    const bool channels_last = is_channels_last(info.layout) || is_channels_last(layout);
+    KILN_CHECK(info.dtype == DType::f32 && (!channels_last || info.shape.size() == 4), not_implemented,
+               "value '", plan_->slots_[static_cast<size_t>(slot)].name, "' is stored ",
+               layout_name(info.layout), " but a reader needs ", layout_name(layout),
+               " (layouts convert float32 values, channels-last ones of rank 4)");
     PlanStep step;
     step.kernel = make_layout_reorder(info.shape, info.layout, layout);
     step.inputs = {slot};
@@ -561,12 +585,13 @@ class PlanBuilder {
         str_cat(plan_->slots_[static_cast<size_t>(slot)].name, ":to_", layout_name(layout));
     step.record.op_type = "Reorder";
     step.record.backend = "onednn";
+    step.backend_index = kOnednnIndex;
     step.record.kernel = std::string(step.kernel->name());
     step.record.input_shapes = {info.shape};
     step.record.output_shapes = {info.shape};
     step.record.input_layouts = {info.layout};
     step.record.output_layouts = {layout};
-    step.output_infos = {TensorInfo{info.dtype, stored_shape(info.shape, layout), {}, layout}};
+    step.output_infos = {stored_info(TensorInfo{info.dtype, info.shape, {}, layout})};
     const SlotOrigin origin =
         step.kernel->is_view() ? plan_->slots_[static_cast<size_t>(slot)].origin : SlotOrigin::computed;
     const int converted = add_slot(step.record.node_name, TensorInfo{info.dtype, info.shape, {}, layout},
@@ -643,7 +668,8 @@ class PlanBuilder {
       if (std::count(step.inputs.begin(), step.inputs.end(), slot) != 1) continue;
       const TensorInfo& in = plan_->slots_[slot].info;
       const TensorInfo& out = step.output_infos[0];
-      if (in.dtype != out.dtype || in.layout != out.layout || stored_shape(in.shape, in.layout) != out.shape)
+      if (stored_dtype(in.dtype, in.layout) != out.dtype || in.layout != out.layout ||
+          stored_shape(in.shape, in.layout) != out.shape)
         continue;
       step.in_place_input = input;
       step.record.in_place = true;
@@ -651,6 +677,7 @@ class PlanBuilder {
   }
 
   const Model& model_;
+  const Settings& settings_;
   const Graph& graph_;
   const std::vector<Shape>& input_shapes_;
   const std::vector<Tensor>& input_values_;
@@ -665,8 +692,8 @@ class PlanBuilder {
 };
 
 std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Shape>& input_shapes,
-                                        const std::vector<Tensor>& input_values) {
-  return PlanBuilder(model, input_shapes, input_values).build();
+                                        const std::vector<Tensor>& input_values, const Settings& settings) {
+  return PlanBuilder(model, input_shapes, input_values, settings).build();
 }
 
 }  // namespace kiln

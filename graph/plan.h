@@ -28,6 +28,9 @@ struct StepRecord {
   std::vector<std::string> fused;  // "Relu 'name'" for each node fused into this one
   bool in_place = false;           // output 0 reuses the storage of a dying input
   std::vector<RejectedCandidate> rejected;
+  std::string note;                   // what the kernel does differently from what was asked
+  std::vector<TimedCandidate> timed;  // autotune's measurements (empty when it did not time)
+  double creation_ms = 0;             // kernel selection and creation (primitives, weight reorders)
 };
 
 struct PlanStep {
@@ -35,8 +38,9 @@ struct PlanStep {
   std::vector<int> inputs;               // slot per node input; -1 for an absent optional input
   std::vector<int> outputs;              // slot per node output; -1 for an unused optional output
   std::vector<int> release_after;        // slots whose last reader is this step
-  std::vector<TensorInfo> output_infos;  // every declared output as stored (kernels may write all)
-  int in_place_input = -1;  // input whose storage output 0 takes over (see Kernel::in_place_input)
+  std::vector<TensorInfo> output_infos;  // every declared output as stored: stored shape and dtype
+  int in_place_input = -1;           // input whose storage output 0 takes over (see Kernel::in_place_input)
+  int backend_index = kNativeIndex;  // the record's backend as a Settings index (verbose levels)
   StepRecord record;
 };
 
@@ -81,8 +85,11 @@ class Plan {
   // Builds the plan for `model` with one concrete shape per graph input (in graph input order).
   // `input_values` (empty, or one per graph input) binds the values of inputs that define shapes,
   // such as a Reshape target fed as a graph input: the plan folds them and is valid only for them.
+  // Kernels are chosen under `settings` (enabled backends, precision, deterministic mode, autotune);
+  // with settings.max_verbose() >= 2 each planned step is reported on the verbose sink.
   static std::shared_ptr<const Plan> build(const Model& model, const std::vector<Shape>& input_shapes,
-                                           const std::vector<Tensor>& input_values = {});
+                                           const std::vector<Tensor>& input_values = {},
+                                           const Settings& settings = current_settings());
 
  private:
   friend class PlanBuilder;

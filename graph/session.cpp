@@ -19,17 +19,20 @@ std::string expected_inputs(const std::vector<ValueInfo>& inputs) {
 }
 
 // Settings that change which kernels a plan holds: oneDNN primitives are created for a thread count.
-std::string plan_configuration() {
-  return str_cat(enabled_backends_fingerprint(), ";threads=", get_num_threads());
+std::string plan_configuration(const Settings& settings) {
+  return str_cat(settings.plan_fingerprint(), ";threads=", get_num_threads());
 }
 
 }  // namespace
 
-Session::Session(const std::filesystem::path& model_path) : Session(load_onnx_model(model_path)) {
+Session::Session(const std::filesystem::path& model_path, const Flags& options)
+    : Session(load_onnx_model(model_path), options) {
   model_path_ = model_path;
 }
 
-Session::Session(Model model) : model_(std::move(model)) {}
+Session::Session(Model model, const Flags& options) : model_(std::move(model)), options_(options) {
+  options_.validate();
+}
 
 void Session::bind_inputs(const TensorMap& inputs, std::span<const Tensor*> bound) const {
   for (const auto& entry : inputs) {
@@ -53,9 +56,10 @@ void Session::bind_inputs(const TensorMap& inputs, std::span<const Tensor*> boun
   }
 }
 
-std::shared_ptr<const Plan> Session::recent_plan(std::span<const Tensor* const> bound) {
+std::shared_ptr<const Plan> Session::recent_plan(std::span<const Tensor* const> bound,
+                                                 const Settings& settings) {
   std::lock_guard lock(mutex_);
-  if (!recent_plan_ || recent_backends_ != enabled_backends_mask() || recent_threads_ != get_num_threads()) {
+  if (!recent_plan_ || recent_settings_ != settings.plan_word() || recent_threads_ != get_num_threads()) {
     return nullptr;
   }
   if (std::find(value_inputs_.begin(), value_inputs_.end(), true) != value_inputs_.end()) return nullptr;
@@ -66,12 +70,17 @@ std::shared_ptr<const Plan> Session::recent_plan(std::span<const Tensor* const> 
 }
 
 std::shared_ptr<const Plan> Session::plan_for(const std::vector<Shape>& input_shapes) {
+  const Settings settings = this->settings();
   return cached_plan(
-      PlanKey{plan_configuration(), input_shapes, std::vector<std::string>(input_shapes.size())},
-      input_shapes, {});
+      PlanKey{plan_configuration(settings), input_shapes, std::vector<std::string>(input_shapes.size())},
+      input_shapes, {}, settings);
 }
 
 std::shared_ptr<const Plan> Session::plan_for(const std::vector<Tensor>& inputs) {
+  return plan_for(inputs, settings());
+}
+
+std::shared_ptr<const Plan> Session::plan_for(const std::vector<Tensor>& inputs, const Settings& settings) {
   std::vector<Shape> shapes;
   for (const Tensor& input : inputs) shapes.push_back(input.shape());
   // Each retry binds one more input's value, so this ends after at most one retry per input.
@@ -88,7 +97,8 @@ std::shared_ptr<const Plan> Session::plan_for(const std::vector<Tensor>& inputs)
       }
     }
     try {
-      return cached_plan(PlanKey{plan_configuration(), shapes, value_bytes}, shapes, values);
+      return cached_plan(PlanKey{plan_configuration(settings), shapes, value_bytes}, shapes, values,
+                         settings);
     } catch (const NeedsInputValue& needs) {
       if (attempt >= inputs.size() || needs.input() >= inputs.size()) throw;
       std::lock_guard lock(mutex_);
@@ -99,7 +109,8 @@ std::shared_ptr<const Plan> Session::plan_for(const std::vector<Tensor>& inputs)
 }
 
 std::shared_ptr<const Plan> Session::cached_plan(const PlanKey& key, const std::vector<Shape>& shapes,
-                                                 const std::vector<Tensor>& values) {
+                                                 const std::vector<Tensor>& values,
+                                                 const Settings& settings) {
   {
     std::lock_guard lock(mutex_);
     auto it = plans_.find(key);
@@ -113,7 +124,7 @@ std::shared_ptr<const Plan> Session::cached_plan(const PlanKey& key, const std::
     if (it != plans_.end()) return it->second;
   }
   reload_initializers();
-  std::shared_ptr<const Plan> plan = Plan::build(model_, shapes, values);
+  std::shared_ptr<const Plan> plan = Plan::build(model_, shapes, values, settings);
   struct ReleaseAfterwards {
     Session& session;
     ~ReleaseAfterwards() { session.release_unreferenced_initializers(); }
@@ -175,15 +186,17 @@ TensorMap Session::run(const TensorMap& inputs) {
                                              ? std::span<const Tensor*>(many_bound)
                                              : std::span<const Tensor*>(inline_bound).first(count);
   bind_inputs(inputs, bound);
+  // The whole run, planning included, sees the settings in force now on this thread.
+  const Settings settings = this->settings();
 
-  std::shared_ptr<const Plan> plan = recent_plan(bound);
+  std::shared_ptr<const Plan> plan = recent_plan(bound, settings);
   if (!plan) {
     std::vector<Tensor> tensors;
     for (const Tensor* input : bound) tensors.push_back(*input);
-    plan = plan_for(tensors);
+    plan = plan_for(tensors, settings);
     std::lock_guard lock(mutex_);
     recent_plan_ = plan;
-    recent_backends_ = enabled_backends_mask();
+    recent_settings_ = settings.plan_word();
     recent_threads_ = get_num_threads();
     recent_shapes_.clear();
     for (const Tensor& tensor : tensors) recent_shapes_.push_back(tensor.shape());
@@ -204,7 +217,7 @@ TensorMap Session::run(const TensorMap& inputs) {
     }
   }
   TensorMap outputs;
-  std::vector<Tensor> results = execute_plan(*plan, bound, observers);
+  std::vector<Tensor> results = execute_plan(*plan, bound, observers, settings);
   for (size_t i = 0; i < results.size(); ++i) outputs[this->outputs()[i].name] = std::move(results[i]);
   return outputs;
 }

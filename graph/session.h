@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backends/settings.h"
 #include "graph/graph.h"
 #include "graph/observer.h"
 #include "graph/plan.h"
@@ -21,8 +22,10 @@ using TensorMap = std::map<std::string, Tensor>;
 
 class Session {
  public:
-  explicit Session(const std::filesystem::path& model_path);
-  explicit Session(Model model);
+  // `options` are backend settings for this session's runs: they override the global settings and
+  // are overridden by the calling thread's ScopedFlags guards.
+  explicit Session(const std::filesystem::path& model_path, const Flags& options = {});
+  explicit Session(Model model, const Flags& options = {});
 
   // The model. Initializers that every cached plan copied into its kernels (reordered weights) are
   // released after planning when the session was loaded from a file, and reloaded from it when a
@@ -33,8 +36,14 @@ class Session {
 
   // Runs the model. Every graph input must be given, with the declared dtype and a shape that agrees
   // with the declared one (symbolic dims take any size, consistently across inputs); unknown names
-  // are rejected. Returns one tensor per graph output, owned by the caller.
+  // are rejected. Returns one tensor per graph output, owned by the caller. The settings in force
+  // on the calling thread when the run starts apply to all of it; settings that change kernel
+  // choice (see Settings::plan_word) select a plan built for them.
   TensorMap run(const TensorMap& inputs);
+
+  const Flags& options() const { return options_; }
+  // The settings this session's run would use on the calling thread now.
+  Settings settings() const { return current_settings(options_); }
 
   // The plan run() would use for these input shapes (built and cached if new). Models whose shapes
   // depend on input values (a Reshape target fed as an input) need plan_for(inputs) instead.
@@ -42,13 +51,14 @@ class Session {
   // The plan for these inputs (one per graph input, in order): their shapes, plus the values of the
   // inputs that define shapes, which are bound into the plan.
   std::shared_ptr<const Plan> plan_for(const std::vector<Tensor>& inputs);
+  std::shared_ptr<const Plan> plan_for(const std::vector<Tensor>& inputs, const Settings& settings);
 
   // Observers see every later run until removed; they must outlive their registration.
   void add_observer(Observer* observer);
   void remove_observer(Observer* observer);
 
  private:
-  // What a plan depends on besides the model: the configuration (enabled backends, thread count),
+  // What a plan depends on besides the model: the configuration (Settings::plan_fingerprint(), thread count),
   // the input shapes, and the bytes of value-bound inputs ("" for the others).
   using PlanKey = std::tuple<std::string, std::vector<Shape>, std::vector<std::string>>;
 
@@ -56,9 +66,9 @@ class Session {
   void bind_inputs(const TensorMap& inputs, std::span<const Tensor*> bound) const;
   // The plan of the previous run when it fits these inputs and the current settings (checked
   // without allocating), else null.
-  std::shared_ptr<const Plan> recent_plan(std::span<const Tensor* const> bound);
+  std::shared_ptr<const Plan> recent_plan(std::span<const Tensor* const> bound, const Settings& settings);
   std::shared_ptr<const Plan> cached_plan(const PlanKey& key, const std::vector<Shape>& shapes,
-                                          const std::vector<Tensor>& values);
+                                          const std::vector<Tensor>& values, const Settings& settings);
 
   // Frees initializers no plan holds (they live on as the kernels' reordered copies), so weights
   // are not kept twice; reload_initializers() brings them back from the file before planning.
@@ -66,6 +76,7 @@ class Session {
   void reload_initializers();
 
   Model model_;
+  Flags options_;
   std::filesystem::path model_path_;  // empty when built from a Model: nothing is released then
   std::vector<std::string> released_initializers_;
   std::mutex planning_mutex_;  // one plan is built at a time (it reads model_, which may reload)
@@ -75,7 +86,7 @@ class Session {
   std::vector<std::shared_ptr<const Plan>> plan_order_;  // oldest first, for eviction
   std::vector<Observer*> observers_;
   std::shared_ptr<const Plan> recent_plan_;  // with the settings and shapes it was used for
-  uint32_t recent_backends_ = 0;
+  uint64_t recent_settings_ = 0;             // Settings::plan_word() of the previous run
   int recent_threads_ = 0;
   std::vector<Shape> recent_shapes_;
 };

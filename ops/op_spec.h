@@ -15,12 +15,23 @@ namespace kiln {
 
 // How a value's elements are stored. Shapes are always logical (ONNX's NCHW); a value stored
 // channels-last holds a 4-D [N, C, H, W] value as a contiguous [N, H, W, C] tensor, the layout
-// oneDNN's fastest convolutions read and write. Constants, graph inputs and outputs are plain.
-enum class Layout : uint8_t { plain, nhwc };
+// oneDNN's fastest convolutions read and write. The *_bf16 layouts store a float32 value as
+// bfloat16 (reduced precision, see Precision): its logical dtype stays f32, only the storage
+// changes. Constants, graph inputs and outputs are plain.
+enum class Layout : uint8_t { plain, nhwc, plain_bf16, nhwc_bf16 };
 
 const char* layout_name(Layout layout);
 // The shape of the tensor that stores a value of logical `shape` in `layout`.
 Shape stored_shape(const Shape& shape, Layout layout);
+// The dtype of that tensor: bf16 for the *_bf16 layouts, `dtype` otherwise.
+DType stored_dtype(DType dtype, Layout layout);
+bool is_channels_last(Layout layout);
+bool is_bf16(Layout layout);
+
+// The arithmetic a convolution or matrix product may use. bf16: weights converted once at plan
+// time, activations stored as bfloat16 between such ops, accumulation in float32.
+enum class Precision : uint8_t { fp32, bf16 };
+const char* precision_name(Precision precision);
 
 // A value's type and shape at plan time; `value` is set when the data is known (an initializer,
 // a folded constant, or an output whose value shape inference could compute, like Shape's).
@@ -59,6 +70,11 @@ struct OpSpec {
   std::vector<TensorInfo> inputs;  // absent optional inputs are not present()
   int num_outputs = 1;             // outputs the node declares (optional trailing ones may be "")
   std::vector<PostOp> post_ops;    // fused followers; a sum's or bias's input is appended to `inputs`
+  // Set by the planner for the op families that have a precision setting (Conv, MatMul, Gemm).
+  Precision precision = Precision::fp32;
+  // Which of a backend's implementations to create: 0 is its first choice; autotune asks for the
+  // alternatives (oneDNN lists several per primitive). A backend with fewer refuses.
+  int alternative = 0;
 
   const Attributes& attrs() const { return *attributes; }
   int num_inputs() const { return static_cast<int>(inputs.size()); }

@@ -16,6 +16,7 @@
 #include "graph/flops.h"
 #include "graph/session.h"
 #include "runtime/threads.h"
+#include "tools/backend_options.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/random_input.h"
@@ -69,15 +70,14 @@ std::string json_escape(const std::string& text) {
 }  // namespace
 
 int command_bench(const std::vector<std::string>& args) {
-  const std::vector<OptionSpec> specs = {
+  const std::vector<OptionSpec> specs = with_backend_options({
       {"batch", true, "B: size of symbolic input dims (default 1)"},
       {"threads", true, "N: intra-op threads (overrides KILN_NUM_THREADS and OMP_NUM_THREADS)"},
-      {"disable", true, "BACKEND: leave a backend out of kernel selection (repeatable)"},
       {"warmup", true, "W: untimed runs first (default 5)"},
       {"iters", true, "N: timed runs (default 20)"},
       {"json", false, "print one JSON object instead of text (for scripts)"},
       {"help", false, "show this help"},
-  };
+  });
   const ParsedArgs parsed = parse_args("bench", args, specs);
   if (parsed.has("help")) {
     std::printf("usage: kiln bench MODEL [options]\n\nTimes Session::run on seeded random inputs.\n\n%s",
@@ -140,15 +140,15 @@ int command_bench(const std::vector<std::string>& args) {
         "\"weights_mb\": %.2f, \"arena_mb\": %.2f, \"peak_rss_after_load_mb\": %.1f, "
         "\"steady_rss_mb\": %.1f, \"peak_rss_mb\": %.1f}\n",
         std::string(kiln_version()).c_str(), json_escape(parsed.positional[0]).c_str(), batch,
-        get_num_threads(), enabled_backends_fingerprint().c_str(), warmup, iters, median,
-        percentile(times_ms, 0.1), percentile(times_ms, 0.9), times_ms.front(), 1000.0 * batch / median,
-        static_cast<long long>(flops), gflops, load_ms, import_ms, plan_ms, first_run_ms, weights_mb,
-        arena_mb, peak_rss_after_load_mb, steady_rss_mb, peak_rss_mb);
+        get_num_threads(), settings_summary().c_str(), warmup, iters, median, percentile(times_ms, 0.1),
+        percentile(times_ms, 0.9), times_ms.front(), 1000.0 * batch / median, static_cast<long long>(flops),
+        gflops, load_ms, import_ms, plan_ms, first_run_ms, weights_mb, arena_mb, peak_rss_after_load_mb,
+        steady_rss_mb, peak_rss_mb);
     return 0;
   }
   std::printf("model: %s\nbatch: %d  threads: %d  backends: %s  warmup: %d  iters: %d\n",
-              parsed.positional[0].c_str(), batch, get_num_threads(), enabled_backends_fingerprint().c_str(),
-              warmup, iters);
+              parsed.positional[0].c_str(), batch, get_num_threads(), settings_summary().c_str(), warmup,
+              iters);
   std::printf("load: %.1f ms (import %.1f, plan %.1f); first run %.1f ms\n", load_ms, import_ms, plan_ms,
               first_run_ms);
   std::printf("latency ms: median %.3f  p10 %.3f  p90 %.3f  min %.3f\n", median, percentile(times_ms, 0.1),

@@ -13,6 +13,7 @@
 #include "graph/flops.h"
 #include "graph/session.h"
 #include "runtime/threads.h"
+#include "tools/backend_options.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/random_input.h"
@@ -52,18 +53,13 @@ std::string shapes_text(const std::vector<Shape>& shapes, const std::vector<Layo
 
 }  // namespace
 
-void apply_backend_options(const ParsedArgs& parsed) {
-  for (const std::string& name : parsed.values("disable")) set_backend_enabled(name, false);
-}
-
 int command_explain(const std::vector<std::string>& args) {
-  const std::vector<OptionSpec> specs = {
+  const std::vector<OptionSpec> specs = with_backend_options({
       {"batch", true, "B: size of symbolic input dims (default 1)"},
       {"threads", true, "N: intra-op threads (overrides KILN_NUM_THREADS and OMP_NUM_THREADS)"},
-      {"disable", true, "BACKEND: leave a backend out of kernel selection (repeatable)"},
       {"profile", true, "N: run the plan N times and show each step's median time"},
       {"help", false, "show this help"},
-  };
+  });
   const ParsedArgs parsed = parse_args("explain", args, specs);
   if (parsed.has("help")) {
     std::printf(
@@ -93,7 +89,7 @@ int command_explain(const std::vector<std::string>& args) {
   }
 
   std::printf("plan for %s (batch %d, %d threads, backends %s)\n", parsed.positional[0].c_str(), batch,
-              get_num_threads(), enabled_backends_fingerprint().c_str());
+              get_num_threads(), settings_summary().c_str());
   std::printf("%zu steps; %d nodes fused, %d folded, %d removed; %d reorders; %.3f GFLOP per run\n\n",
               plan->steps().size(), plan->fused_nodes(), plan->folded_nodes(), plan->removed_nodes(),
               plan->reorder_steps(), static_cast<double>(plan_flops(*plan)) * 1e-9);
@@ -106,6 +102,7 @@ int command_explain(const std::vector<std::string>& args) {
     if (profile_runs > 0) std::printf("  %.3f ms", timer.median_ms(s));
     std::printf("\n");
     for (const std::string& fused : r.fused) std::printf("      fused: %s\n", fused.c_str());
+    if (!r.note.empty()) std::printf("      note: %s\n", r.note.c_str());
     for (const RejectedCandidate& rejected : r.rejected) {
       std::printf("      not %s: %s\n", rejected.backend.c_str(), rejected.reason.c_str());
     }

@@ -1,6 +1,7 @@
 // `kiln info`: what this build is and what it can use here.
 #include <cstdio>
 
+#include "backends/control.h"
 #include "backends/selection.h"
 #include "core/version.h"
 #include "ops/op_schema.h"
@@ -30,6 +31,11 @@ int command_info(const std::vector<std::string>& args) {
                 backend->is_available() ? "available" : "unavailable",
                 backend_enabled(backend->name()) ? "enabled" : "disabled", backend->version().c_str());
   }
+  std::printf("  cuda     not built\n");
+  std::printf("blas library: %s\n", backends::blas::library().c_str());
+  std::printf("oneDNN primitive cache: %d of %d entries\n", backends::onednn::primitive_cache::size(),
+              backends::onednn::primitive_cache::capacity());
+  std::printf("settings: %s\n", current_settings().plan_fingerprint().c_str());
   std::printf("ops: %zu (ONNX opsets 7-17)\n", all_op_schemas().size());
   std::string extensions;
   for (const std::string& extension : cpu.extensions()) extensions += " " + extension;

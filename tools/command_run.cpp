@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "graph/session.h"
 #include "runtime/threads.h"
+#include "tools/backend_options.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/npy.h"
@@ -41,13 +42,12 @@ std::string file_name_for(const std::string& name) {
 }  // namespace
 
 int command_run(const std::vector<std::string>& args) {
-  const std::vector<OptionSpec> specs = {
+  const std::vector<OptionSpec> specs = with_backend_options({
       {"input", true, "NAME=FILE.npy: feed an input from a .npy file (repeatable)"},
       {"output-dir", true, "DIR: write each output as DIR/<name>.npy"},
       {"threads", true, "N: intra-op threads (overrides KILN_NUM_THREADS and OMP_NUM_THREADS)"},
-      {"disable", true, "BACKEND: leave a backend out of kernel selection (repeatable)"},
       {"help", false, "show this help"},
-  };
+  });
   const ParsedArgs parsed = parse_args("run", args, specs);
   if (parsed.has("help")) {
     std::printf(

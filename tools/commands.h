@@ -13,8 +13,4 @@ int command_conformance(const std::vector<std::string>& args);
 int command_bench(const std::vector<std::string>& args);
 int command_explain(const std::vector<std::string>& args);
 
-struct ParsedArgs;
-// --disable BACKEND options, shared by the commands that plan models.
-void apply_backend_options(const ParsedArgs& parsed);
-
 }  // namespace kiln

@@ -124,6 +124,8 @@ class BlasBackend final : public Backend {
     if (!spec.domain.empty() && spec.domain != "ai.onnx")
       return KernelOrReason::rejected("not an ONNX-domain op");
     if (!spec.post_ops.empty()) return KernelOrReason::rejected("BLAS kernels do not fuse post-ops");
+    if (spec.precision != Precision::fp32)
+      return KernelOrReason::rejected("BLAS computes float32 only (bf16 precision runs on oneDNN)");
     if (spec.op_type == "MatMul") return make_matmul(spec, outputs);
     if (spec.op_type == "Gemm") return make_gemm(spec, outputs);
     return KernelOrReason::rejected("no BLAS kernel for " + spec.op_type);
@@ -131,6 +133,10 @@ class BlasBackend final : public Backend {
 };
 
 }  // namespace
+
+std::string blas_library() {
+  return openblas_get_config();
+}
 
 const Backend& blas_backend() {
   static const BlasBackend instance;

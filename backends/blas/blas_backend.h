@@ -5,12 +5,16 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "backends/backend.h"
 
 namespace kiln {
 
 const Backend& blas_backend();
+
+// The BLAS library and how it was built, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY SkylakeX ...".
+std::string blas_library();
 
 // Products with at most this many multiply-adds (M x N x K) run on BLAS when it is enabled.
 inline constexpr int64_t kBlasMaxMultiplyAdds = 32 * 32 * 32;

@@ -1,5 +1,5 @@
-// oneDNN Conv (2-D, float32, any group count): activations channels-last, weights reordered once at
-// plan time into the layout the chosen implementation wants, bias and fused post-ops (eltwise
+// oneDNN Conv (2-D, float32 or bf16 precision, any group count): activations channels-last, weights reordered
+// once at plan time into the layout the chosen implementation wants, bias and fused post-ops (eltwise
 // activations and a residual sum) applied inside the primitive.
 #include "ops/conv.h"
 
@@ -22,9 +22,13 @@ class ConvKernel final : public PrimitiveKernel {
     const Shape weight_dims = group == 1 ? weights.shape()
                                          : Shape{group, params.out_channels / group, weights.dim(1),
                                                  weights.dim(2), weights.dim(3)};
-    const memory::desc src_desc = value_desc(x_shape, Layout::nhwc);
-    const memory::desc dst_desc = value_desc(output_shape, Layout::nhwc);
-    const memory::desc any_weights(weight_dims, memory::data_type::f32, memory::format_tag::any);
+    // Reduced precision: bf16 activations and weights, float32 accumulation and bias.
+    const bool bf16 = spec.precision == Precision::bf16;
+    const Layout layout = bf16 ? Layout::nhwc_bf16 : Layout::nhwc;
+    const memory::desc src_desc = value_desc(x_shape, layout);
+    const memory::desc dst_desc = value_desc(output_shape, layout);
+    const memory::desc any_weights(weight_dims, bf16 ? memory::data_type::bf16 : memory::data_type::f32,
+                                   memory::format_tag::any);
     const memory::desc bias_desc = params.has_bias ? plain_desc({params.out_channels}) : memory::desc();
 
     const WindowParams& w = params.window;
@@ -34,8 +38,9 @@ class ConvKernel final : public PrimitiveKernel {
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_desc, any_weights,
         bias_desc, dst_desc, w.strides, dilations, w.pads_begin, w.pads_end);
     dnnl::primitive_attr attr = make_attr(spec.post_ops);
-    const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
-    name_ = "onednn:" + implementation_name(pd) + post_ops_suffix(spec.post_ops);
+    dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
+    select_alternative(pd, spec.alternative);
+    name_ = "onednn:" + implementation_name(pd) + (bf16 ? ":bf16" : "") + post_ops_suffix(spec.post_ops);
     primitive_ = dnnl::convolution_forward(pd);
     scratchpad_desc_ = pd.scratchpad_desc();
 
@@ -49,13 +54,13 @@ class ConvKernel final : public PrimitiveKernel {
       mark_copied(2);
     }
 
-    input_layouts_ = {Layout::nhwc, Layout::plain, Layout::plain};
+    input_layouts_ = {layout, Layout::plain, Layout::plain};
     residual_input_ = sum_input(spec.post_ops);
     if (residual_input_ >= 0) {
       input_layouts_.resize(static_cast<size_t>(residual_input_) + 1, Layout::plain);
-      input_layouts_[static_cast<size_t>(residual_input_)] = Layout::nhwc;
+      input_layouts_[static_cast<size_t>(residual_input_)] = layout;
     }
-    output_layouts_ = {Layout::nhwc};
+    output_layouts_ = {layout};
     bind_input(DNNL_ARG_SRC, 0, src_desc);
     bind_output(DNNL_ARG_DST, 0, dst_desc);
   }
@@ -83,8 +88,9 @@ KernelOrReason make_conv(const OpSpec& spec, std::span<const TensorInfo> outputs
   OpSpec conv_spec = spec;
   conv_spec.inputs.resize(std::min<size_t>(conv_spec.inputs.size(), 3));
   const ConvParams params = conv_params(conv_spec);
-  return create_primitive_kernel(
-      [&] { return std::make_unique<ConvKernel>(spec, params, outputs[0].shape); });
+  return create_reduced_precision_kernel(spec, [&](const OpSpec& chosen) {
+    return std::make_unique<ConvKernel>(chosen, params, outputs[0].shape);
+  });
 }
 
 constexpr native::KernelEntry kConvKernels[] = {{"Conv", make_conv}};

@@ -1,6 +1,7 @@
-// oneDNN MatMul and Gemm (float32) on the matmul primitive. A constant right-hand side (the weights
-// of a Linear layer) is reordered once at plan time into the layout the implementation wants, with
-// Gemm's alpha folded into it and beta * C into the bias; fused activations run inside.
+// oneDNN MatMul and Gemm (float32, or bf16 operands under reduced precision) on the matmul primitive. A
+// constant right-hand side (the weights of a Linear layer) is reordered once at plan time into the layout the
+// implementation wants, with Gemm's alpha folded into it and beta * C into the bias; fused activations run
+// inside.
 #include <algorithm>
 
 #include "backends/onednn/onednn_common.h"
@@ -21,27 +22,33 @@ struct MatmulProblem {
   std::vector<size_t> copied_inputs;  // constant inputs folded into the weights or the bias
   std::vector<PostOp> post_ops;
   int residual_input = -1;  // input added by a fused sum (same shape as the result)
+  bool bf16 = false;        // reduced precision: bf16 operands, float32 accumulation and result
 };
 
 class MatmulKernel final : public PrimitiveKernel {
  public:
-  explicit MatmulKernel(const MatmulProblem& problem) {
+  MatmulKernel(const MatmulProblem& problem, int alternative) {
     const bool packed = problem.constant_b.defined();
-    const memory::desc b_desc =
-        packed ? memory::desc(problem.b_desc.dims(), memory::data_type::f32, memory::format_tag::any)
-               : problem.b_desc;
+    const auto type = problem.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+    const Layout operand_layout = problem.bf16 ? Layout::plain_bf16 : Layout::plain;
+    const memory::desc a_desc = with_type(problem.a_desc, type);
+    const memory::desc b_desc = packed ? memory::desc(problem.b_desc.dims(), type, memory::format_tag::any)
+                                       : with_type(problem.b_desc, type);
     const memory::desc bias_desc = problem.bias.defined() ? plain_desc(problem.bias.shape()) : memory::desc();
-    const dnnl::matmul::desc desc(problem.a_desc, b_desc, bias_desc, problem.dst_desc);
-    const dnnl::matmul::primitive_desc pd(desc, make_attr(problem.post_ops), engine());
-    name_ = "onednn:" + implementation_name(pd) + post_ops_suffix(problem.post_ops);
+    const dnnl::matmul::desc desc(a_desc, b_desc, bias_desc, problem.dst_desc);
+    dnnl::matmul::primitive_desc pd(desc, make_attr(problem.post_ops), engine());
+    select_alternative(pd, alternative);
+    name_ = "onednn:" + implementation_name(pd) + (problem.bf16 ? ":bf16" : "") +
+            post_ops_suffix(problem.post_ops);
     primitive_ = dnnl::matmul(pd);
     scratchpad_desc_ = pd.scratchpad_desc();
-    bind_input(DNNL_ARG_SRC, 0, problem.a_desc);
+    input_layouts_ = {operand_layout, packed ? Layout::plain : operand_layout};
+    bind_input(DNNL_ARG_SRC, 0, a_desc);
     if (packed) {
       constant_args_[DNNL_ARG_WEIGHTS] =
           reorder_constant(problem.b_desc, problem.constant_b, pd.weights_desc());
     } else {
-      bind_input(DNNL_ARG_WEIGHTS, 1, problem.b_desc);
+      bind_input(DNNL_ARG_WEIGHTS, 1, b_desc);
     }
     bind_output(DNNL_ARG_DST, 0, problem.dst_desc);
     if (problem.bias.defined())
@@ -74,6 +81,13 @@ Tensor fused_bias(const OpSpec& spec, int64_t n) {
 
 memory::desc strided_desc(const Shape& dims, const Shape& strides) {
   return memory::desc(dims, memory::data_type::f32, strides);
+}
+
+KernelOrReason create_matmul_kernel(const OpSpec& spec, MatmulProblem problem) {
+  return create_reduced_precision_kernel(spec, [&](const OpSpec& chosen) {
+    problem.bf16 = chosen.precision == Precision::bf16;
+    return std::make_unique<MatmulKernel>(problem, chosen.alternative);
+  });
 }
 
 KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outputs) {
@@ -116,7 +130,7 @@ KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outpu
     }
   }
   if (checked_numel(outputs[0].shape) == 0 || k == 0) return KernelOrReason::rejected("empty product");
-  return create_primitive_kernel([&] { return std::make_unique<MatmulKernel>(problem); });
+  return create_matmul_kernel(spec, problem);
 }
 
 KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs) {
@@ -164,7 +178,7 @@ KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs
     for (int64_t j = 0; j < n; ++j)
       problem.bias.data<float>()[j] = beta * c.value.data<float>()[scalar ? 0 : j];
   }
-  return create_primitive_kernel([&] { return std::make_unique<MatmulKernel>(problem); });
+  return create_matmul_kernel(spec, problem);
 }
 
 constexpr native::KernelEntry kMatmulKernels[] = {{"MatMul", make_matmul}, {"Gemm", make_gemm}};

@@ -1,5 +1,6 @@
-// oneDNN Softmax / LogSoftmax (float32, any axis; before opset 13 over the input coerced to 2-D) and
-// LayerNormalization over the last axis with constant scale and bias, copied at plan time.
+// oneDNN Softmax / LogSoftmax (float32 also under reduced precision, any axis; before opset 13 over the input
+// coerced to 2-D) and LayerNormalization over the last axis with constant scale and bias, copied at plan
+// time.
 #include "backends/onednn/onednn_common.h"
 #include "backends/onednn/post_ops.h"
 
@@ -33,18 +34,20 @@ KernelOrReason make_softmax(const OpSpec& spec, std::span<const TensorInfo>, dnn
   const int64_t rank = static_cast<int64_t>(x.shape.size());
   const int64_t axis =
       normalize_axis(spec.attrs().get_int("axis", spec.opset < 13 ? 1 : -1), rank, "Softmax axis");
-  memory::desc desc = value_desc(x.shape, x.layout);
+  // Softmax stays float32 under reduced precision: a bf16 input is converted before it.
+  const Layout layout = float32_layout(x.layout);
+  memory::desc desc = value_desc(x.shape, layout);
   int softmax_axis = static_cast<int>(axis);
   if (spec.opset < 13) {
     // Before opset 13 the input is coerced to [outer, inner] at `axis` and normalized over inner.
-    if (x.layout != Layout::plain) return KernelOrReason::rejected("opset < 13 Softmax needs a plain input");
+    if (layout != Layout::plain) return KernelOrReason::rejected("opset < 13 Softmax needs a plain input");
     int64_t outer = 1;
     for (int64_t d = 0; d < axis; ++d) outer *= x.shape[static_cast<size_t>(d)];
     desc = plain_desc({outer, checked_numel(x.shape) / outer});
     softmax_axis = 1;
   }
   return create_primitive_kernel(
-      [&] { return std::make_unique<SoftmaxKernel>(algorithm, desc, softmax_axis, x.layout); });
+      [&] { return std::make_unique<SoftmaxKernel>(algorithm, desc, softmax_axis, layout); });
 }
 
 class LayerNormKernel final : public PrimitiveKernel {

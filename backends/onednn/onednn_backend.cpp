@@ -4,6 +4,11 @@
 
 #include "backends/onednn/onednn_common.h"
 
+// Exported by libdnnl 2.6 (as used by its own tests) but declared in no public header.
+namespace dnnl::impl {
+dnnl_status_t get_primitive_cache_size(int* size);
+}
+
 namespace kiln {
 namespace {
 
@@ -23,6 +28,9 @@ class OnednnBackend final : public Backend {
   KernelOrReason create_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs) const override {
     if (!spec.domain.empty() && spec.domain != "ai.onnx")
       return KernelOrReason::rejected("not an ONNX-domain op");
+    // Autotune's alternatives exist for the primitives with several implementations per shape.
+    if (spec.alternative > 0 && spec.op_type != "Conv" && spec.op_type != "MatMul" && spec.op_type != "Gemm")
+      return KernelOrReason::rejected("oneDNN has one implementation of " + spec.op_type + " here");
     if (native::KernelFactory create = native::find_kernel_factory(kFamilies, spec.op_type)) {
       return create(spec, outputs);
     }
@@ -35,6 +43,32 @@ class OnednnBackend final : public Backend {
 const Backend& onednn_backend() {
   static const OnednnBackend instance;
   return instance;
+}
+
+void set_onednn_library_verbose(int level) {
+  dnnl::error::wrap_c_api(dnnl_set_verbose(level), "could not set oneDNN's verbose level");
+}
+
+int onednn_primitive_cache_size() {
+  int size = 0;
+  dnnl::error::wrap_c_api(dnnl::impl::get_primitive_cache_size(&size), "could not query the primitive cache");
+  return size;
+}
+
+int onednn_primitive_cache_capacity() {
+  return dnnl::get_primitive_cache_capacity();
+}
+
+void set_onednn_primitive_cache_capacity(int capacity) {
+  KILN_CHECK(capacity >= 0, invalid_argument, "the primitive cache capacity must be >= 0, got ", capacity);
+  dnnl::set_primitive_cache_capacity(capacity);
+}
+
+void clear_onednn_primitive_cache() {
+  // oneDNN has no clear(): shrinking the capacity to 0 evicts every entry.
+  const int capacity = onednn_primitive_cache_capacity();
+  dnnl::set_primitive_cache_capacity(0);
+  dnnl::set_primitive_cache_capacity(capacity);
 }
 
 std::unique_ptr<Kernel> make_layout_reorder(const Shape& shape, Layout from, Layout to) {

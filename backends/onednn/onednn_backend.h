@@ -11,6 +11,16 @@ namespace kiln {
 
 const Backend& onednn_backend();
 
+// oneDNN's own verbose output (`onednn_verbose,...` lines on stdout): process-wide in oneDNN.
+void set_onednn_library_verbose(int level);
+
+// oneDNN's primitive cache: entries held, the capacity (oneDNN's default 1024), and emptying it.
+// Plans keep their primitives either way; the cache speeds up creating identical ones.
+int onednn_primitive_cache_size();
+int onednn_primitive_cache_capacity();
+void set_onednn_primitive_cache_capacity(int capacity);
+void clear_onednn_primitive_cache();
+
 // A kernel converting a float32 value of logical `shape` between layouts, for the planner's
 // reorder steps (layouts other than plain only come from oneDNN kernels).
 std::unique_ptr<Kernel> make_layout_reorder(const Shape& shape, Layout from, Layout to);

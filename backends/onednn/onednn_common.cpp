@@ -7,6 +7,7 @@
 #include <omp.h>
 #endif
 
+#include "runtime/cpu_info.h"
 #include "runtime/threads.h"
 
 namespace kiln::onednn {
@@ -35,16 +36,32 @@ void apply_thread_count() {
 }
 
 dnnl::memory::desc value_desc(const Shape& shape, Layout layout) {
-  if (layout == Layout::nhwc) {
-    return dnnl::memory::desc(shape, dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc);
-  }
-  return plain_desc(shape);
+  const auto type = is_bf16(layout) ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+  if (is_channels_last(layout)) return dnnl::memory::desc(shape, type, dnnl::memory::format_tag::nhwc);
+  return plain_desc(shape, type);
 }
 
-dnnl::memory::desc plain_desc(const Shape& shape) {
+dnnl::memory::desc plain_desc(const Shape& shape, dnnl::memory::data_type type) {
   // A scalar is described as a one-element 1-D value (oneDNN has no rank-0 memory).
   const Shape dims = shape.empty() ? Shape{1} : shape;
-  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, contiguous_strides(dims));
+  return dnnl::memory::desc(dims, type, contiguous_strides(dims));
+}
+
+dnnl::memory::desc with_type(const dnnl::memory::desc& desc, dnnl::memory::data_type type) {
+  dnnl_memory_desc_t data = desc.data;
+  data.data_type = static_cast<dnnl_data_type_t>(type);
+  return dnnl::memory::desc(data);
+}
+
+Layout float32_layout(Layout layout) {
+  if (layout == Layout::nhwc_bf16) return Layout::nhwc;
+  if (layout == Layout::plain_bf16) return Layout::plain;
+  return layout;
+}
+
+bool bf16_supported() {
+  // Without AVX512_BF16 or AMX oneDNN emulates bf16, which is slower than float32 (FACTS.md).
+  return cpu_capability().avx512_bf16 || cpu_capability().amx_bf16;
 }
 
 std::string implementation_name(const dnnl::primitive_desc_base& pd) {

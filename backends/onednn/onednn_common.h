@@ -21,9 +21,25 @@ dnnl::stream& thread_stream();
 // N threads uses at most N); call before creating or executing primitives.
 void apply_thread_count();
 
-// A descriptor for a value of logical `shape` stored in `layout` (dtype float32).
+// A descriptor for a float32 value of logical `shape` stored in `layout` (as bf16 for the *_bf16
+// layouts).
 dnnl::memory::desc value_desc(const Shape& shape, Layout layout);
-dnnl::memory::desc plain_desc(const Shape& shape);
+dnnl::memory::desc plain_desc(const Shape& shape,
+                              dnnl::memory::data_type type = dnnl::memory::data_type::f32);
+// The float32 layout with the same element order (nhwc for nhwc_bf16): ops that stay in float32
+// under reduced precision (softmax, normalization) read and write it.
+Layout float32_layout(Layout layout);
+// Whether the CPU runs bf16 natively (AVX512_BF16 or AMX); reduced precision falls back otherwise.
+bool bf16_supported();
+
+// Moves `pd` on to oneDNN's `alternative`-th implementation of the same primitive (0: its first
+// choice), for autotune; throws dnnl::error when oneDNN lists fewer.
+template <typename PrimitiveDesc>
+void select_alternative(PrimitiveDesc& pd, int alternative) {
+  for (int i = 0; i < alternative; ++i) {
+    if (!pd.next_impl()) throw dnnl::error(dnnl_unimplemented, "oneDNN lists no further implementation");
+  }
+}
 
 // "brgconv:avx512_core" for conv primitives, as oneDNN names its implementations.
 std::string implementation_name(const dnnl::primitive_desc_base& pd);
@@ -108,11 +124,32 @@ KernelOrReason create_primitive_kernel(MakeKernel make) {
       return KernelOrReason::rejected(str_cat("oneDNN offers only its reference implementation (",
                                               kernel->name().substr(7), ") for this shape"));
     }
-    return {std::move(kernel), {}};
+    return {std::move(kernel), {}, {}};
   } catch (const dnnl::error& error) {
     return KernelOrReason::rejected(str_cat("oneDNN cannot create the primitive: ", error.what()));
   }
 }
+
+// Creates a Conv/MatMul/Gemm kernel with `make(spec)` at spec.precision; where the CPU lacks bf16
+// or oneDNN refuses the bf16 primitive, creates the float32 one and says why in the offer's note.
+template <typename MakeKernel>
+KernelOrReason create_reduced_precision_kernel(const OpSpec& spec, MakeKernel make) {
+  if (spec.precision == Precision::fp32) return create_primitive_kernel([&] { return make(spec); });
+  std::string why = "this CPU has neither AVX512_BF16 nor AMX_BF16";
+  if (bf16_supported()) {
+    KernelOrReason offer = create_primitive_kernel([&] { return make(spec); });
+    if (offer.kernel) return offer;
+    why = std::move(offer.reason);
+  }
+  OpSpec fp32 = spec;
+  fp32.precision = Precision::fp32;
+  KernelOrReason offer = create_primitive_kernel([&] { return make(fp32); });
+  if (offer.kernel) offer.note = str_cat("precision bf16 requested, float32 used: ", why);
+  return offer;
+}
+
+// `desc` with its elements of `type` (a plain or strided layout keeps its strides).
+dnnl::memory::desc with_type(const dnnl::memory::desc& desc, dnnl::memory::data_type type);
 
 // Family tables, one per file under backends/onednn/, with the same entry type as native's.
 std::span<const native::KernelEntry> conv_kernels();

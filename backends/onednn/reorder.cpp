@@ -1,6 +1,6 @@
 // Layout conversions the planner inserts between a channels-last producer and a plain reader (and
-// back). When a value has one spatial position or one channel, both layouts order its elements
-// the same way and the "reorder" is a free view with the other stored shape.
+// back), and between bfloat16 and float32 storage. When a value has one spatial position or one channel, both
+// layouts order its elements the same way and the "reorder" is a free view with the other stored shape.
 #include "backends/onednn/onednn_common.h"
 
 namespace kiln::onednn {
@@ -45,7 +45,9 @@ class ReinterpretKernel final : public Kernel {
 }  // namespace
 
 std::unique_ptr<Kernel> make_reorder_kernel(const Shape& shape, Layout from, Layout to) {
-  const bool same_order = shape.size() == 4 && (shape[1] == 1 || shape[2] * shape[3] == 1);
+  // A free view only between layouts of one dtype that order this value's elements alike.
+  const bool same_order =
+      is_bf16(from) == is_bf16(to) && shape.size() == 4 && (shape[1] == 1 || shape[2] * shape[3] == 1);
   if (same_order) return std::make_unique<ReinterpretKernel>(shape, from, to);
   return std::make_unique<ReorderKernel>(shape, from, to);
 }

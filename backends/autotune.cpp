@@ -1,0 +1,113 @@
+#include "backends/autotune.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <mutex>
+
+#include "runtime/threads.h"
+
+namespace kiln {
+namespace {
+
+// Runs per candidate after one warm-up; the minimum is kept (noise only ever adds time).
+constexpr int kTimedRuns = 3;
+
+std::mutex& cache_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+std::map<std::string, AutotuneChoice>& cache() {
+  static std::map<std::string, AutotuneChoice> choices;
+  return choices;
+}
+
+std::string describe_attribute(const Attribute& attribute) {
+  switch (attribute.type) {
+    case Attribute::Type::f:
+      return str_cat(attribute.f);
+    case Attribute::Type::i:
+      return str_cat(attribute.i);
+    case Attribute::Type::s:
+      return attribute.s;
+    case Attribute::Type::floats: {
+      std::string text;
+      for (float value : attribute.floats) text += str_cat(value, ",");
+      return text;
+    }
+    case Attribute::Type::ints:
+      return shape_to_compact_string(attribute.ints);
+    default:
+      return attribute_type_name(attribute.type).data();  // tensors and graphs: not tuned by value
+  }
+}
+
+}  // namespace
+
+double time_kernel(const Kernel& kernel, const OpSpec& spec, std::span<const TensorInfo> outputs) {
+  std::vector<Tensor> inputs(spec.inputs.size());
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const TensorInfo& info = spec.inputs[i];
+    if (!info.present() || kernel.copied_at_plan_time(i)) continue;
+    const Layout layout = kernel.input_layout(i);
+    inputs[i] = info.is_constant() && layout == Layout::plain
+                    ? info.value
+                    : Tensor::zeros(stored_dtype(info.dtype, layout), stored_shape(info.shape, layout));
+  }
+  std::vector<Tensor> results(outputs.size());
+  if (!kernel.is_view()) {
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      const Layout layout = kernel.output_layout(o);
+      results[o] =
+          Tensor::empty(stored_dtype(outputs[o].dtype, layout), stored_shape(outputs[o].shape, layout));
+    }
+  }
+  kernel.run(inputs, results);  // warm-up: first-touch of scratch and weights
+  double best = 0;
+  for (int run = 0; run < kTimedRuns; ++run) {
+    const auto start = std::chrono::steady_clock::now();
+    kernel.run(inputs, results);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    best = run == 0 ? ms : std::min(best, ms);
+  }
+  return best;
+}
+
+std::string autotune_key(const OpSpec& spec, std::span<const TensorInfo> outputs, const Settings& settings) {
+  // Kernels are timed at the current thread count; another count may favour another kernel.
+  std::string key = str_cat(spec.domain, "::", spec.op_type, "/", spec.opset, ";",
+                            settings.plan_fingerprint(), ";threads=", get_num_threads());
+  if (spec.attributes != nullptr) {
+    for (const auto& [name, attribute] : spec.attrs().all())
+      key += str_cat(";", name, "=", describe_attribute(attribute));
+  }
+  for (const TensorInfo& input : spec.inputs) {
+    key += str_cat(";in:", dtype_name(input.dtype), shape_to_compact_string(input.shape),
+                   layout_name(input.layout), input.is_constant() ? ":const" : "");
+  }
+  for (const TensorInfo& output : outputs) key += str_cat(";out:", shape_to_compact_string(output.shape));
+  for (const PostOp& op : spec.post_ops)
+    key += str_cat(";post:", post_op_name(op.kind), op.alpha, ",", op.beta, ",", op.input);
+  return key;
+}
+
+std::optional<AutotuneChoice> cached_autotune_choice(const std::string& key) {
+  std::lock_guard lock(cache_mutex());
+  auto it = cache().find(key);
+  if (it == cache().end()) return std::nullopt;
+  return it->second;
+}
+
+void remember_autotune_choice(const std::string& key, AutotuneChoice choice) {
+  std::lock_guard lock(cache_mutex());
+  cache()[key] = choice;
+}
+
+void clear_autotune_cache() {
+  std::lock_guard lock(cache_mutex());
+  cache().clear();
+}
+
+}  // namespace kiln

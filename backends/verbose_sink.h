@@ -1,0 +1,24 @@
+// Where verbose lines go: standard output (the default), a file, or a callback. A sink may be
+// written from several threads at once; each line arrives whole.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string_view>
+
+namespace kiln {
+
+class VerboseSink {
+ public:
+  virtual ~VerboseSink() = default;
+  // `line` has no trailing newline.
+  virtual void write(std::string_view line) = 0;
+};
+
+std::shared_ptr<VerboseSink> stdout_verbose_sink();
+// Appends to `path`; throws kiln::Error (runtime) naming the file when it cannot be opened.
+std::shared_ptr<VerboseSink> file_verbose_sink(const std::filesystem::path& path);
+std::shared_ptr<VerboseSink> callback_verbose_sink(std::function<void(std::string_view line)> callback);
+
+}  // namespace kiln

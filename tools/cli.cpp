@@ -1,0 +1,80 @@
+// kiln's command-line face: `kiln info|run|bench|explain|conformance`. A thin layer over the library; every
+// failure is one line on stderr starting with "kiln: error:" and a non-zero exit code. The `kiln`
+// executable and `python3 -m kiln` both call run_cli.
+#include "tools/cli.h"
+
+#include <cstdio>
+#include <exception>
+#include <string_view>
+
+#include "core/error.h"
+#include "tools/commands.h"
+
+namespace kiln {
+namespace {
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+struct Command {
+  std::string_view name;
+  int (*run)(const std::vector<std::string>& args);
+  std::string_view summary;
+};
+
+constexpr Command kCommands[] = {
+    {"info", command_info, "version, build configuration, backends, CPU capability, threads"},
+    {"run", command_run, "run a model once: kiln run MODEL [--input NAME=FILE.npy ...] [--output-dir DIR]"},
+    {"bench", command_bench,
+     "time a model: kiln bench MODEL [--batch B] [--threads N] [--warmup W] [--iters N]"},
+    {"explain", command_explain,
+     "print the plan: kiln explain MODEL [--batch B] [--threads N] [--profile N]"},
+    {"conformance", command_conformance, "run ONNX's operator test suite: kiln conformance [DIR]"},
+};
+
+void print_usage(std::FILE* stream) {
+  std::fprintf(stream, "usage: kiln COMMAND [ARGS]\n\ncommands:\n");
+  for (const Command& command : kCommands) {
+    std::fprintf(stream, "  %-13s %.*s\n", std::string(command.name).c_str(),
+                 static_cast<int>(command.summary.size()), command.summary.data());
+  }
+  std::fprintf(stream, "\n`kiln COMMAND --help` describes a command's options.\n");
+}
+
+// One line: newlines inside a message would break scripts that read the first line.
+std::string one_line(std::string text) {
+  for (char& c : text) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return text;
+}
+
+}  // namespace
+
+int run_cli(const std::vector<std::string>& arguments) {
+  if (arguments.empty()) {
+    print_usage(stderr);
+    return kExitUsage;
+  }
+  const std::string& name = arguments[0];
+  if (name == "--help" || name == "-h" || name == "help") {
+    print_usage(stdout);
+    return 0;
+  }
+  const std::vector<std::string> args(arguments.begin() + 1, arguments.end());
+  for (const Command& command : kCommands) {
+    if (command.name != name) continue;
+    try {
+      return command.run(args);
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "kiln: error: %s\n", one_line(error.what()).c_str());
+      return kExitFailure;
+    }
+  }
+  std::fprintf(stderr,
+               "kiln: error: unknown command '%s' (expected info, run, bench, explain or conformance)\n",
+               name.c_str());
+  return kExitUsage;
+}
+
+}  // namespace kiln
