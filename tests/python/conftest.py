@@ -43,3 +43,15 @@ def model_cache():
 @pytest.fixture(scope="session")
 def demo_model():
     return REPO / "models" / "demo.onnx"
+
+
+@pytest.fixture(scope="session")
+def kiln_module():
+    """The kiln Python package from the build tree ($KILN_PYTHONPATH, else build/python)."""
+    import sys
+    path = pathlib.Path(os.environ.get("KILN_PYTHONPATH", REPO / "build" / "python"))
+    if not (path / "kiln" / "__init__.py").exists():
+        pytest.fail(f"kiln Python package not found under {path}; build it or set KILN_PYTHONPATH")
+    sys.path.insert(0, str(path))
+    import kiln
+    return kiln

@@ -1,0 +1,46 @@
+"""kiln: an inference runtime for ONNX models with explicit, switchable and observable backends.
+
+    import kiln, numpy as np
+    session = kiln.Session("model.onnx")              # options: see kiln.backends.flags
+    outputs = session.run({"input": np.zeros((1, 3, 224, 224), np.float32)})
+    with kiln.backends.onednn.verbose(1):             # one line per executed step, this scope only
+        session.run(...)
+
+Arrays go in and come out without copies; kiln errors raise ValueError (bad input or model),
+TypeError (wrong dtype), NotImplementedError (unsupported op or dtype) or RuntimeError.
+"""
+import os as _os
+
+from kiln import _kiln
+from kiln import backends
+from kiln._kiln import get_num_threads, parallel_info, set_num_threads
+
+__version__ = _kiln.version()
+__all__ = ["Session", "backends", "set_num_threads", "get_num_threads", "parallel_info"]
+
+
+class Session:
+    """A loaded model. `options` are backend settings for this session's runs (the names of
+    kiln.backends.flags); they override the global settings and are overridden by scoped ones."""
+
+    def __init__(self, path, **options):
+        self._session = _kiln.Session(_os.fspath(path), options)
+
+    def run(self, inputs):
+        """Runs the model on {name: numpy array}; returns {output name: numpy array}."""
+        if not isinstance(inputs, dict):
+            raise TypeError(f"inputs must be a dict of name -> numpy array, got {type(inputs).__name__}")
+        return self._session.run(inputs)
+
+    @property
+    def inputs(self):
+        """[{"name", "dtype", "shape"}] per graph input; symbolic dims are their names (or None)."""
+        return self._session.inputs
+
+    @property
+    def outputs(self):
+        return self._session.outputs
+
+    def explain(self, inputs):
+        """The plan for these inputs: per step op, node, backend, kernel, note and refusals."""
+        return self._session.explain(inputs)

@@ -1,0 +1,84 @@
+"""Backend settings on real models, through the Python module.
+
+- Deterministic mode: 20 runs at 2 threads and one at 1 thread give bitwise-identical outputs.
+- bf16 precision (where the CPU has AMX): every Conv/MatMul/Gemm runs a bf16 kernel, on AMX for resnet50
+  and the transformer; the output's relative L2 error against fp32 is at most 2e-2, or, where PyTorch's
+  own bf16 (autocast) is already further off on the same random-weight model (resnet50: 0.12), at most
+  PyTorch's error. The errors measured are in docs/backends.md.
+All models run in the default tier (about 30 s in all).
+"""
+import numpy as np
+import pytest
+import torch
+
+import export_models
+
+DETERMINISTIC_RUNS = 20
+BF16_MODELS = ["resnet50", export_models.TRANSFORMER, "resnet18", "mobilenet_v2"]
+AMX_MODELS = {"resnet50", export_models.TRANSFORMER}  # depthwise convs (mobilenet) have no AMX kernel
+BF16_TOLERANCE = 2e-2
+
+
+def seeded_input(name, batch=1):
+    return np.random.default_rng(7).standard_normal(export_models.input_shape(name, batch)).astype(np.float32)
+
+
+@pytest.fixture
+def kiln(kiln_module):
+    yield kiln_module
+    kiln_module._kiln.backends.reset_flags()
+    kiln_module.set_num_threads(kiln_module.get_num_threads())
+
+
+@pytest.mark.parametrize("name", export_models.ALL)
+def test_deterministic_mode_is_bitwise_stable(name, kiln, model_cache):
+    path = export_models.cached_export(name, model_cache, 13)
+    session = kiln.Session(path, deterministic=True)
+    x = {"input": seeded_input(name)}
+    threads = kiln.get_num_threads()
+    try:
+        kiln.set_num_threads(2)
+        first = session.run(x)["output"]
+        for run in range(DETERMINISTIC_RUNS - 1):
+            assert np.array_equal(session.run(x)["output"], first), f"run {run + 2} differs"
+        kiln.set_num_threads(1)
+        assert np.array_equal(session.run(x)["output"], first), "1 thread differs from 2"
+    finally:
+        kiln.set_num_threads(threads)
+
+
+def relative_l2(actual, expected):
+    return float(np.linalg.norm(actual - expected) / np.linalg.norm(expected))
+
+
+@pytest.mark.parametrize("name", BF16_MODELS)
+def test_bf16_runs_on_amx_within_tolerance(name, kiln, model_cache):
+    if "AMX_BF16" not in kiln.backends.cpu.capability():
+        pytest.skip("this CPU has no AMX_BF16 (bf16 falls back to fp32 with a recorded note)")
+    path = export_models.cached_export(name, model_cache, 13)
+    x = {"input": seeded_input(name)}
+    fp32 = kiln.Session(path).run(x)["output"]
+    session = kiln.Session(path, precision="bf16")
+    bf16 = session.run(x)["output"]
+    products = [s for s in session.explain(x) if s["op"] in ("Conv", "MatMul", "Gemm")]
+    assert products
+    for step in products:
+        assert "bf16" in step["kernel"], (step["node"], step["kernel"], step["note"])
+        if name in AMX_MODELS:
+            assert "amx" in step["kernel"], (step["node"], step["kernel"])
+    error = relative_l2(bf16, fp32)
+    bound = BF16_TOLERANCE
+    if error > BF16_TOLERANCE:
+        bound = max(bound, torch_bf16_error(name, x["input"]))
+    print(f"{name}: bf16 relative L2 error {error:.2e} (bound {bound:.2e})")
+    assert 0 < error <= bound
+
+
+def torch_bf16_error(name, x):
+    """PyTorch's own bf16 error on the same model and input (CPU autocast), for comparison."""
+    model, _ = export_models.build(name)
+    with torch.no_grad():
+        reference = model(torch.from_numpy(x))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            reduced = model(torch.from_numpy(x)).float()
+    return float(torch.linalg.norm(reduced - reference) / torch.linalg.norm(reference))

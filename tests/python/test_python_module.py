@@ -1,0 +1,230 @@
+"""The Python module: sessions with numpy in and out (zero-copy), metadata, errors mapped to Python
+exceptions, kiln.backends settings as globals and context managers, verbose sinks, and
+`python3 -m kiln`."""
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+
+DEMO = REPO / "models" / "demo.onnx"
+
+
+@pytest.fixture
+def kiln(kiln_module):
+    yield kiln_module
+    kiln_module._kiln.backends.reset_flags()
+
+
+def demo_input(kiln, seed=0):
+    session = kiln.Session(DEMO)
+    declared = session.inputs[0]
+    shape = [d if isinstance(d, int) else 1 for d in declared["shape"]]
+    return declared["name"], np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def test_session_runs_and_describes_the_model(kiln):
+    session = kiln.Session(DEMO)
+    assert [i["dtype"] for i in session.inputs] == ["float32"]
+    name, x = demo_input(kiln)
+    outputs = session.run({name: x})
+    assert set(outputs) == {o["name"] for o in session.outputs}
+    out = next(iter(outputs.values()))
+    assert out.dtype == np.float32 and out.flags["C_CONTIGUOUS"]
+    # Same result on the native reference alone (values, not just "it ran").
+    with kiln.backends.flags(onednn=False, blas=False):
+        reference = next(iter(session.run({name: x}).values()))
+    np.testing.assert_allclose(out, reference, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(reference).max()))
+
+
+def test_outputs_own_their_memory_after_the_session_is_gone(kiln):
+    name, x = demo_input(kiln)
+    session = kiln.Session(DEMO)
+    out = next(iter(session.run({name: x}).values()))
+    expected = out.copy()
+    del session
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_non_contiguous_inputs_are_accepted(kiln):
+    name, x = demo_input(kiln)
+    session = kiln.Session(DEMO)
+    strided = np.asfortranarray(x)
+    np.testing.assert_array_equal(next(iter(session.run({name: strided}).values())),
+                                  next(iter(session.run({name: x}).values())))
+
+
+def test_errors_map_to_python_exceptions(kiln):
+    name, x = demo_input(kiln)
+    session = kiln.Session(DEMO)
+    with pytest.raises(TypeError, match="float64|must be float32"):
+        session.run({name: x.astype(np.float64)})
+    with pytest.raises(ValueError, match="unknown input 'nope'"):
+        session.run({name: x, "nope": x})
+    with pytest.raises(ValueError, match="missing input"):
+        session.run({})
+    with pytest.raises(ValueError, match=name):
+        session.run({name: x[:, :1]})  # the demo's channel dim is fixed
+    with pytest.raises(TypeError, match="dict"):
+        session.run([x])
+    with pytest.raises((ValueError, RuntimeError), match="no_such.onnx"):
+        kiln.Session("no_such.onnx")
+    with pytest.raises(ValueError, match="unknown option 'fast'"):
+        kiln.Session(DEMO, fast=True)
+    with pytest.raises(ValueError, match="native backend cannot be disabled"):
+        kiln.backends.native.enabled = False
+    with pytest.raises(ValueError, match="'fp32' or 'bf16'"):
+        kiln.backends.flags(precision="fp16")
+    with pytest.raises(TypeError, match="'deterministic' expects True or False"):
+        kiln.backends.flags(deterministic=1)
+
+
+def test_backend_information(kiln):
+    b = kiln.backends
+    assert b.onednn.is_built() and b.onednn.is_available() and b.onednn.version().startswith("2.")
+    assert "OpenBLAS" in b.blas.library()
+    assert b.native.enabled is True
+    assert b.openmp.is_available()
+    assert b.cuda.is_built() is False and b.cuda.is_available() is False
+    assert isinstance(b.cpu.capability(), list)
+    assert kiln.get_num_threads() >= 1
+    assert "intra-op threads" in kiln.parallel_info()
+
+
+def test_globals_and_context_managers_nest_and_restore(kiln):
+    b = kiln.backends
+    b.onednn.enabled = False
+    assert b.onednn.enabled is False
+    b.onednn.enabled = True
+    with b.flags(onednn=False, deterministic=True):
+        assert b.onednn.enabled is False and b.deterministic is True
+        with b.onednn.flags(enabled=True):
+            assert b.onednn.enabled is True and b.deterministic is True
+        assert b.onednn.enabled is False
+    assert b.onednn.enabled is True and b.deterministic is False
+    with pytest.raises(KeyError):
+        with b.flags(precision="bf16"):
+            assert b.conv_precision == "bf16" and b.matmul_precision == "bf16"
+            raise KeyError("leave the scope by an exception")
+    assert b.conv_precision == "fp32"
+    b.autotune = 2
+    assert b.autotune == 2
+
+
+def test_guards_are_per_thread(kiln):
+    seen = {}
+    with kiln.backends.flags(onednn=False):
+        thread = threading.Thread(target=lambda: seen.update(enabled=kiln.backends.onednn.enabled))
+        thread.start()
+        thread.join()
+        assert kiln.backends.onednn.enabled is False
+    assert seen["enabled"] is True
+
+
+def test_profiling_session_prints_exactly_one_run(kiln):
+    name, x = demo_input(kiln)
+    session = kiln.Session(DEMO)
+    lines = []
+    for _ in range(100):
+        session.run({name: x})
+    with kiln.backends.verbose(1, sink=lines.append):
+        session.run({name: x})
+    for _ in range(100):
+        session.run({name: x})
+    executed = [line for line in lines if line.startswith("kiln_verbose,exec,")]
+    steps = session.explain({name: x})
+    assert 0 < len(executed) <= len(steps)
+    for line in executed:
+        fields = line.split(",")
+        assert len(fields) == 10, line
+        assert fields[2] in ("onednn", "blas", "native")
+        assert float(fields[9]) >= 0
+
+
+def test_cascaded_models_print_only_the_middle_one(kiln):
+    name, x = demo_input(kiln)
+    models = [kiln.Session(DEMO) for _ in range(3)]
+    lines = []
+    y = models[0].run({name: x})
+    with kiln.backends.verbose(1, sink=lines.append):
+        middle = models[1].run({name: x})
+    models[2].run({name: x})
+    per_run = [line for line in lines if line.startswith("kiln_verbose,exec,")]
+    lines.clear()
+    with kiln.backends.verbose(1, sink=lines.append):
+        models[1].run({name: x})
+    assert len(per_run) == len([line for line in lines if line.startswith("kiln_verbose,exec,")]) > 0
+    assert set(y) == set(middle)
+
+
+def test_disabling_onednn_changes_kernels_in_verbose_and_explain(kiln):
+    name, x = demo_input(kiln)
+    session = kiln.Session(DEMO)
+    fast = session.run({name: x})
+    lines = []
+    with kiln.backends.flags(onednn=False, verbose=1, verbose_sink=lines.append):
+        native = session.run({name: x})
+        assert all(step["backend"] != "onednn" for step in session.explain({name: x}))
+    backends_used = {line.split(",")[2] for line in lines if line.startswith("kiln_verbose,exec,")}
+    assert "onednn" not in backends_used
+    assert any(step["backend"] == "onednn" for step in session.explain({name: x}))
+    for key in fast:
+        np.testing.assert_allclose(fast[key], native[key], rtol=1e-4, atol=1e-4 * max(1.0, np.abs(native[key]).max()))
+
+
+def test_verbose_callback_sees_lines_from_runs_on_other_threads(kiln):
+    name, x = demo_input(kiln)
+    session = kiln.Session(DEMO, verbose=1)
+    lines = []
+    kiln.backends.set_verbose(0, sink=lines.append)
+    thread = threading.Thread(target=lambda: session.run({name: x}))
+    thread.start()
+    thread.join()
+    assert any(line.startswith("kiln_verbose,exec,") for line in lines)
+
+
+def test_verbose_to_a_file(kiln, tmp_path):
+    name, x = demo_input(kiln)
+    log = tmp_path / "verbose.log"
+    with kiln.backends.verbose(1, sink=log):
+        kiln.Session(DEMO).run({name: x})
+    assert "kiln_verbose,exec," in log.read_text()
+
+
+def test_primitive_cache(kiln):
+    name, x = demo_input(kiln)
+    kiln.Session(DEMO).run({name: x})
+    cache = kiln.backends.onednn.primitive_cache
+    capacity = cache.capacity
+    assert cache.size > 0
+    cache.clear()
+    assert cache.size == 0 and cache.capacity == capacity
+    cache.capacity = 5
+    assert cache.capacity == 5
+    cache.capacity = capacity
+
+
+def test_deterministic_demo_is_bitwise_stable(kiln):
+    name, x = demo_input(kiln)
+    session = kiln.Session(DEMO, deterministic=True)
+    kiln.set_num_threads(2)
+    first = next(iter(session.run({name: x}).values()))
+    for _ in range(20):
+        assert np.array_equal(next(iter(session.run({name: x}).values())), first)
+    kiln.set_num_threads(1)
+    assert np.array_equal(next(iter(session.run({name: x}).values())), first)
+
+
+def test_python_dash_m_kiln_runs_the_cli(kiln_module):
+    env = dict(os.environ, PYTHONPATH=str(os.path.dirname(os.path.dirname(kiln_module.__file__))))
+    result = subprocess.run([sys.executable, "-m", "kiln", "info"], env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("kiln ")
+    bad = subprocess.run([sys.executable, "-m", "kiln", "frobnicate"], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 2 and "unknown command 'frobnicate'" in bad.stderr
