@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "backends/onednn/onednn_backend.h"
 #include "runtime/threads.h"
 
 namespace kiln {
@@ -43,7 +44,46 @@ std::string describe_attribute(const Attribute& attribute) {
   }
 }
 
+double best_run_ms(const Kernel& kernel, std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+  kernel.run(inputs, outputs);  // warm-up: first-touch of scratch and weights
+  double best = 0;
+  for (int run = 0; run < kTimedRuns; ++run) {
+    const auto start = std::chrono::steady_clock::now();
+    kernel.run(inputs, outputs);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    best = run == 0 ? ms : std::min(best, ms);
+  }
+  return best;
+}
+
+// What the planner's Reorder step converting a float32 value of `shape` from `from` to `to` costs.
+double conversion_ms(const Shape& shape, Layout from, Layout to) {
+  if (from == to) return 0;
+  std::unique_ptr<Kernel> reorder = make_layout_reorder(shape, from, to);
+  if (reorder->is_view()) return 0;
+  const Tensor input = Tensor::zeros(stored_dtype(DType::f32, from), stored_shape(shape, from));
+  Tensor output = Tensor::empty(stored_dtype(DType::f32, to), stored_shape(shape, to));
+  return best_run_ms(*reorder, std::span(&input, 1), std::span(&output, 1));
+}
+
 }  // namespace
+
+double time_candidate(const Kernel& kernel, const OpSpec& spec, std::span<const TensorInfo> outputs,
+                      const Kernel& preferred) {
+  double ms = time_kernel(kernel, spec, outputs);
+  // Layouts the candidate reads or writes differently cost Reorder steps around it.
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const TensorInfo& info = spec.inputs[i];
+    if (!info.present() || info.is_constant() || info.dtype != DType::f32) continue;
+    ms += conversion_ms(info.shape, info.layout, kernel.input_layout(i));
+  }
+  for (size_t o = 0; o < outputs.size() && !kernel.is_view(); ++o) {
+    if (outputs[o].dtype != DType::f32) continue;
+    ms += conversion_ms(outputs[o].shape, kernel.output_layout(o), preferred.output_layout(o));
+  }
+  return ms;
+}
 
 double time_kernel(const Kernel& kernel, const OpSpec& spec, std::span<const TensorInfo> outputs) {
   std::vector<Tensor> inputs(spec.inputs.size());
@@ -63,16 +103,7 @@ double time_kernel(const Kernel& kernel, const OpSpec& spec, std::span<const Ten
           Tensor::empty(stored_dtype(outputs[o].dtype, layout), stored_shape(outputs[o].shape, layout));
     }
   }
-  kernel.run(inputs, results);  // warm-up: first-touch of scratch and weights
-  double best = 0;
-  for (int run = 0; run < kTimedRuns; ++run) {
-    const auto start = std::chrono::steady_clock::now();
-    kernel.run(inputs, results);
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    best = run == 0 ? ms : std::min(best, ms);
-  }
-  return best;
+  return best_run_ms(kernel, inputs, results);
 }
 
 std::string autotune_key(const OpSpec& spec, std::span<const TensorInfo> outputs, const Settings& settings) {

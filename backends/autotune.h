@@ -1,8 +1,8 @@
 // Autotune (off by default, like cuDNN's benchmark mode): kernel selection times up to N kernels a
-// node's candidates offer (BLAS, oneDNN and its alternative implementations, native) and keeps the
-// fastest. Choices are remembered per node description, so another plan with an identical node
-// (same op, attributes, shapes, layouts, fusions, settings and thread count) reuses them without
-// timing again.
+// node's candidates offer (BLAS, oneDNN and its alternative implementations, native), each with the
+// layout conversions it would add, and keeps the fastest. Choices are remembered per node description, so
+// another plan with an identical node (same op, attributes, shapes, layouts, fusions, settings and thread
+// count) reuses them without timing again.
 #pragma once
 
 #include <optional>
@@ -16,6 +16,10 @@ namespace kiln {
 
 // The best of a few runs of `kernel` on zero-filled inputs of `spec`'s shapes, in milliseconds.
 double time_kernel(const Kernel& kernel, const OpSpec& spec, std::span<const TensorInfo> outputs);
+// time_kernel plus the Reorder steps choosing `kernel` implies: its inputs converted from the layouts
+// they are stored in, its outputs converted to the layouts `preferred` (the first offer) writes.
+double time_candidate(const Kernel& kernel, const OpSpec& spec, std::span<const TensorInfo> outputs,
+                      const Kernel& preferred);
 
 // What identifies a node for the autotune cache.
 std::string autotune_key(const OpSpec& spec, std::span<const TensorInfo> outputs, const Settings& settings);

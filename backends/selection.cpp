@@ -163,8 +163,8 @@ KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> ou
   size_t best = 0;
   if (offers.size() > 1) {
     for (const Offer& offer : offers) {
-      selection.timed.push_back(
-          {std::string(offer.kernel->name()), time_kernel(*offer.kernel, spec, outputs)});
+      selection.timed.push_back({std::string(offer.kernel->name()),
+                                 time_candidate(*offer.kernel, spec, outputs, *offers[0].kernel)});
     }
     for (size_t i = 1; i < offers.size(); ++i) {
       if (selection.timed[i].milliseconds < selection.timed[best].milliseconds) best = i;
