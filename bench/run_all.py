@@ -4,13 +4,15 @@
     /usr/bin/python3 bench/run_all.py [--models resnet18,transformer] [--configs b1t1,b1t2,b16t2]
         [--warmup W] [--iters N] [--rounds R] [--kiln build/kiln] [--kiln-args "..."]
         [--peak-gflops-per-core 225] [--out-md bench/results/latest.md] [--out-json bench/results/latest.json]
+        [--bf16]
 
 Models are exported (opset 13, dynamic batch) by tests/python/export_models.py into its cache. For every
 model and configuration (batch, threads), each round runs `kiln bench`, bench/torch_bench.py and
 bench/ort_bench.js once each, every one in its own process so that no OpenMP state is shared, rotating
 the order per round so that no runtime always runs first (or right after another's threads). The
 reported figure is the median over rounds of each run's median latency. A runtime that fails is
-recorded with its error and shown as n/a. Progress goes to stderr; the table to stdout.
+recorded with its error and shown as n/a. Progress goes to stderr; the table to stdout. --bf16 adds a
+fourth runtime, kiln with `--precision bf16`, and a column with its speed-up over kiln fp32.
 Needs Debian's /usr/bin/python3 (torch, torchvision, onnx) and onnxruntime-node in bench/node_modules.
 """
 import argparse
@@ -45,6 +47,7 @@ def parse_args():
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds per model and config (default 2)")
     parser.add_argument("--kiln", default=str(REPO / "build" / "kiln"), help="kiln binary (default build/kiln)")
     parser.add_argument("--kiln-args", default="", help='extra options for `kiln bench`, e.g. "--backend X"')
+    parser.add_argument("--bf16", action="store_true", help="also time kiln with --precision bf16")
     parser.add_argument("--peak-gflops-per-core", type=float, default=225.0,
                         help="f32 FMA peak per core, for kiln's %% of peak (default 225, see shared/FACTS.md)")
     parser.add_argument("--out-md", default=str(REPO / "bench" / "results" / "latest.md"))
@@ -115,6 +118,8 @@ def run_once(runtime, name, path, batch, threads, warmup, iters, args):
             return {"error": f"onnxruntime-node is not installed: {ORT_INSTALL_HINT}"}
         return run_json(["node", str(REPO / "bench" / "ort_bench.js"), path, *sizes])
     command = [args.kiln, "bench", path, *sizes, *shlex.split(args.kiln_args)]
+    if runtime == "kiln_bf16":
+        command += ["--precision", "bf16"]
     if args.kiln_json:
         return run_json(command + ["--json"])
     result = run_json(command)  # the text form never parses as JSON: read it from the raw stdout
@@ -125,10 +130,11 @@ def measure(name, path, config, args):
     batch, threads, default_warmup, default_iters = CONFIGS[config]
     warmup = default_warmup if args.warmup is None else args.warmup
     iters = default_iters if args.iters is None else args.iters
-    rounds = {runtime: [] for runtime in RUNTIMES}
+    runtimes = args.runtimes
+    rounds = {runtime: [] for runtime in runtimes}
     for round_index in range(args.rounds):
-        shift = round_index % len(RUNTIMES)
-        for runtime in RUNTIMES[shift:] + RUNTIMES[:shift]:
+        shift = round_index % len(runtimes)
+        for runtime in runtimes[shift:] + runtimes[:shift]:
             result = run_once(runtime, name, path, batch, threads, warmup, iters, args)
             rounds[runtime].append(result)
             shown = f"{result['median_ms']:.2f} ms" if "median_ms" in result else f"error: {result['error']}"
@@ -142,7 +148,7 @@ def measure(name, path, config, args):
                                         "error": errors[0] if errors else None, "rounds": results}
     # FLOPs are counted by kiln (conv/matmul), so the same count rates ONNX Runtime on the same model.
     flops = next((r["flops_per_run"] for r in rounds["kiln"] if r.get("flops_per_run")), None)
-    for runtime in RUNTIMES:
+    for runtime in runtimes:
         median_ms = summary["runtimes"][runtime]["median_ms"]
         summary["runtimes"][runtime]["gflops"] = flops / (median_ms * 1e6) if flops and median_ms else None
     kiln_gflops = summary["runtimes"]["kiln"]["gflops"]
@@ -156,6 +162,13 @@ def ratio(row, peer):
     if not kiln_ms or not peer_ms:
         return None
     return kiln_ms / peer_ms if row["batch"] == 1 else peer_ms / kiln_ms
+
+
+def bf16_speedup(row):
+    """kiln bf16 over kiln fp32 (> 1: bf16 faster), or None."""
+    fp32 = row["runtimes"]["kiln"]["median_ms"]
+    bf16 = row["runtimes"].get("kiln_bf16", {}).get("median_ms")
+    return fp32 / bf16 if fp32 and bf16 else None
 
 
 def geomean(values):
@@ -181,15 +194,17 @@ def markdown(rows, header, args):
              "by kiln (conv/matmul), also used for ORT GFLOP/s",
              "- batch 1 rows: median latency in ms, ratio = kiln ms / peer ms (**< 1: kiln faster**); batch 16 "
              "rows: throughput in samples/s, ratio = kiln /s / peer /s (**> 1: kiln faster**)", "",
-             "| model | config | kiln | PyTorch | ORT | kiln/PyTorch | kiln/ORT | kiln GFLOP/s | % peak | ORT GFLOP/s |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| model | config | kiln | PyTorch | ORT | kiln/PyTorch | kiln/ORT | kiln GFLOP/s | % peak | ORT GFLOP/s |"
+             + (" kiln bf16 | bf16 speed-up |" if args.bf16 else ""),
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if args.bf16 else "")]
     for row in rows:
         kind = "latency" if row["batch"] == 1 else "throughput"
         peak = row["kiln_peak_fraction"]
         lines.append(f"| {row['model']} | {row['config']} ({kind}) | {speed(row, 'kiln')} | {speed(row, 'pytorch')} | "
                      f"{speed(row, 'ort')} | {number(ratio(row, 'pytorch'))} | {number(ratio(row, 'ort'))} | "
                      f"{number(row['runtimes']['kiln']['gflops'], 1)} | {number(peak and 100 * peak, 0, '%')} | "
-                     f"{number(row['runtimes']['ort']['gflops'], 1)} |")
+                     f"{number(row['runtimes']['ort']['gflops'], 1)} |"
+                     + (f" {speed(row, 'kiln_bf16')} | {number(bf16_speedup(row), 2, 'x')} |" if args.bf16 else ""))
     lines.append(f"| **geomean, batch 1** | latency | | | | {number(header['geomean_b1']['pytorch'])} | "
                  f"{number(header['geomean_b1']['ort'])} | | | |")
     notes = [f"- {row['model']} {row['config']} {runtime}: error: {result['error']}"
@@ -203,6 +218,7 @@ def markdown(rows, header, args):
 
 def main():
     args = parse_args()
+    args.runtimes = RUNTIMES + (["kiln_bf16"] if args.bf16 else [])
     args.kiln_json = kiln_has_json(args.kiln)
     if not args.kiln_json:
         log(f"note: {args.kiln} bench has no --json; reading its text output (no GFLOP/s)")
