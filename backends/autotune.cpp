@@ -67,24 +67,7 @@ double conversion_ms(const Shape& shape, Layout from, Layout to) {
   return best_run_ms(*reorder, std::span(&input, 1), std::span(&output, 1));
 }
 
-}  // namespace
-
-double time_candidate(const Kernel& kernel, const OpSpec& spec, std::span<const TensorInfo> outputs,
-                      const Kernel& preferred) {
-  double ms = time_kernel(kernel, spec, outputs);
-  // Layouts the candidate reads or writes differently cost Reorder steps around it.
-  for (size_t i = 0; i < spec.inputs.size(); ++i) {
-    const TensorInfo& info = spec.inputs[i];
-    if (!info.present() || info.is_constant() || info.dtype != DType::f32) continue;
-    ms += conversion_ms(info.shape, info.layout, kernel.input_layout(i));
-  }
-  for (size_t o = 0; o < outputs.size() && !kernel.is_view(); ++o) {
-    if (outputs[o].dtype != DType::f32) continue;
-    ms += conversion_ms(outputs[o].shape, kernel.output_layout(o), preferred.output_layout(o));
-  }
-  return ms;
-}
-
+// The best of a few runs of `kernel` on zero-filled inputs of `spec`'s shapes.
 double time_kernel(const Kernel& kernel, const OpSpec& spec, std::span<const TensorInfo> outputs) {
   std::vector<Tensor> inputs(spec.inputs.size());
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
@@ -104,6 +87,24 @@ double time_kernel(const Kernel& kernel, const OpSpec& spec, std::span<const Ten
     }
   }
   return best_run_ms(kernel, inputs, results);
+}
+
+}  // namespace
+
+double time_candidate(const Kernel& kernel, const OpSpec& spec, std::span<const TensorInfo> outputs,
+                      const Kernel& preferred) {
+  double ms = time_kernel(kernel, spec, outputs);
+  // Layouts the candidate reads or writes differently cost Reorder steps around it.
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const TensorInfo& info = spec.inputs[i];
+    if (!info.present() || info.is_constant() || info.dtype != DType::f32) continue;
+    ms += conversion_ms(info.shape, info.layout, kernel.input_layout(i));
+  }
+  for (size_t o = 0; o < outputs.size() && !kernel.is_view(); ++o) {
+    if (outputs[o].dtype != DType::f32) continue;
+    ms += conversion_ms(outputs[o].shape, kernel.output_layout(o), preferred.output_layout(o));
+  }
+  return ms;
 }
 
 std::string autotune_key(const OpSpec& spec, std::span<const TensorInfo> outputs, const Settings& settings) {

@@ -14,10 +14,9 @@
 
 namespace kiln {
 
-// The best of a few runs of `kernel` on zero-filled inputs of `spec`'s shapes, in milliseconds.
-double time_kernel(const Kernel& kernel, const OpSpec& spec, std::span<const TensorInfo> outputs);
-// time_kernel plus the Reorder steps choosing `kernel` implies: its inputs converted from the layouts
-// they are stored in, its outputs converted to the layouts `preferred` (the first offer) writes.
+// The best of a few runs of `kernel` on zero-filled inputs of `spec`'s shapes, in milliseconds, plus
+// the Reorder steps choosing it implies: its inputs converted from the layouts they are stored in,
+// its outputs converted to the layouts `preferred` (the first offer) writes.
 double time_candidate(const Kernel& kernel, const OpSpec& spec, std::span<const TensorInfo> outputs,
                       const Kernel& preferred);
 

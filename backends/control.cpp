@@ -9,7 +9,9 @@
 namespace kiln::backends {
 namespace {
 
-Precision& family_field(Settings& settings, std::string_view family) {
+// The precision field of `family` ("conv" or "matmul") in `T` (Settings or Flags).
+template <typename T>
+auto& family_field(T& settings, std::string_view family) {
   if (family == "conv") return settings.conv_precision;
   if (family == "matmul") return settings.matmul_precision;
   fail(ErrorKind::invalid_argument, "unknown op family '", family, "' (known: conv, matmul)");
@@ -34,9 +36,9 @@ Precision precision(std::string_view family) {
   return family_field(settings, family);
 }
 void set_precision(std::string_view family, Precision precision) {
-  Settings check;
-  family_field(check, family);  // rejects unknown families
-  set_flags(family == "conv" ? Flags{.conv_precision = precision} : Flags{.matmul_precision = precision});
+  Flags flags;
+  family_field(flags, family) = precision;
+  set_flags(flags);
 }
 int verbose() {
   return current_settings().verbose;

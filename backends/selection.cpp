@@ -45,6 +45,7 @@ std::string deterministic_refusal(int backend, const OpSpec& spec) {
 
 struct Offer {
   std::unique_ptr<Kernel> kernel;
+  std::string note;  // the backend's, for this kernel
   int backend = -1;
   int alternative = 0;
 };
@@ -116,7 +117,6 @@ KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> ou
         selection.kernel = std::move(offer.kernel);
         selection.backend = backend_list()[choice->backend];
         selection.note = std::move(offer.note);
-        selection.from_autotune_cache = true;
         return selection;
       }
     }
@@ -148,8 +148,7 @@ KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> ou
         if (alternative == 0) selection.rejected.push_back({name, std::move(offer.reason)});
         break;
       }
-      if (!offer.note.empty()) selection.note = std::move(offer.note);
-      offers.push_back({std::move(offer.kernel), index, alternative});
+      offers.push_back({std::move(offer.kernel), std::move(offer.note), index, alternative});
     }
     if (offers.size() >= wanted) break;
   }
@@ -172,7 +171,7 @@ KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> ou
     for (size_t i = 0; i < offers.size(); ++i) {
       if (i == best) continue;
       selection.rejected.push_back(
-          {std::string(backend_name_at(offers[i].backend)),
+          {std::string(backend_list()[offers[i].backend]->name()),
            str_cat("autotune: ", offers[i].kernel->name(), " took ", selection.timed[i].milliseconds, " ms, ",
                    offers[best].kernel->name(), " ", selection.timed[best].milliseconds, " ms")});
     }
@@ -180,6 +179,7 @@ KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> ou
   if (tuning) remember_autotune_choice(tuning_key, {offers[best].backend, offers[best].alternative});
   selection.backend = backend_list()[offers[best].backend];
   selection.kernel = std::move(offers[best].kernel);
+  selection.note = std::move(offers[best].note);
   return selection;
 }
 

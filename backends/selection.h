@@ -30,7 +30,6 @@ struct KernelSelection {
   std::vector<RejectedCandidate> rejected;
   std::string note;                   // e.g. why a requested precision was not used
   std::vector<TimedCandidate> timed;  // autotune's measurements, fastest kept (empty when off)
-  bool from_autotune_cache = false;   // the choice was made for an identical node before
 };
 
 // Every backend kiln was built with: oneDNN, BLAS, native.

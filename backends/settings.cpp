@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "backends/onednn/onednn_backend.h"
+#include "backends/selection.h"
 #include "core/error.h"
 
 namespace kiln {
@@ -50,11 +51,6 @@ void check_level(const std::optional<int>& level, const char* flag) {
 
 }  // namespace
 
-std::string_view backend_name_at(int index) {
-  static constexpr std::string_view kNames[kBackendCount] = {"onednn", "blas", "native"};
-  return kNames[index];
-}
-
 int Settings::verbose_for(int index) const {
   int level = verbose;
   if (index == kOnednnIndex) level = std::max(level, onednn_verbose);
@@ -76,7 +72,7 @@ uint64_t Settings::plan_word() const {
 std::string Settings::plan_fingerprint() const {
   std::string enabled;
   for (int i = 0; i < kBackendCount; ++i) {
-    if (backend_enabled(i)) enabled += str_cat(enabled.empty() ? "" : ",", backend_name_at(i));
+    if (backend_enabled(i)) enabled += str_cat(enabled.empty() ? "" : ",", all_backends()[i]->name());
   }
   return str_cat(enabled, ";conv=", precision_name(conv_precision),
                  ";matmul=", precision_name(matmul_precision), deterministic ? ";deterministic" : "",

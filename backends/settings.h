@@ -22,7 +22,6 @@ inline constexpr int kOnednnIndex = 0;
 inline constexpr int kBlasIndex = 1;
 inline constexpr int kNativeIndex = 2;
 inline constexpr int kBackendCount = 3;
-std::string_view backend_name_at(int index);
 
 // Verbose levels: 1 prints one line per executed step, 2 adds a line per planned step.
 inline constexpr int kMaxVerboseLevel = 2;

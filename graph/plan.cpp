@@ -436,9 +436,7 @@ class PlanBuilder {
   // not be a graph output. Empty when nothing fuses or oneDNN (the only fusing backend) is off.
   std::vector<const Node*> fusable_followers(const Node& node, OpSpec& spec, const TensorInfo& result) {
     std::vector<const Node*> followers;
-    // Deterministic mode plans the followers as their own steps: the fusing kernels are oneDNN's.
-    if (!fuses_activations(node) || !settings_.backend_enabled(kOnednnIndex) || settings_.deterministic ||
-        result.dtype != DType::f32)
+    if (!fuses_activations(node) || !settings_.backend_enabled(kOnednnIndex) || result.dtype != DType::f32)
       return followers;
     fused_inputs_.clear();
     std::string value = node.outputs.at(0);

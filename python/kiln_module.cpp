@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <sstream>
+#include <type_traits>
 
 #include "backends/control.h"
 #include "backends/selection.h"
@@ -92,30 +93,23 @@ std::shared_ptr<VerboseSink> sink_from_python(const py::handle& value) {
       "verbose_sink must be None (standard output), a file path or a callable taking a line");
 }
 
-template <typename T>
-T option_value(const py::handle& value, const std::string& name, const char* expected) {
-  try {
-    return value.cast<T>();
-  } catch (const py::cast_error&) {
+// `value` as option `name`'s T when it has Python type Expected (bool is not taken for an int).
+template <typename T, typename Expected>
+T typed_option(const py::handle& value, const std::string& name, const char* expected) {
+  const bool is_bool = py::isinstance<py::bool_>(value);
+  if (!py::isinstance<Expected>(value) || (is_bool && !std::is_same_v<Expected, py::bool_>)) {
     throw py::type_error(str_cat("option '", name, "' expects ", expected, ", got ",
                                  std::string(py::str(value.get_type().attr("__name__")))));
   }
+  return value.cast<T>();
 }
 
 bool bool_option(const py::handle& value, const std::string& name) {
-  if (!py::isinstance<py::bool_>(value)) {
-    throw py::type_error(str_cat("option '", name, "' expects True or False, got ",
-                                 std::string(py::str(value.get_type().attr("__name__")))));
-  }
-  return value.cast<bool>();
+  return typed_option<bool, py::bool_>(value, name, "True or False");
 }
 
 int int_option(const py::handle& value, const std::string& name) {
-  if (py::isinstance<py::bool_>(value) || !py::isinstance<py::int_>(value)) {
-    throw py::type_error(str_cat("option '", name, "' expects an int, got ",
-                                 std::string(py::str(value.get_type().attr("__name__")))));
-  }
-  return value.cast<int>();
+  return typed_option<int, py::int_>(value, name, "an int");
 }
 
 // Keyword options (Session(**options), flags(**options)) as Flags; unknown names are a ValueError
@@ -131,8 +125,9 @@ Flags flags_from_options(const py::dict& options) {
     } else if (name == "native") {
       flags.native = bool_option(value, name);
     } else if (name == "precision" || name == "conv_precision" || name == "matmul_precision") {
-      const Precision precision = parse_precision(option_value<std::string>(value, name, "'fp32' or 'bf16'"),
-                                                  str_cat("option '", name, "'"));
+      const Precision precision =
+          parse_precision(typed_option<std::string, py::str>(value, name, "'fp32' or 'bf16'"),
+                          str_cat("option '", name, "'"));
       if (name != "matmul_precision") flags.conv_precision = precision;
       if (name != "conv_precision") flags.matmul_precision = precision;
     } else if (name == "deterministic") {
