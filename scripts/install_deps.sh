@@ -1,17 +1,13 @@
 #!/usr/bin/env bash
-# Installs the Debian packages kiln needs to build and test; does nothing when all are present.
-# Every package comes from Debian's apt (no pip). Safe to run repeatedly.
+# Installs the Debian packages kiln needs to build and test (listed in scripts/debian_packages.txt);
+# does nothing when all are present. Every package comes from Debian's apt (no pip). Safe to run
+# repeatedly.
 set -euo pipefail
 
-packages=(
-  build-essential cmake ninja-build ccache pkg-config
-  libdnnl-dev libopenblas-openmp-dev
-  libonnx-dev libprotobuf-dev protobuf-compiler
-  pybind11-dev libgtest-dev libgmock-dev libbenchmark-dev
-  clang-14 libclang-rt-14-dev
-  python3-numpy python3-pytest python3-torch python3-torchvision python3-onnx
-  libonnx-testdata
-)
+# One package per line, `#` starting a comment (tests/packaging/check_build_packages.py reads the list
+# the same way). The assignment stops the script if the list cannot be read.
+package_names=$(sed 's/#.*//' "$(dirname "${BASH_SOURCE[0]}")/debian_packages.txt")
+read -r -d '' -a packages <<<"$package_names" || true  # read returns 1 at the end of its input
 
 missing=()
 for package in "${packages[@]}"; do
