@@ -24,6 +24,7 @@ using testing::float_attr;
 using testing::int_attr;
 using testing::OpRun;
 using testing::run_op;
+using testing::sample_values;
 using testing::string_attr;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -43,17 +44,6 @@ Attributes attrs(std::initializer_list<std::pair<std::string, Attribute>> entrie
   Attributes result;
   for (const auto& [name, value] : entries) result.set(name, value);
   return result;
-}
-
-// Deterministic values in [low, high] (a fixed linear congruential sequence).
-std::vector<float> sample_values(int64_t count, float low, float high, uint32_t seed = 1) {
-  std::vector<float> values(static_cast<size_t>(count));
-  uint32_t state = seed;
-  for (float& value : values) {
-    state = state * 1664525u + 1013904223u;
-    value = low + (high - low) * static_cast<float>(state >> 8) / static_cast<float>(1u << 24);
-  }
-  return values;
 }
 
 Tensor sample_tensor(const Shape& shape, float low = -3, float high = 3, uint32_t seed = 1) {

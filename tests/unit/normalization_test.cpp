@@ -21,22 +21,13 @@ using testing::float_attr;
 using testing::int_attr;
 using testing::OpRun;
 using testing::run_op;
+using testing::sample_values;
 
 class ThreadCountGuard {
  public:
   explicit ThreadCountGuard(int threads) { set_num_threads(threads); }
   ~ThreadCountGuard() { reset_num_threads(); }
 };
-
-std::vector<float> sample_values(int64_t count, float low, float high, uint32_t seed = 1) {
-  std::vector<float> values(static_cast<size_t>(count));
-  uint32_t state = seed;
-  for (float& value : values) {
-    state = state * 1664525u + 1013904223u;
-    value = low + (high - low) * static_cast<float>(state >> 8) / static_cast<float>(1u << 24);
-  }
-  return values;
-}
 
 Tensor sample_tensor(const Shape& shape, float low, float high, uint32_t seed = 1) {
   return Tensor::from_vector(sample_values(checked_numel(shape), low, high, seed), shape);

@@ -69,6 +69,16 @@ Attribute string_attr(std::string value) {
   return attribute;
 }
 
+std::vector<float> sample_values(int64_t count, float low, float high, uint32_t seed) {
+  std::vector<float> values(static_cast<size_t>(count));
+  uint32_t state = seed;
+  for (float& value : values) {
+    state = state * 1664525u + 1013904223u;
+    value = low + (high - low) * static_cast<float>(state >> 8) / static_cast<float>(1u << 24);
+  }
+  return values;
+}
+
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   if (a.dtype() != DType::f32 || b.dtype() != DType::f32 || a.shape() != b.shape()) {
     return std::numeric_limits<double>::infinity();

@@ -29,6 +29,9 @@ Attribute float_attr(float value);
 Attribute ints_attr(std::vector<int64_t> values);
 Attribute string_attr(std::string value);
 
+// Deterministic values in [low, high] (a fixed linear congruential sequence).
+std::vector<float> sample_values(int64_t count, float low, float high, uint32_t seed = 1);
+
 // Max |a - b| over all elements (both float32, same shape; otherwise +inf).
 double max_abs_diff(const Tensor& a, const Tensor& b);
 

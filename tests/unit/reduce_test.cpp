@@ -21,6 +21,7 @@ using testing::int_attr;
 using testing::ints_attr;
 using testing::OpRun;
 using testing::run_op;
+using testing::sample_values;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -33,17 +34,6 @@ class ThreadCountGuard {
   explicit ThreadCountGuard(int threads) { set_num_threads(threads); }
   ~ThreadCountGuard() { reset_num_threads(); }
 };
-
-// Deterministic values in [low, high] (a fixed linear congruential sequence).
-std::vector<float> sample_values(int64_t count, float low, float high, uint32_t seed = 1) {
-  std::vector<float> values(static_cast<size_t>(count));
-  uint32_t state = seed;
-  for (float& value : values) {
-    state = state * 1664525u + 1013904223u;
-    value = low + (high - low) * static_cast<float>(state >> 8) / static_cast<float>(1u << 24);
-  }
-  return values;
-}
 
 // Runs a Reduce op with axes as an attribute (or, for ReduceSum from opset 13, as an input).
 Tensor reduce(const std::string& op_type, const Tensor& data, const std::vector<int64_t>* axes, bool keepdims,

@@ -21,6 +21,7 @@ namespace {
 using testing::int_attr;
 using testing::OpRun;
 using testing::run_op;
+using testing::sample_values;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -30,16 +31,6 @@ class ThreadCountGuard {
   explicit ThreadCountGuard(int threads) { set_num_threads(threads); }
   ~ThreadCountGuard() { reset_num_threads(); }
 };
-
-std::vector<float> sample_values(int64_t count, float low, float high, uint32_t seed = 1) {
-  std::vector<float> values(static_cast<size_t>(count));
-  uint32_t state = seed;
-  for (float& value : values) {
-    state = state * 1664525u + 1013904223u;
-    value = low + (high - low) * static_cast<float>(state >> 8) / static_cast<float>(1u << 24);
-  }
-  return values;
-}
 
 Tensor run_softmax(const std::string& op_type, const Tensor& x, int64_t opset, const int64_t* axis = nullptr) {
   OpRun run;
