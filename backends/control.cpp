@@ -75,6 +75,9 @@ bool is_available() {
 std::string version() {
   return onednn_backend().version();
 }
+std::string isa() {
+  return onednn_isa();
+}
 bool enabled() {
   return current_settings().backend_enabled(kOnednnIndex);
 }
@@ -135,7 +138,16 @@ std::vector<std::string> capability() {
   return cpu_capability().extensions();
 }
 std::string best_isa() {
-  return cpu_capability().best_isa();
+  return std::string(isa_name(cpu_capability().best_isa()));
+}
+std::string isa() {
+  return std::string(isa_name(isa_in_effect()));
+}
+std::string isa_source() {
+  return isa_choice().source;
+}
+void set_max_isa(std::string_view name) {
+  kiln::set_max_isa(parse_isa(name, "set_max_isa"));
 }
 }  // namespace cpu
 

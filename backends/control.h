@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/settings.h"
@@ -53,6 +54,9 @@ namespace onednn {
 bool is_built();
 bool is_available();
 std::string version();
+// The ISA oneDNN dispatches up to, in oneDNN's names ("avx2", "avx512_core_bf16"): the CPU's best,
+// capped with kiln's ISA tier (cpu::isa()).
+std::string isa();
 bool enabled();
 void set_enabled(bool enabled);
 int verbose();
@@ -95,10 +99,16 @@ class ScopedEnabled : public ScopedFlags {
 }  // namespace blas
 
 namespace cpu {
-// Every instruction-set extension kernels may use, e.g. {"AVX2", "FMA", "AVX512", "AVX512_BF16", "AMX_BF16"}.
+// Every instruction-set extension the CPU offers, e.g. {"AVX2", "FMA", "AVX512", "AVX512_BF16", "AMX_BF16"}.
 std::vector<std::string> capability();
-// The best of them: "AMX_BF16", "AVX512_BF16", "AVX512", "AVX2" or "DEFAULT".
+// The CPU's best ISA tier: "amx", "avx512_bf16", "avx512", "avx2" or "baseline" (runtime/cpu_info.h).
 std::string best_isa();
+// The tier kernels use (the CPU's best, capped by KILN_ISA or set_max_isa) and where it came from:
+// "cpu", "KILN_ISA" or "api". Reading it fixes it.
+std::string isa();
+std::string isa_source();
+// Caps the tier (one of the names above); an error once kernels were chosen.
+void set_max_isa(std::string_view name);
 }  // namespace cpu
 
 namespace openmp {

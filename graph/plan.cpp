@@ -17,6 +17,7 @@
 #include "graph/verbose.h"
 #include "ops/activation.h"
 #include "ops/op_schema.h"
+#include "runtime/cpu_info.h"
 
 namespace kiln {
 namespace {
@@ -44,6 +45,28 @@ bool fuses_activations(const Node& node) {
 }
 bool fuses_sum(const Node& node) {
   return is_default_domain(node.domain) && (node.op_type == "Conv" || node.op_type == "MatMul");
+}
+
+// The precision the settings ask of a node: Conv follows conv_precision, MatMul and Gemm
+// matmul_precision, everything else computes in float32.
+Precision requested_precision(const Node& node, const Settings& settings) {
+  if (!is_default_domain(node.domain)) return Precision::fp32;
+  if (node.op_type == "Conv") return settings.conv_precision;
+  if (node.op_type == "MatMul" || node.op_type == "Gemm") return settings.matmul_precision;
+  return Precision::fp32;
+}
+
+// bf16 runs only where the ISA tier in effect has bf16 dot products (AVX512_BF16 or AMX); oneDNN
+// would emulate it elsewhere, slower than float32. There the plan is exactly the float32 plan (the
+// same kernels on every backend, BLAS included), and each affected step carries this note.
+bool bf16_in_effect() {
+  return isa_in_effect() >= Isa::avx512_bf16;
+}
+
+std::string bf16_fallback_note() {
+  const IsaChoice& isa = isa_choice();
+  return str_cat("precision bf16 requested, float32 used: the ISA in effect (", isa_name(isa.isa), ", from ",
+                 isa.source, ") has no bf16 dot products (AVX512_BF16 or AMX)");
 }
 
 // How a step's output of logical `info` is stored: shape and dtype of the tensor it writes.
@@ -257,9 +280,8 @@ class PlanBuilder {
     spec.opset = opset == model_.opsets.end() ? 0 : opset->second;
     spec.attributes = &node.attributes;
     spec.num_outputs = static_cast<int>(node.outputs.size());
-    if (is_default_domain(node.domain) && node.op_type == "Conv") spec.precision = settings_.conv_precision;
-    if (is_default_domain(node.domain) && (node.op_type == "MatMul" || node.op_type == "Gemm"))
-      spec.precision = settings_.matmul_precision;
+    const Precision requested = requested_precision(node, settings_);
+    spec.precision = requested == Precision::bf16 && !bf16_in_effect() ? Precision::fp32 : requested;
     return spec;
   }
 
@@ -385,6 +407,7 @@ class PlanBuilder {
     step.record.kernel = std::string(selection.kernel->name());
     step.record.rejected = std::move(selection.rejected);
     step.record.note = std::move(selection.note);
+    if (requested_precision(node, settings_) != spec.precision) step.record.note = bf16_fallback_note();
     step.record.timed = std::move(selection.timed);
     step.record.creation_ms = selection_ms;
     for (const Node* follower : followers)

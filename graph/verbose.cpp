@@ -19,7 +19,7 @@ std::string info_line() {
     backends += str_cat(backends.empty() ? "" : ";", backend->name(), " ", backend->version());
   }
   return str_cat("kiln_verbose,info,kiln ", kiln_version(), ",threads=", get_num_threads(),
-                 ",isa=", cpu_capability().best_isa(), ",backends=", backends);
+                 ",isa=", isa_name(isa_in_effect()), ",backends=", backends);
 }
 
 template <typename T, typename Format>

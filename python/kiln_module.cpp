@@ -218,7 +218,8 @@ std::string parallel_info() {
        << "\n";
   text << "oneDNN: " << backends::onednn::version() << " (OpenMP runtime)\n";
   text << "BLAS: " << backends::blas::library() << "\n";
-  text << "CPU: " << cpu_capability().best_isa() << "\n";
+  text << "CPU: " << cpu_capability().description() << ", ISA in effect " << isa_name(isa_in_effect())
+       << " (from " << isa_choice().source << ")\n";
   text << "precedence: set_num_threads > KILN_NUM_THREADS > OMP_NUM_THREADS > cores\n";
   return text.str();
 }
@@ -346,5 +347,9 @@ PYBIND11_MODULE(_kiln, m) {
   b.def("clear_primitive_cache", &backends::onednn::primitive_cache::clear);
   b.def("cpu_capability", &backends::cpu::capability);
   b.def("cpu_best_isa", &backends::cpu::best_isa);
+  b.def("cpu_isa", &backends::cpu::isa);
+  b.def("cpu_isa_source", &backends::cpu::isa_source);
+  b.def("cpu_set_max_isa", &backends::cpu::set_max_isa, py::arg("isa"));
+  b.def("onednn_isa", &backends::onednn::isa);
   b.def("openmp_version", &backends::openmp::version);
 }

@@ -11,14 +11,28 @@
 #include "tools/commands.h"
 
 namespace kiln {
+namespace {
+
+// "avx2 (from KILN_ISA)", or "avx2 (from api, which asked for amx; the cpu's best is avx2)".
+std::string describe_isa_choice() {
+  const IsaChoice& choice = isa_choice();
+  std::string text = str_cat(isa_name(choice.isa), " (from ", choice.source);
+  if (choice.requested != choice.isa) {
+    text += str_cat(", which asked for ", isa_name(choice.requested), "; the cpu's best is ",
+                    isa_name(cpu_capability().best_isa()));
+  }
+  return text + ")";
+}
+
+}  // namespace
 
 int command_info(const std::vector<std::string>& args) {
   const std::vector<OptionSpec> specs = {{"help", false, "show this help"}};
   const ParsedArgs parsed = parse_args("info", args, specs);
   if (parsed.has("help")) {
     std::printf(
-        "usage: kiln info\n\nPrints kiln's version, build configuration, backends, CPU capability and "
-        "thread settings.\n\n%s",
+        "usage: kiln info\n\nPrints kiln's version, build configuration, backends, CPU capability, the ISA "
+        "tier kernels use (KILN_ISA=baseline|avx2|avx512|avx512_bf16|amx caps it) and thread settings.\n\n%s",
         options_help(specs).c_str());
     return 0;
   }
@@ -39,8 +53,11 @@ int command_info(const std::vector<std::string>& args) {
   std::printf("ops: %zu (ONNX opsets 7-17)\n", all_op_schemas().size());
   std::string extensions;
   for (const std::string& extension : cpu.extensions()) extensions += " " + extension;
-  std::printf("cpu: %s\n", cpu.brand.empty() ? cpu.vendor.c_str() : cpu.brand.c_str());
-  std::printf("cpu capability: %s (extensions:%s)\n", cpu.best_isa().c_str(), extensions.c_str());
+  std::printf("cpu: %s\n", cpu.description().c_str());
+  std::printf("cpu capability: %s (extensions:%s)\n", std::string(isa_name(cpu.best_isa())).c_str(),
+              extensions.c_str());
+  std::printf("isa in effect: %s; oneDNN dispatches up to %s\n", describe_isa_choice().c_str(),
+              backends::onednn::isa().c_str());
 #ifdef _OPENMP
   std::printf("threads: %d (from %s; %d cores available), OpenMP %d\n", get_num_threads(),
               num_threads_source().c_str(), available_cores(), _OPENMP);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/native/gemm.h"
+#include "backends/native/isa_variant.h"
 #include "backends/native/kernel_util.h"
 #include "backends/native/native_backend.h"
 #include "backends/native/spatial3d.h"
@@ -179,16 +180,13 @@ KILN_DEPTHWISE_VARIANTS(baseline, )
 #undef KILN_DEPTHWISE_VARIANTS
 
 template <int64_t kKernel, int64_t kStride>
-DepthwisePlaneFn depthwise_for_cpu() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) {
-    return depthwise_plane_avx512<kKernel, kStride>;
-  }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return depthwise_plane_avx2<kKernel, kStride>;
-  return depthwise_plane_baseline<kKernel, kStride>;
+IsaVariant<DepthwisePlaneFn> depthwise_for_cpu() {
+  return pick_isa_variant<DepthwisePlaneFn>(depthwise_plane_avx512<kKernel, kStride>,
+                                            depthwise_plane_avx2<kKernel, kStride>,
+                                            depthwise_plane_baseline<kKernel, kStride>);
 }
 
-DepthwisePlaneFn choose_depthwise_plane(const Window3d& w) {
+IsaVariant<DepthwisePlaneFn> choose_depthwise_plane(const Window3d& w) {
   const bool square_3x3 = w.kernel[0] == 1 && w.kernel[1] == 3 && w.kernel[2] == 3 && w.dilation[1] == 1 &&
                           w.dilation[2] == 1;
   if (square_3x3 && w.stride[1] == 1 && w.stride[2] == 1) return depthwise_for_cpu<3, 1>();
@@ -399,8 +397,9 @@ KernelOrReason make_conv(const OpSpec& spec, std::span<const TensorInfo>) {
     const int64_t images = params.batch;
     const int64_t channels = params.out_channels;
     const DepthwiseGeometry geometry(w);
-    const DepthwisePlaneFn plane_fn = choose_depthwise_plane(w);
-    return make_kernel("native:conv_depthwise_direct", [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+    const auto [isa, plane_fn] = choose_depthwise_plane(w);
+    const std::string name = std::string("native:conv_depthwise_direct:") + isa;
+    return make_kernel(name, [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
       depthwise(inputs[0].data<float>(), inputs[1].data<float>(), has_bias ? inputs[2].data<float>() : nullptr,
                 outputs[0].data<float>(), images, channels, geometry, plane_fn);
     });
@@ -423,8 +422,8 @@ KernelOrReason make_conv(const OpSpec& spec, std::span<const TensorInfo>) {
       conv.packed.emplace_back(false, rows, k, weights.value.data<float>() + g * rows * k, k);
     }
   }
-  std::string name = conv.pointwise ? "native:conv_1x1_sgemm" : "native:conv_im2col_sgemm";
-  if (!conv.packed.empty()) name += "_prepacked";
+  std::string name = str_cat(conv.pointwise ? "native:conv_1x1_sgemm" : "native:conv_im2col_sgemm",
+                             conv.packed.empty() ? "" : "_prepacked", ":", gemm_kernel_info().isa);
   return make_kernel(std::move(name), [conv = std::move(conv), has_bias](std::span<const Tensor> inputs,
                                                                          std::span<Tensor> outputs) {
     conv.run(inputs[0].data<float>(), inputs[1].data<float>(), has_bias ? inputs[2].data<float>() : nullptr,

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <new>
 
+#include "backends/native/isa_variant.h"
 #include "runtime/parallel.h"
 
 namespace kiln::native {
@@ -182,18 +183,14 @@ struct KernelSet {
   SmallMKernel small_m;
 };
 
-// The widest variant this CPU runs, chosen once (the binary itself targets baseline x86-64).
+constexpr KernelSet kAvx512Kernels{"avx512", kMrAvx512, 2 * 16, micro_kernel_avx512, small_m_avx512};
+constexpr KernelSet kAvx2Kernels{"avx2", kMrAvx2, 2 * 8, micro_kernel_avx2, small_m_avx2};
+constexpr KernelSet kBaselineKernels{"baseline", kMrBaseline, 2 * 4, micro_kernel_baseline, small_m_baseline};
+
+// The variant for the ISA tier in effect, which is fixed once read, so PackedA's layout (packed
+// for one register block) always matches the micro-kernel that reads it.
 const KernelSet& kernel_set() {
-  static const KernelSet chosen = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) {
-      return KernelSet{"avx512", kMrAvx512, 2 * 16, micro_kernel_avx512, small_m_avx512};
-    }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-      return KernelSet{"avx2", kMrAvx2, 2 * 8, micro_kernel_avx2, small_m_avx2};
-    }
-    return KernelSet{"baseline", kMrBaseline, 2 * 4, micro_kernel_baseline, small_m_baseline};
-  }();
+  static const KernelSet& chosen = *pick_isa_variant(&kAvx512Kernels, &kAvx2Kernels, &kBaselineKernels).fn;
   return chosen;
 }
 

@@ -51,14 +51,17 @@ KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo>) {
   if (spec.input(0).dtype == DType::f32) {
     // A batched A times one shared B is a single product with batch * m rows.
     const bool shared_b = checked_numel(params.b_batch) == 1 && params.a_batch == params.batch;
+    const std::string isa = gemm_kernel_info().isa;
     if (shared_b) {
       const int64_t rows = checked_numel(params.batch) * m;
-      return make_kernel("native:matmul_sgemm", [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+      return make_kernel("native:matmul_sgemm:" + isa, [=](std::span<const Tensor> inputs,
+                                                           std::span<Tensor> outputs) {
         sgemm(false, false, {rows, n, k}, 1.0f, inputs[0].data<float>(), k, inputs[1].data<float>(), n, 0.0f,
               outputs[0].data<float>(), n);
       });
     }
-    return make_kernel("native:matmul_sgemm_batched", [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+    const std::string name = "native:matmul_sgemm_batched:" + isa;
+    return make_kernel(name, [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
       const float* a = inputs[0].data<float>();
       const float* b = inputs[1].data<float>();
       float* c = outputs[0].data<float>();
@@ -104,7 +107,8 @@ KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs
   const int64_t k = trans_a ? a[0] : a[1];
   const bool has_c = spec.has_input(2) && beta != 0.0f;
   const Shape c_shape = spec.has_input(2) ? spec.input(2).shape : Shape{};
-  return make_kernel("native:gemm_sgemm", [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
+  const std::string name = str_cat("native:gemm_sgemm:", gemm_kernel_info().isa);
+  return make_kernel(name, [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
     float* out = dst[0].data<float>();
     if (has_c) {
       // Broadcast C into the output, then accumulate beta * C + alpha * A x B in place.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/native/element_math.h"
+#include "backends/native/isa_variant.h"
 #include "backends/native/kernel_util.h"
 #include "backends/native/native_backend.h"
 #include "runtime/parallel.h"
@@ -208,17 +209,9 @@ void layer_norm_rows_baseline(const LayerNormArgs& args, int64_t begin, int64_t 
   layer_norm_rows_simd<Simd<4>>(args, begin, end);
 }
 
-struct FloatRows {
-  const char* isa;
-  LayerNormRowsFn fn;
-};
-
-// The widest variant this CPU runs (the binary itself targets baseline x86-64).
-FloatRows float_layer_norm_rows() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return {"avx512", layer_norm_rows_avx512};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {"avx2", layer_norm_rows_avx2};
-  return {"baseline", layer_norm_rows_baseline};
+IsaVariant<LayerNormRowsFn> float_layer_norm_rows() {
+  return pick_isa_variant<LayerNormRowsFn>(layer_norm_rows_avx512, layer_norm_rows_avx2,
+                                           layer_norm_rows_baseline);
 }
 
 // ---- kernels -----------------------------------------------------------------------------------
@@ -279,7 +272,7 @@ KernelOrReason make_layer_norm(const OpSpec& spec, std::span<const TensorInfo>) 
   for (size_t d = static_cast<size_t>(axis); d < shape.size(); ++d) size *= shape[d];
   const bool has_bias = spec.has_input(2);
   const DType dtype = spec.input(0).dtype;
-  const FloatRows float_rows = float_layer_norm_rows();
+  const IsaVariant<LayerNormRowsFn> float_rows = float_layer_norm_rows();
   const std::string name = dtype == DType::f32 ? std::string("native:layernorm:") + float_rows.isa : "native:layernorm";
   return visit_floating(
       dtype,

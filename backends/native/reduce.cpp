@@ -15,6 +15,7 @@
 
 #include "backends/native/element_math.h"
 #include "backends/native/elementwise.h"
+#include "backends/native/isa_variant.h"
 #include "backends/native/kernel_util.h"
 #include "backends/native/native_backend.h"
 #include "ops/reduce.h"
@@ -280,18 +281,12 @@ void float_rows_baseline(const float* src, float* dst, int64_t rows, int64_t n) 
   for (int64_t r = 0; r < rows; ++r) dst[r] = float_row<Simd<4>, kKind>(src + r * n, n);
 }
 
-struct FloatRows {
-  const char* isa;
-  FloatRowsFn fn;
-};
+using FloatRows = IsaVariant<FloatRowsFn>;
 
-// The widest variant this CPU runs (the binary itself targets baseline x86-64).
 template <Reduction kKind>
 FloatRows float_rows() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return {"avx512", float_rows_avx512<kKind>};
-  if (__builtin_cpu_supports("avx2")) return {"avx2", float_rows_avx2<kKind>};
-  return {"baseline", float_rows_baseline<kKind>};
+  return pick_isa_variant<FloatRowsFn>(float_rows_avx512<kKind>, float_rows_avx2<kKind>,
+                                       float_rows_baseline<kKind>);
 }
 
 enum class Layout { rows, columns, strided };

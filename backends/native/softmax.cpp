@@ -17,6 +17,7 @@
 
 #include "backends/native/element_math.h"
 #include "backends/native/elementwise.h"
+#include "backends/native/isa_variant.h"
 #include "backends/native/kernel_util.h"
 #include "backends/native/native_backend.h"
 #include "runtime/parallel.h"
@@ -240,18 +241,12 @@ void softmax_rows_baseline(const float* src, float* dst, int64_t rows, int64_t n
   softmax_rows_simd<Simd<4>, kKind>(src, dst, rows, n);
 }
 
-struct FloatRows {
-  const char* isa;
-  FloatRowsFn fn;
-};
+using FloatRows = IsaVariant<FloatRowsFn>;
 
-// The widest variant this CPU runs (the binary itself targets baseline x86-64).
 template <SoftmaxKind kKind>
 FloatRows float_rows() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return {"avx512", softmax_rows_avx512<kKind>};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return {"avx2", softmax_rows_avx2<kKind>};
-  return {"baseline", softmax_rows_baseline<kKind>};
+  return pick_isa_variant<FloatRowsFn>(softmax_rows_avx512<kKind>, softmax_rows_avx2<kKind>,
+                                       softmax_rows_baseline<kKind>);
 }
 
 // ---- portable rows and columns -----------------------------------------------------------------

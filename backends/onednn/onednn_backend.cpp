@@ -45,6 +45,40 @@ const Backend& onednn_backend() {
   return instance;
 }
 
+namespace {
+
+const char* onednn_isa_name(dnnl_cpu_isa_t isa) {
+  switch (isa) {
+    case dnnl_cpu_isa_sse41:
+      return "sse41";
+    case dnnl_cpu_isa_avx:
+      return "avx";
+    case dnnl_cpu_isa_avx2:
+      return "avx2";
+    case dnnl_cpu_isa_avx2_vnni:
+      return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core:
+      return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "other";
+  }
+}
+
+}  // namespace
+
+std::string onednn_isa() {
+  onednn::engine();  // applies kiln's cap first: querying oneDNN's ISA fixes it
+  const char* name = onednn_isa_name(dnnl_get_effective_cpu_isa());
+  const std::string& failure = onednn::isa_cap_failure();
+  return failure.empty() ? name : str_cat(name, " (", failure, ")");
+}
+
 void set_onednn_library_verbose(int level) {
   dnnl::error::wrap_c_api(dnnl_set_verbose(level), "could not set oneDNN's verbose level");
 }

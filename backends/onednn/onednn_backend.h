@@ -11,6 +11,10 @@ namespace kiln {
 
 const Backend& onednn_backend();
 
+// The ISA oneDNN dispatches up to, as oneDNN names it ("avx2", "avx512_core_bf16", ...), followed by
+// why kiln's cap could not be applied where that happened.
+std::string onednn_isa();
+
 // oneDNN's own verbose output (`onednn_verbose,...` lines on stdout): process-wide in oneDNN.
 void set_onednn_library_verbose(int level);
 

@@ -12,8 +12,47 @@
 
 namespace kiln::onednn {
 
+namespace {
+
+dnnl_cpu_isa_t onednn_isa(Isa isa) {
+  switch (isa) {
+    case Isa::baseline:
+      return dnnl_cpu_isa_sse41;  // oneDNN's lowest JIT tier; below it, its reference code
+    case Isa::avx2:
+      return dnnl_cpu_isa_avx2;
+    case Isa::avx512:
+      return dnnl_cpu_isa_avx512_core;
+    case Isa::avx512_bf16:
+      return dnnl_cpu_isa_avx512_core_bf16;
+    case Isa::amx:
+      return dnnl_cpu_isa_avx512_core_amx;
+  }
+  return dnnl_cpu_isa_all;
+}
+
+// Caps oneDNN at kiln's tier when KILN_ISA or the API lowered it. oneDNN accepts a cap once, before
+// it dispatched anything; it refuses when another library in the process (PyTorch links the same
+// libdnnl) used it first. Returns why the cap was not applied, or "".
+std::string cap_onednn_isa() {
+  const IsaChoice& choice = isa_choice();
+  if (choice.source == "cpu") return {};
+  if (dnnl_set_max_cpu_isa(onednn_isa(choice.isa)) == dnnl_success) return {};
+  return str_cat("oneDNN was not capped at ", isa_name(choice.isa), " (from ", choice.source,
+                 "): it had already dispatched in this process");
+}
+
+}  // namespace
+
+const std::string& isa_cap_failure() {
+  static const std::string failure = cap_onednn_isa();
+  return failure;
+}
+
 const dnnl::engine& engine() {
-  static const dnnl::engine instance(dnnl::engine::kind::cpu, 0);
+  static const dnnl::engine instance = [] {
+    isa_cap_failure();  // before the first oneDNN call that dispatches
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return instance;
 }
 
@@ -57,11 +96,6 @@ Layout float32_layout(Layout layout) {
   if (layout == Layout::nhwc_bf16) return Layout::nhwc;
   if (layout == Layout::plain_bf16) return Layout::plain;
   return layout;
-}
-
-bool bf16_supported() {
-  // Without AVX512_BF16 or AMX oneDNN emulates bf16, which is slower than float32 (FACTS.md).
-  return cpu_capability().avx512_bf16 || cpu_capability().amx_bf16;
 }
 
 std::string implementation_name(const dnnl::primitive_desc_base& pd) {

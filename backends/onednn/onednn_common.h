@@ -14,7 +14,10 @@
 
 namespace kiln::onednn {
 
+// The CPU engine. Creating it first caps oneDNN at kiln's ISA tier (runtime/cpu_info.h).
 const dnnl::engine& engine();
+// Why oneDNN could not be capped at kiln's ISA tier, or "" (it was, or no cap was asked for).
+const std::string& isa_cap_failure();
 // The calling thread's stream, with oneDNN's OpenMP team sized to kiln's thread setting.
 dnnl::stream& thread_stream();
 // Sets the calling thread's OpenMP thread count to kiln's (a primitive created or executed under
@@ -29,8 +32,6 @@ dnnl::memory::desc plain_desc(const Shape& shape,
 // The float32 layout with the same element order (nhwc for nhwc_bf16): ops that stay in float32
 // under reduced precision (softmax, normalization) read and write it.
 Layout float32_layout(Layout layout);
-// Whether the CPU runs bf16 natively (AVX512_BF16 or AMX); reduced precision falls back otherwise.
-bool bf16_supported();
 
 // Moves `pd` on to oneDNN's `alternative`-th implementation of the same primitive (0: its first
 // choice), for autotune; throws dnnl::error when oneDNN lists fewer.
@@ -130,20 +131,17 @@ KernelOrReason create_primitive_kernel(MakeKernel make) {
   }
 }
 
-// Creates a Conv/MatMul/Gemm kernel with `make(spec)` at spec.precision; where the CPU lacks bf16
-// or oneDNN refuses the bf16 primitive, creates the float32 one and says why in the offer's note.
+// Creates a Conv/MatMul/Gemm kernel with `make(spec)` at spec.precision; where oneDNN refuses the
+// bf16 primitive, creates the float32 one and says why in the offer's note. (The planner asks for
+// bf16 only where the ISA tier in effect has bf16 dot products.)
 template <typename MakeKernel>
 KernelOrReason create_reduced_precision_kernel(const OpSpec& spec, MakeKernel make) {
-  if (spec.precision == Precision::fp32) return create_primitive_kernel([&] { return make(spec); });
-  std::string why = "this CPU has neither AVX512_BF16 nor AMX_BF16";
-  if (bf16_supported()) {
-    KernelOrReason offer = create_primitive_kernel([&] { return make(spec); });
-    if (offer.kernel) return offer;
-    why = std::move(offer.reason);
-  }
+  KernelOrReason offer = create_primitive_kernel([&] { return make(spec); });
+  if (offer.kernel || spec.precision == Precision::fp32) return offer;
+  const std::string why = std::move(offer.reason);
   OpSpec fp32 = spec;
   fp32.precision = Precision::fp32;
-  KernelOrReason offer = create_primitive_kernel([&] { return make(fp32); });
+  offer = create_primitive_kernel([&] { return make(fp32); });
   if (offer.kernel) offer.note = str_cat("precision bf16 requested, float32 used: ", why);
   return offer;
 }

@@ -90,6 +90,11 @@ class _Onednn(_Backend):
         super().__init__("onednn", _b.onednn_version, _b.onednn_available)
         self.primitive_cache = _PrimitiveCache()
 
+    def isa(self):
+        """The ISA oneDNN dispatches up to, in oneDNN's names ("avx2", "avx512_core_bf16"): the CPU's
+        best, capped with kiln's tier (`kiln.backends.cpu.isa()`)."""
+        return _b.onednn_isa()
+
     def verbose(self, level):
         """Context manager: kiln's lines for oneDNN steps and oneDNN's own verbose (`onednn_verbose,...`
         on stdout). oneDNN's is process-wide: other threads see it while the block runs."""
@@ -152,6 +157,9 @@ cpu = _types.SimpleNamespace(
     is_available=lambda: True,
     capability=_b.cpu_capability,
     best_isa=_b.cpu_best_isa,
+    isa=_b.cpu_isa,
+    isa_source=_b.cpu_isa_source,
+    set_max_isa=_b.cpu_set_max_isa,
 )
 openmp = _types.SimpleNamespace(
     is_available=lambda: _b.openmp_version() != 0,

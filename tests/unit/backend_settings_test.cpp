@@ -323,29 +323,49 @@ TEST_F(BackendSettingsTest, DeterministicModeIsBitwiseStableAcrossRunsAndThreads
   }
 }
 
-TEST_F(BackendSettingsTest, Bf16RunsConvAndGemmInReducedPrecisionCloseToFp32) {
+// Where the ISA tier in effect has bf16 dot products (AVX512_BF16 or AMX), bf16 precision runs every
+// Conv and Gemm in bf16, close to float32. Elsewhere (an AVX2 CPU, or KILN_ISA=avx512 / avx2, which
+// the isa_* test runs set) the plan is exactly the float32 plan, each product noting why.
+TEST_F(BackendSettingsTest, Bf16RunsInReducedPrecisionOrFallsBackToTheFp32Plan) {
   Session session(small_cnn());
   const Tensor x = random_tensor({1, 3, 16, 16}, 11);
   const Tensor fp32 = run_once(session, x);
+  std::vector<std::string> fp32_kernels;
+  for (const PlanStep& step : session.plan_for({x.shape()})->steps())
+    fp32_kernels.push_back(step.record.kernel);
   backends::ScopedPrecision bf16(Precision::bf16);
   const Tensor reduced = run_once(session, x);
-  const bool native_bf16 = cpu_capability().avx512_bf16 || cpu_capability().amx_bf16;
-  for (const PlanStep& step : session.plan_for({x.shape()})->steps()) {
+  const std::vector<PlanStep>& steps = session.plan_for({x.shape()})->steps();
+  const bool bf16_in_effect = isa_in_effect() >= Isa::avx512_bf16;
+  if (!bf16_in_effect) {
+    ASSERT_EQ(steps.size(), fp32_kernels.size());
+    for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i].record.kernel, fp32_kernels[i]);
+  }
+  int products = 0;
+  for (const PlanStep& step : steps) {
     if (step.record.op_type != "Conv" && step.record.op_type != "Gemm") continue;
-    if (native_bf16) {
+    ++products;
+    if (bf16_in_effect) {
       EXPECT_NE(step.record.kernel.find("bf16"), std::string::npos) << step.record.kernel;
     } else {
-      EXPECT_NE(step.record.note.find("float32 used"), std::string::npos) << step.record.note;
+      EXPECT_NE(step.record.note.find("precision bf16 requested, float32 used: the ISA in effect ("),
+                std::string::npos)
+          << step.record.note;
     }
   }
+  EXPECT_EQ(products, 3);
   double error = 0, norm = 0;
   const std::span<const float> a = fp32.values<float>(), b = reduced.values<float>();
   for (size_t i = 0; i < a.size(); ++i) {
     error += (a[i] - b[i]) * (a[i] - b[i]);
     norm += a[i] * a[i];
   }
-  EXPECT_LE(std::sqrt(error / norm), 2e-2);
-  EXPECT_GT(std::sqrt(error / norm), 0.0);  // it really ran in reduced precision
+  if (bf16_in_effect) {
+    EXPECT_LE(std::sqrt(error / norm), 2e-2);
+    EXPECT_GT(std::sqrt(error / norm), 0.0);  // it really ran in reduced precision
+  } else {
+    EXPECT_EQ(error, 0.0);  // the same kernels on the same thread count
+  }
 }
 
 TEST_F(BackendSettingsTest, AutotuneTimesCandidatesAndRemembersTheChoice) {
@@ -400,6 +420,8 @@ TEST_F(BackendSettingsTest, InfoFunctionsDescribeTheBuild) {
   if (cpu_capability().avx512f) {
     EXPECT_NE(std::find(capability.begin(), capability.end(), "AVX512"), capability.end());
   }
+  EXPECT_EQ(backends::cpu::isa(), isa_name(isa_in_effect()));
+  EXPECT_EQ(backends::cpu::best_isa(), isa_name(cpu_capability().best_isa()));
 }
 
 }  // namespace
