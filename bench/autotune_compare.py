@@ -10,7 +10,8 @@ of its median over runs. Steps are matched by node name. Nodes where autotune ti
 candidate (marked "autotune:" in the plan) are counted; those where it chose another kernel than the
 default are compared (elsewhere both plans run the same kernel). Prints each changed node and, per
 model, how many autotune made faster, equal (within 5%) or slower, their total time, and the sum of all
-steps of each plan (Reorder steps included, which a changed layout may add or remove).
+steps of each plan (Reorder steps included, which a changed layout may add or remove). The machine
+lines of `kiln info` come first.
 """
 import argparse
 import pathlib
@@ -18,6 +19,8 @@ import re
 import statistics
 import subprocess
 import sys
+
+from machine import machine_lines
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "python"))
@@ -62,6 +65,7 @@ def main():
     parser.add_argument("--precision", default="fp32")
     parser.add_argument("--kiln", default=str(REPO / "build" / "kiln"))
     args = parser.parse_args()
+    print("\n".join(machine_lines(args.kiln)))
     for name in args.models.split(","):
         path = str(export_models.cached_export(name, None, 13))
         default_runs, tuned_runs, tuned_nodes = [], [], set()

@@ -5,7 +5,8 @@ kBlasMaxMultiplyAdds in backends/blas/blas_backend.h.
     /usr/bin/python3 bench/blas_crossover.py [--kiln build/kiln] [--threads 1] [--iters 2000]
 
 For each size, builds a one-node model in a temporary folder and times it with `kiln bench`, once with
-only BLAS and once with only oneDNN (the other disabled), and prints the median latencies.
+only BLAS and once with only oneDNN (the other disabled), and prints the median latencies after the
+machine lines of `kiln info`.
 """
 import argparse
 import json
@@ -15,6 +16,8 @@ import tempfile
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from machine import machine_lines
 
 SIZES = [4, 8, 16, 24, 32, 48, 64, 96, 128]
 
@@ -40,6 +43,7 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--iters", type=int, default=2000)
     args = parser.parse_args()
+    print("\n".join(machine_lines(args.kiln)))
     print(f"{'M=N=K':>6} {'M*N*K':>9} {'blas us':>9} {'onednn us':>10} {'blas/onednn':>12}")
     with tempfile.TemporaryDirectory() as folder:
         for size in SIZES:

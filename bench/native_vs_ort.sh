@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Times kiln (native backend) and ONNX Runtime side by side, interleaved, on the same models, batch
-# and thread counts, and prints each median latency and the ratio kiln / ONNX Runtime.
+# and thread counts, and prints each median latency and the ratio kiln / ONNX Runtime, after the
+# machine lines of `kiln info` (results differ by CPU).
 #
 #   bench/native_vs_ort.sh [MODEL ...]     (default: resnet50 exported with random weights)
 #
@@ -19,6 +20,7 @@ if [ ${#models[@]} -eq 0 ]; then
   models=("$(/usr/bin/python3 tests/python/export_models.py resnet50 --out "${KILN_MODEL_CACHE:-/tmp/kiln-models}" | tail -1)")
 fi
 
+build/kiln info | grep -E '^(cpu|isa)'
 printf "%-28s %7s %5s %12s %12s %8s\n" model threads round kiln_ms ort_ms ratio
 for model in "${models[@]}"; do
   for threads in $threads_list; do

@@ -1,18 +1,24 @@
 // Times ONNX Runtime (npm onnxruntime-node, CPU) on one model, the way `kiln bench` times kiln:
 // seeded random inputs, symbolic dims = --batch, warm-up runs untimed, median/p10/p90 latency.
-//   node bench/ort_bench.js MODEL [--threads N] [--batch B] [--warmup W] [--iters N]
+// The JSON carries "machine", the cpu lines of `KILN info`, as bench/machine.py reads them.
+//   node bench/ort_bench.js MODEL [--threads N] [--batch B] [--warmup W] [--iters N] [--kiln build/kiln]
 'use strict';
+const { execFileSync } = require('child_process');
+const path = require('path');
 const ort = require('onnxruntime-node');
 
+const MACHINE_LINE = /^(cpu:|cpu capability:|isa in effect:)/;
+
 function parseArgs(argv) {
-  const options = { threads: 1, batch: 1, warmup: 5, iters: 20 };
+  const options = { threads: 1, batch: 1, warmup: 5, iters: 20, kiln: path.join(__dirname, '..', 'build', 'kiln') };
   const positional = [];
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     if (!arg.startsWith('--')) { positional.push(arg); continue; }
     const name = arg.slice(2);
     if (!(name in options)) throw new Error(`unknown option --${name}`);
-    options[name] = Number(argv[++i]);
+    const value = argv[++i];
+    options[name] = typeof options[name] === 'number' ? Number(value) : value;
   }
   if (positional.length !== 1) throw new Error('expected one MODEL path');
   return { model: positional[0], ...options };
@@ -36,8 +42,19 @@ function randomTensor(meta, batch, seed) {
   throw new Error(`input ${meta.name}: dtype ${meta.type} not supported by this script`);
 }
 
+// Like bench/machine.py: without kiln, the results still print, with a line saying why the machine is unknown.
+function machineLines(kiln) {
+  try {
+    const info = execFileSync(kiln, ['info'], { encoding: 'utf8', timeout: 60000 });
+    return info.split('\n').filter((line) => MACHINE_LINE.test(line));
+  } catch (error) {
+    return [`machine: unknown (${kiln} info failed: ${error.message.split('\n')[0]})`];
+  }
+}
+
 async function main() {
   const args = parseArgs(process.argv.slice(2));
+  const machine = machineLines(args.kiln);
   const session = await ort.InferenceSession.create(args.model, {
     intraOpNumThreads: args.threads,
     interOpNumThreads: 1,
@@ -56,7 +73,7 @@ async function main() {
   times.sort((a, b) => a - b);
   const pick = (q) => times[Math.min(times.length - 1, Math.round(q * (times.length - 1)))];
   console.log(JSON.stringify({ runtime: 'onnxruntime', version: ort.env.versions.common, model: args.model,
-    threads: args.threads, batch: args.batch, median_ms: pick(0.5), p10_ms: pick(0.1), p90_ms: pick(0.9) }));
+    threads: args.threads, batch: args.batch, median_ms: pick(0.5), p10_ms: pick(0.1), p90_ms: pick(0.9), machine }));
 }
 
 main().catch((error) => { console.error(`ort_bench: error: ${error.message}`); process.exit(1); });

@@ -11,8 +11,9 @@ model and configuration (batch, threads), each round runs `kiln bench`, bench/to
 bench/ort_bench.js once each, every one in its own process so that no OpenMP state is shared, rotating
 the order per round so that no runtime always runs first (or right after another's threads). The
 reported figure is the median over rounds of each run's median latency. A runtime that fails is
-recorded with its error and shown as n/a. Progress goes to stderr; the table to stdout. --bf16 adds a
-fourth runtime, kiln with `--precision bf16`, and a column with its speed-up over kiln fp32.
+recorded with its error and shown as n/a. Progress goes to stderr; the table to stdout, after the
+machine lines of `kiln info` (cpu, cpu capability, isa in effect), which the JSON keeps as "machine".
+--bf16 adds a fourth runtime, kiln with `--precision bf16`, and a column with its speed-up over kiln fp32.
 Needs Debian's /usr/bin/python3 (torch, torchvision, onnx) and onnxruntime-node in bench/node_modules.
 """
 import argparse
@@ -26,6 +27,8 @@ import shlex
 import statistics
 import subprocess
 import sys
+
+from machine import machine_lines
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 PYTHON = "/usr/bin/python3"  # the one with torch; the first python3 on PATH may not have it
@@ -46,10 +49,13 @@ def parse_args():
     parser.add_argument("--iters", type=int, help="timed runs per process (default: 20 at batch 1, 6 at batch 16)")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds per model and config (default 2)")
     parser.add_argument("--kiln", default=str(REPO / "build" / "kiln"), help="kiln binary (default build/kiln)")
-    parser.add_argument("--kiln-args", default="", help='extra options for `kiln bench`, e.g. "--backend X"')
+    parser.add_argument("--kiln-args", default="",
+                        help='extra options for `kiln bench`, e.g. "--disable onednn"; a lone option without '
+                             'a value needs the = form (--kiln-args=--deterministic)')
     parser.add_argument("--bf16", action="store_true", help="also time kiln with --precision bf16")
     parser.add_argument("--peak-gflops-per-core", type=float, default=225.0,
-                        help="f32 FMA peak per core, for kiln's %% of peak (default 225, see shared/FACTS.md)")
+                        help="f32 FMA peak per core, for kiln's %% of peak (default 225, the Intel Xeon's in "
+                             "docs/performance.md; another CPU needs its own)")
     parser.add_argument("--out-md", default=str(REPO / "bench" / "results" / "latest.md"))
     parser.add_argument("--out-json", default=str(REPO / "bench" / "results" / "latest.json"))
     args = parser.parse_args()
@@ -112,11 +118,11 @@ def kiln_has_json(kiln):
 def run_once(runtime, name, path, batch, threads, warmup, iters, args):
     sizes = ["--batch", str(batch), "--threads", str(threads), "--warmup", str(warmup), "--iters", str(iters)]
     if runtime == "pytorch":
-        return run_json([PYTHON, str(REPO / "bench" / "torch_bench.py"), name, *sizes])
+        return run_json([PYTHON, str(REPO / "bench" / "torch_bench.py"), name, *sizes, "--kiln", args.kiln])
     if runtime == "ort":
         if not (REPO / "bench" / "node_modules" / "onnxruntime-node").is_dir():
             return {"error": f"onnxruntime-node is not installed: {ORT_INSTALL_HINT}"}
-        return run_json(["node", str(REPO / "bench" / "ort_bench.js"), path, *sizes])
+        return run_json(["node", str(REPO / "bench" / "ort_bench.js"), path, *sizes, "--kiln", args.kiln])
     command = [args.kiln, "bench", path, *sizes, *shlex.split(args.kiln_args)]
     if runtime == "kiln_bf16":
         command += ["--precision", "bf16"]
@@ -187,6 +193,7 @@ def markdown(rows, header, args):
         return number(1000.0 * row["batch"] / median_ms, 1, " /s")
 
     lines = [f"# kiln vs PyTorch vs ONNX Runtime ({header['date']})", "",
+             "```", *header["machine"], "```", "",
              f"- command: `{header['command']}`",
              f"- CPU: {header['cpu']}; load average at start {header['loadavg_start']}, end {header['loadavg_end']}",
              f"- versions: {header['versions']}",
@@ -228,6 +235,7 @@ def main():
     header = {"command": shlex.join([PYTHON, *sys.argv]), "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "cpu": next((line.split(":", 1)[1].strip() for line in lscpu.splitlines() if line.startswith("Model name")),
                           "unknown"),
+              "machine": machine_lines(args.kiln),
               "loadavg_start": " ".join(f"{load:.2f}" for load in os.getloadavg())}
     log(f"exporting {', '.join(args.models)} ...")
     paths = export_models(args.models)

@@ -2,12 +2,14 @@
 """Times PyTorch (CPU, fp32) on one model of the parity set, the way bench/ort_bench.js times ONNX Runtime.
 
     /usr/bin/python3 bench/torch_bench.py NAME [--batch B] [--threads N] [--warmup W] [--iters N]
+        [--kiln build/kiln]
 
 NAME is a model known to tests/python/export_models.py; the module is built by its build(), so the
 weights are the same seeded ones that were exported to ONNX. The module is traced, frozen and passed
 through torch.jit.optimize_for_inference under no_grad (falling back to eager eval if that fails; the
 "mode" key says which ran). At least 2 warm-up runs are made (see main). Prints one JSON line with the
-keys of ort_bench.js plus "warmup", "mode" and "openblas".
+keys of ort_bench.js (including "machine", the cpu lines of `KILN info`) plus "warmup", "mode" and
+"openblas".
 """
 import argparse
 import ctypes
@@ -18,7 +20,10 @@ import time
 
 import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "python"))
+from machine import machine_lines
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests" / "python"))
 import export_models  # noqa: E402  (needs the path above)
 
 JIT_PROFILING_RUNS = 2
@@ -54,7 +59,9 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--kiln", default=str(REPO / "build" / "kiln"), help="kiln binary that names the machine")
     args = parser.parse_args()
+    machine = machine_lines(args.kiln)
 
     torch.set_num_threads(args.threads)
     try:
@@ -85,7 +92,7 @@ def main():
 
     print(json.dumps({"runtime": "pytorch", "version": torch.__version__, "model": args.name, "batch": args.batch,
                       "threads": torch.get_num_threads(), "median_ms": pick(0.5), "p10_ms": pick(0.1),
-                      "p90_ms": pick(0.9), "warmup": warmup, "mode": mode, "openblas": openblas}))
+                      "p90_ms": pick(0.9), "warmup": warmup, "mode": mode, "openblas": openblas, "machine": machine}))
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@
 #
 #   bench/verbose_overhead.sh [ROUNDS] [MODEL...]      (default: 5 rounds; demo, resnet18, mobilenet_v2)
 #
-# Builds the second tree in build-noverbose (ccache makes that mostly cache hits). Prints each
-# round's medians and the median ratio with/without (1.00 = no cost).
+# Builds the second tree in build-noverbose (ccache makes that mostly cache hits). Prints the machine
+# lines of `kiln info`, then each round's medians and the median ratio with/without (1.00 = no cost).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
@@ -16,6 +16,7 @@ models=("$@")
 cmake -S . -B build-noverbose -G Ninja -DKILN_RUNTIME_VERBOSE=OFF -DKILN_BUILD_TESTS=OFF -DKILN_PYTHON_MODULE=OFF >/dev/null
 ninja -C build-noverbose kiln >/dev/null
 ninja -C build kiln >/dev/null
+build/kiln info | grep -E '^(cpu|isa)'
 
 for model in "${models[@]}"; do
   path=$model
