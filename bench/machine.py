@@ -9,7 +9,7 @@ MACHINE_LINE_PREFIXES = ("cpu:", "cpu capability:", "isa in effect:")
 
 
 def machine_lines(kiln):
-    """The `cpu:`, `cpu capability:` and `isa in effect:` lines of `KILN info`, or one line saying why
+    """The `cpu:`, `cpu capability:` and `isa in effect:` lines of `kiln info`, or one line saying why
     there are none (a script that does not need kiln to time its runtime still reports its results)."""
     try:
         info = subprocess.run([kiln, "info"], check=True, capture_output=True, text=True, timeout=60).stdout

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Times kiln (native backend) and ONNX Runtime side by side, interleaved, on the same models, batch
+# Times kiln (its default backends) and ONNX Runtime side by side, interleaved, on the same models, batch
 # and thread counts, and prints each median latency and the ratio kiln / ONNX Runtime, after the
 # machine lines of `kiln info` (results differ by CPU).
 #

@@ -1,6 +1,6 @@
 // Times ONNX Runtime (npm onnxruntime-node, CPU) on one model, the way `kiln bench` times kiln:
 // seeded random inputs, symbolic dims = --batch, warm-up runs untimed, median/p10/p90 latency.
-// The JSON carries "machine", the cpu lines of `KILN info`, as bench/machine.py reads them.
+// The JSON carries "machine", the cpu lines of `kiln info`, as bench/machine.py reads them.
 //   node bench/ort_bench.js MODEL [--threads N] [--batch B] [--warmup W] [--iters N] [--kiln build/kiln]
 'use strict';
 const { execFileSync } = require('child_process');

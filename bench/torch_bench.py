@@ -8,7 +8,7 @@ NAME is a model known to tests/python/export_models.py; the module is built by i
 weights are the same seeded ones that were exported to ONNX. The module is traced, frozen and passed
 through torch.jit.optimize_for_inference under no_grad (falling back to eager eval if that fails; the
 "mode" key says which ran). At least 2 warm-up runs are made (see main). Prints one JSON line with the
-keys of ort_bench.js (including "machine", the cpu lines of `KILN info`) plus "warmup", "mode" and
+keys of ort_bench.js (including "machine", the cpu lines of `kiln info`) plus "warmup", "mode" and
 "openblas".
 """
 import argparse
