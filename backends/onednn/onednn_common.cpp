@@ -30,12 +30,12 @@ dnnl_cpu_isa_t onednn_isa(Isa isa) {
   return dnnl_cpu_isa_all;
 }
 
-// Caps oneDNN at kiln's tier when KILN_ISA or the API lowered it. oneDNN accepts a cap once, before
-// it dispatched anything; it refuses when another library in the process (PyTorch links the same
-// libdnnl) used it first. Returns why the cap was not applied, or "".
+// Caps oneDNN at kiln's tier when KILN_ISA or the API lowered it below the CPU's best. oneDNN accepts
+// a cap once, before it dispatched anything; it refuses when another library in the process (PyTorch
+// links the same libdnnl) used it first. Returns why the cap was not applied, or "".
 std::string cap_onednn_isa() {
   const IsaChoice& choice = isa_choice();
-  if (choice.source == "cpu") return {};
+  if (choice.isa == cpu_capability().best_isa()) return {};
   if (dnnl_set_max_cpu_isa(onednn_isa(choice.isa)) == dnnl_success) return {};
   return str_cat("oneDNN was not capped at ", isa_name(choice.isa), " (from ", choice.source,
                  "): it had already dispatched in this process");

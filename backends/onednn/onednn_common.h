@@ -16,7 +16,7 @@ namespace kiln::onednn {
 
 // The CPU engine. Creating it first caps oneDNN at kiln's ISA tier (runtime/cpu_info.h).
 const dnnl::engine& engine();
-// Why oneDNN could not be capped at kiln's ISA tier, or "" (it was, or no cap was asked for).
+// Why oneDNN could not be capped at kiln's ISA tier, or "" (it was, or the tier is the CPU's best).
 const std::string& isa_cap_failure();
 // The calling thread's stream, with oneDNN's OpenMP team sized to kiln's thread setting.
 dnnl::stream& thread_stream();
