@@ -397,8 +397,10 @@ KernelOrReason make_conv(const OpSpec& spec, std::span<const TensorInfo>) {
     const int64_t images = params.batch;
     const int64_t channels = params.out_channels;
     const DepthwiseGeometry geometry(w);
-    const auto [isa, plane_fn] = choose_depthwise_plane(w);
-    const std::string name = std::string("native:conv_depthwise_direct:") + isa;
+    // Not a structured binding: clang 14 (the fuzz preset) cannot capture one in the lambda below.
+    const IsaVariant<DepthwisePlaneFn> plane = choose_depthwise_plane(w);
+    const DepthwisePlaneFn plane_fn = plane.fn;
+    const std::string name = std::string("native:conv_depthwise_direct:") + plane.isa;
     return make_kernel(name, [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
       depthwise(inputs[0].data<float>(), inputs[1].data<float>(), has_bias ? inputs[2].data<float>() : nullptr,
                 outputs[0].data<float>(), images, channels, geometry, plane_fn);
