@@ -14,20 +14,13 @@ namespace kiln::onednn {
 
 namespace {
 
+// oneDNN's ISA for each of kiln's tiers, in Isa order. baseline maps to sse41, oneDNN's lowest JIT
+// tier (below it, oneDNN runs its reference code).
+constexpr dnnl_cpu_isa_t kOnednnIsa[] = {dnnl_cpu_isa_sse41, dnnl_cpu_isa_avx2, dnnl_cpu_isa_avx512_core,
+                                         dnnl_cpu_isa_avx512_core_bf16, dnnl_cpu_isa_avx512_core_amx};
+
 dnnl_cpu_isa_t onednn_isa(Isa isa) {
-  switch (isa) {
-    case Isa::baseline:
-      return dnnl_cpu_isa_sse41;  // oneDNN's lowest JIT tier; below it, its reference code
-    case Isa::avx2:
-      return dnnl_cpu_isa_avx2;
-    case Isa::avx512:
-      return dnnl_cpu_isa_avx512_core;
-    case Isa::avx512_bf16:
-      return dnnl_cpu_isa_avx512_core_bf16;
-    case Isa::amx:
-      return dnnl_cpu_isa_avx512_core_amx;
-  }
-  return dnnl_cpu_isa_all;
+  return kOnednnIsa[static_cast<size_t>(isa)];
 }
 
 // Caps oneDNN at kiln's tier when KILN_ISA or the API lowered it below the CPU's best. oneDNN accepts

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "backends/control.h"
 #include "backends/native/gemm.h"
@@ -76,25 +77,11 @@ TEST(CpuInfo, NativeKernelsRunTheVariantOfTheTierInEffect) {
 TEST(CpuInfo, OnednnDispatchesWithinTheTierInEffect) {
   const std::string onednn = backends::onednn::isa();
   const IsaChoice& choice = isa_choice();
-  // oneDNN's names for kiln's tiers: exactly what a cap sets where the tier is below the CPU's best.
-  std::string name;
-  switch (choice.isa) {
-    case Isa::baseline:
-      name = "sse41";
-      break;
-    case Isa::avx2:
-      name = "avx2";
-      break;
-    case Isa::avx512:
-      name = "avx512_core";
-      break;
-    case Isa::avx512_bf16:
-      name = "avx512_core_bf16";
-      break;
-    case Isa::amx:
-      name = "avx512_core_amx";
-      break;
-  }
+  // oneDNN's names for kiln's tiers, in Isa order: exactly what a cap sets where the tier is below the
+  // CPU's best.
+  constexpr std::string_view kOnednnNames[] = {"sse41", "avx2", "avx512_core", "avx512_core_bf16",
+                                               "avx512_core_amx"};
+  const std::string name(kOnednnNames[static_cast<size_t>(choice.isa)]);
   if (choice.isa < cpu_capability().best_isa()) {
     EXPECT_EQ(onednn, name);
   } else if (choice.isa == Isa::baseline) {
