@@ -6,23 +6,12 @@
 #include <mutex>
 
 #include "backends/onednn/onednn_backend.h"
-#include "runtime/threads.h"
 
 namespace kiln {
 namespace {
 
 // Runs per candidate after one warm-up; the minimum is kept (noise only ever adds time).
 constexpr int kTimedRuns = 3;
-
-std::mutex& cache_mutex() {
-  static std::mutex mutex;
-  return mutex;
-}
-
-std::map<std::string, AutotuneChoice>& cache() {
-  static std::map<std::string, AutotuneChoice> choices;
-  return choices;
-}
 
 std::string describe_attribute(const Attribute& attribute) {
   switch (attribute.type) {
@@ -109,8 +98,8 @@ double time_candidate(const Kernel& kernel, const OpSpec& spec, std::span<const 
 
 std::string autotune_key(const OpSpec& spec, std::span<const TensorInfo> outputs, const Settings& settings) {
   // Kernels are timed at the current thread count; another count may favour another kernel.
-  std::string key = str_cat(spec.domain, "::", spec.op_type, "/", spec.opset, ";",
-                            settings.plan_fingerprint(), ";threads=", get_num_threads());
+  std::string key =
+      str_cat(spec.domain, "::", spec.op_type, "/", spec.opset, ";", settings.describe_plan_settings());
   if (spec.attributes != nullptr) {
     for (const auto& [name, attribute] : spec.attrs().all())
       key += str_cat(";", name, "=", describe_attribute(attribute));
@@ -125,21 +114,31 @@ std::string autotune_key(const OpSpec& spec, std::span<const TensorInfo> outputs
   return key;
 }
 
-std::optional<AutotuneChoice> cached_autotune_choice(const std::string& key) {
-  std::lock_guard lock(cache_mutex());
-  auto it = cache().find(key);
-  if (it == cache().end()) return std::nullopt;
+std::optional<AutotuneChoice> AutotuneCache::find(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  auto it = choices_.find(key);
+  if (it == choices_.end()) return std::nullopt;
   return it->second;
 }
 
-void remember_autotune_choice(const std::string& key, AutotuneChoice choice) {
-  std::lock_guard lock(cache_mutex());
-  cache()[key] = choice;
+void AutotuneCache::remember(const std::string& key, AutotuneChoice choice) {
+  std::lock_guard lock(mutex_);
+  if (choices_.insert_or_assign(key, choice).second) order_.push_back(key);
+  if (order_.size() > kMaxEntries) {
+    choices_.erase(order_.front());
+    order_.pop_front();
+  }
 }
 
-void clear_autotune_cache() {
-  std::lock_guard lock(cache_mutex());
-  cache().clear();
+void AutotuneCache::clear() {
+  std::lock_guard lock(mutex_);
+  choices_.clear();
+  order_.clear();
+}
+
+size_t AutotuneCache::size() const {
+  std::lock_guard lock(mutex_);
+  return choices_.size();
 }
 
 }  // namespace kiln

@@ -1,10 +1,14 @@
 // Autotune (off by default, like cuDNN's benchmark mode): kernel selection times up to N kernels a
 // node's candidates offer (BLAS, oneDNN and its alternative implementations, native), each with the
-// layout conversions it would add, and keeps the fastest. Choices are remembered per node description, so
-// another plan with an identical node (same op, attributes, shapes, layouts, fusions, settings and thread
-// count) reuses them without timing again.
+// layout conversions it would add, and keeps the fastest; autotune_limit caps the candidates (0: all),
+// as cuDNN's benchmark_limit does. Choices are remembered per node description in the session's
+// cache, so another plan of that session with an identical node (same op, attributes, shapes,
+// layouts, fusions, settings and thread count) reuses them without timing again.
 #pragma once
 
+#include <deque>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -24,12 +28,25 @@ double time_candidate(const Kernel& kernel, const OpSpec& spec, std::span<const 
 std::string autotune_key(const OpSpec& spec, std::span<const TensorInfo> outputs, const Settings& settings);
 
 struct AutotuneChoice {
-  int backend = -1;  // kOnednnIndex etc.
+  int backend = -1;  // position in all_backends()
   int alternative = 0;
 };
-std::optional<AutotuneChoice> cached_autotune_choice(const std::string& key);
-void remember_autotune_choice(const std::string& key, AutotuneChoice choice);
-// Forgets every remembered choice (tests, and after hardware settings change).
-void clear_autotune_cache();
+
+// Remembered choices, bounded: past kMaxEntries the oldest is forgotten. Thread-safe.
+class AutotuneCache {
+ public:
+  static constexpr size_t kMaxEntries = 4096;
+
+  std::optional<AutotuneChoice> find(const std::string& key) const;
+  void remember(const std::string& key, AutotuneChoice choice);
+  // Forgets every choice: plans built afterwards time their candidates again.
+  void clear();
+  size_t size() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, AutotuneChoice> choices_;
+  std::deque<std::string> order_;  // oldest first
+};
 
 }  // namespace kiln

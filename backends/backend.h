@@ -24,6 +24,10 @@ class Backend {
   // A kernel for `spec` whose outputs have the inferred `outputs` infos, or why not. Throws
   // kiln::Error only for invalid nodes (bad attributes), never for unsupported ones.
   virtual KernelOrReason create_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs) const = 0;
+  // False for the fallback every op must have (native): its `enabled` setting cannot be turned off.
+  virtual bool can_be_disabled() const { return true; }
+  // Sets the wrapped library's own verbose switch, where it has one (process-wide in the library).
+  virtual void set_library_verbose(int /*level*/) const {}
 };
 
 }  // namespace kiln

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <set>
 
 #include "backends/autotune.h"
@@ -14,9 +15,17 @@ namespace kiln {
 namespace {
 
 const std::array<const Backend*, kBackendCount>& backend_list() {
-  // Index order is Settings' bit order (kOnednnIndex, kBlasIndex, kNativeIndex).
-  static const std::array<const Backend*, kBackendCount> list = {&onednn_backend(), &blas_backend(),
-                                                                 &native_backend()};
+  static const std::array<const Backend*, kBackendCount> list = [] {
+    std::array<const Backend*, kBackendCount> backends{};
+    backends[kOnednnIndex] = &onednn_backend();
+    backends[kBlasIndex] = &blas_backend();
+    backends[kNativeIndex] = &native_backend();
+    for (int i = 0; i < kBackendCount; ++i) {
+      KILN_CHECK(backends[i]->name() == kBackendNames[i], runtime, "backend ", i, " is '",
+                 backends[i]->name(), "', the settings table expects '", kBackendNames[i], "'");
+    }
+    return backends;
+  }();
   return list;
 }
 
@@ -76,25 +85,6 @@ const Backend* find_backend(std::string_view name) {
   return backend_list()[backend_index(name)];
 }
 
-void set_backend_enabled(std::string_view name, bool enabled) {
-  Flags flags;
-  switch (backend_index(name)) {
-    case kOnednnIndex:
-      flags.onednn = enabled;
-      break;
-    case kBlasIndex:
-      flags.blas = enabled;
-      break;
-    default:
-      flags.native = enabled;
-  }
-  set_flags(flags);
-}
-
-bool backend_enabled(std::string_view name) {
-  return current_settings().backend_enabled(backend_index(name));
-}
-
 std::vector<const Backend*> candidate_backends(const OpSpec& spec) {
   // Matrix products try BLAS first: it takes the tiny ones (below kBlasMaxMultiplyAdds), where
   // oneDNN's per-call overhead dominates, and refuses the rest with that reason.
@@ -105,13 +95,14 @@ std::vector<const Backend*> candidate_backends(const OpSpec& spec) {
 }
 
 KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs,
-                              const Settings& settings) {
+                              const Settings& settings, AutotuneCache* autotune_cache) {
   KernelSelection selection;
-  const bool tuning = settings.autotune > 0;
+  const bool tuning = settings.on("autotune");
+  KILN_CHECK(!tuning || autotune_cache != nullptr, runtime, "autotune needs a cache to remember choices in");
   std::string tuning_key;
   if (tuning) {
     tuning_key = autotune_key(spec, outputs, settings);
-    if (std::optional<AutotuneChoice> choice = cached_autotune_choice(tuning_key)) {
+    if (std::optional<AutotuneChoice> choice = autotune_cache->find(tuning_key)) {
       KernelOrReason offer = create(choice->backend, spec, outputs, choice->alternative);
       if (offer.kernel) {
         selection.kernel = std::move(offer.kernel);
@@ -121,7 +112,9 @@ KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> ou
       }
     }
   }
-  const size_t wanted = tuning ? static_cast<size_t>(settings.autotune) : 1;
+  // cuDNN's benchmark_limit: 0 times every candidate.
+  const int limit = settings.get("autotune_limit");
+  const size_t wanted = !tuning ? 1 : limit == 0 ? SIZE_MAX : static_cast<size_t>(limit);
   std::vector<Offer> offers;
   for (const Backend* backend : candidate_backends(spec)) {
     const int index = index_of(backend);
@@ -130,7 +123,7 @@ KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> ou
       selection.rejected.push_back({name, "backend disabled"});
       continue;
     }
-    if (settings.deterministic) {
+    if (settings.on("deterministic")) {
       if (std::string why = deterministic_refusal(index, spec); !why.empty()) {
         selection.rejected.push_back({name, std::move(why)});
         continue;
@@ -141,7 +134,7 @@ KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> ou
       continue;
     }
     // Autotune also asks oneDNN for its alternative implementations of the same primitive.
-    const int alternatives = tuning && index == kOnednnIndex ? settings.autotune : 1;
+    const int alternatives = tuning && index == kOnednnIndex ? kMaxAutotuneLimit : 1;
     for (int alternative = 0; alternative < alternatives && offers.size() < wanted; ++alternative) {
       KernelOrReason offer = create(index, spec, outputs, alternative);
       if (!offer.kernel) {
@@ -176,7 +169,7 @@ KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> ou
                    offers[best].kernel->name(), " ", selection.timed[best].milliseconds, " ms")});
     }
   }
-  if (tuning) remember_autotune_choice(tuning_key, {offers[best].backend, offers[best].alternative});
+  if (tuning) autotune_cache->remember(tuning_key, {offers[best].backend, offers[best].alternative});
   selection.backend = backend_list()[offers[best].backend];
   selection.kernel = std::move(offers[best].kernel);
   selection.note = std::move(offers[best].note);

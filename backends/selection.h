@@ -13,6 +13,8 @@
 
 namespace kiln {
 
+class AutotuneCache;
+
 struct RejectedCandidate {
   std::string backend;
   std::string reason;
@@ -32,7 +34,12 @@ struct KernelSelection {
   std::vector<TimedCandidate> timed;  // autotune's measurements, fastest kept (empty when off)
 };
 
-// Every backend kiln was built with: oneDNN, BLAS, native.
+// Positions in all_backends() (and in the per-backend settings).
+inline constexpr int kOnednnIndex = backend_position("onednn");
+inline constexpr int kBlasIndex = backend_position("blas");
+inline constexpr int kNativeIndex = backend_position("native");
+
+// Every backend kiln was built with, in kBackendNames' order: oneDNN, BLAS, native.
 std::span<const Backend* const> all_backends();
 const Backend* find_backend(std::string_view name);
 
@@ -40,18 +47,14 @@ const Backend* find_backend(std::string_view name);
 // listing the known names for an unknown one.
 int backend_index(std::string_view name);
 
-// Shorthands for the global `enabled` setting (see Settings): kernel selection skips disabled
-// backends, recording "backend disabled". The native reference cannot be disabled.
-void set_backend_enabled(std::string_view name, bool enabled);
-bool backend_enabled(std::string_view name);
-
 // The candidate list for one node, in preference order; the native reference is always last.
 std::vector<const Backend*> candidate_backends(const OpSpec& spec);
 
 // The kernel for `spec` under `settings`: the first enabled candidate that offers one, or with
-// autotune on, the fastest of up to settings.autotune offers. Throws kiln::Error (not_implemented)
-// listing every candidate's reason when none can run `spec`.
+// autotune on, the fastest of up to `autotune_limit` offers (0: all), remembered in `autotune_cache`
+// (required with autotune on). Throws kiln::Error (not_implemented) listing every candidate's
+// reason when none can run `spec`.
 KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs,
-                              const Settings& settings);
+                              const Settings& settings, AutotuneCache* autotune_cache = nullptr);
 
 }  // namespace kiln

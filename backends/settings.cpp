@@ -1,10 +1,9 @@
 #include "backends/settings.h"
 
 #include <algorithm>
-#include <atomic>
+#include <cstdlib>
 #include <mutex>
 
-#include "backends/onednn/onednn_backend.h"
 #include "backends/selection.h"
 #include "core/error.h"
 
@@ -16,167 +15,242 @@ std::mutex& global_mutex() {
   return mutex;
 }
 
-Settings& global_settings() {
-  static Settings settings;
+// The defaults with the rows' environment variables applied, read once.
+Settings startup_settings() {
+  Settings settings = Settings::defaults();
+  for (const SettingSlot& slot : setting_slots()) {
+    if (slot.row->env.empty()) continue;
+    const std::string name(slot.row->env);
+    const char* text = std::getenv(name.c_str());
+    if (text != nullptr && *text != '\0') settings.set(slot.slot, parse_setting_value(slot, text, name));
+  }
   return settings;
 }
 
-// The calling thread's scoped overrides (the merge of every live ScopedFlags on it).
-Flags& thread_overrides() {
-  thread_local Flags flags;
-  return flags;
+Settings& global_storage() {
+  // A throwing initializer (a malformed variable) leaves it unset: every caller hears of it.
+  static Settings settings = startup_settings();
+  return settings;
 }
 
-// oneDNN's own verbose level as kiln last set it (oneDNN offers no getter): globally, and as
-// scoped guards changed it.
-std::atomic<int>& library_verbose() {
-  static std::atomic<int> level = 0;
-  return level;
+// The calling thread's scoped overrides (the merge of every live ScopedSettings on it).
+Settings& thread_overrides() {
+  thread_local Settings settings;
+  return settings;
 }
 
-void set_library_verbose(int level) {
-  library_verbose() = level;
-  set_onednn_library_verbose(level);
+// A library's own verbose switch is process-wide while kiln's settings are per thread: kiln keeps,
+// per backend, the global level and how many open scopes ask for each level, and gives the
+// library the highest.
+struct LibraryVerbose {
+  int global = 0;
+  std::array<int, kMaxVerboseLevel + 1> open_scopes{};
+  int applied = 0;
+};
+
+std::mutex& library_mutex() {
+  static std::mutex mutex;
+  return mutex;
 }
 
-template <typename T>
-void overlay(std::optional<T>& into, const std::optional<T>& newer) {
-  if (newer) into = newer;
+std::array<LibraryVerbose, kBackendCount>& library_verbose() {
+  static std::array<LibraryVerbose, kBackendCount> levels;
+  return levels;
 }
 
-void check_level(const std::optional<int>& level, const char* flag) {
-  KILN_CHECK(!level || (*level >= 0 && *level <= kMaxVerboseLevel), invalid_argument, "flag '", flag,
-             "' takes a verbose level from 0 to ", kMaxVerboseLevel, ", got ", level.value_or(0));
+// Under library_mutex(): tells the backend when the level it should run at changed.
+void update_library_verbose(int backend) {
+  LibraryVerbose& state = library_verbose()[backend];
+  int level = state.global;
+  for (int l = kMaxVerboseLevel; l > level; --l) {
+    if (state.open_scopes[l] > 0) level = l;
+  }
+  if (level == state.applied) return;
+  all_backends()[backend]->set_library_verbose(level);
+  state.applied = level;
+}
+
+constexpr BackendSettingKey kBackendVerbose("verbose");
+
+// A scope asking for `changes`' per-backend verbose levels opens (+1) or closes (-1).
+void count_library_verbose(const Settings& changes, int delta) {
+  std::lock_guard lock(library_mutex());
+  for (int backend = 0; backend < kBackendCount; ++backend) {
+    if (!changes.has(kBackendVerbose.first + backend)) continue;
+    library_verbose()[backend].open_scopes[changes.get(kBackendVerbose, backend)] += delta;
+    update_library_verbose(backend);
+  }
 }
 
 }  // namespace
 
-int Settings::verbose_for(int index) const {
-  int level = verbose;
-  if (index == kOnednnIndex) level = std::max(level, onednn_verbose);
-  if (index == kBlasIndex) level = std::max(level, blas_verbose);
-  return level;
-}
-
-int Settings::max_verbose() const {
-  return std::max({verbose, onednn_verbose, blas_verbose});
-}
-
-uint64_t Settings::plan_word() const {
-  // Bits 0-7 disabled backends, 8 conv bf16, 9 matmul bf16, 10 deterministic, 32+ autotune limit.
-  return static_cast<uint64_t>(disabled_backends) | (conv_precision == Precision::bf16 ? 1u << 8 : 0u) |
-         (matmul_precision == Precision::bf16 ? 1u << 9 : 0u) | (deterministic ? 1u << 10 : 0u) |
-         static_cast<uint64_t>(autotune) << 32;
-}
-
-std::string Settings::plan_fingerprint() const {
-  std::string enabled;
-  for (int i = 0; i < kBackendCount; ++i) {
-    if (backend_enabled(i)) enabled += str_cat(enabled.empty() ? "" : ",", all_backends()[i]->name());
-  }
-  return str_cat(enabled, ";conv=", precision_name(conv_precision),
-                 ";matmul=", precision_name(matmul_precision), deterministic ? ";deterministic" : "",
-                 autotune > 0 ? str_cat(";autotune=", autotune) : "");
-}
-
-void Flags::validate() const {
-  KILN_CHECK(!native || *native, invalid_argument,
-             "the native backend cannot be disabled: it is the fallback for every op");
-  KILN_CHECK(!autotune || *autotune >= 0, invalid_argument,
-             "flag 'autotune' takes the number of candidates to time per node (0: off), got ", *autotune);
-  check_level(verbose, "verbose");
-  check_level(onednn_verbose, "onednn_verbose");
-  check_level(blas_verbose, "blas_verbose");
-}
-
-void Flags::apply_to(Settings& settings) const {
-  const auto set_enabled = [&](const std::optional<bool>& enabled, int index) {
-    if (!enabled) return;
-    if (*enabled) {
-      settings.disabled_backends &= ~(1u << index);
-    } else {
-      settings.disabled_backends |= 1u << index;
-    }
-  };
-  set_enabled(onednn, kOnednnIndex);
-  set_enabled(blas, kBlasIndex);
-  if (conv_precision) settings.conv_precision = *conv_precision;
-  if (matmul_precision) settings.matmul_precision = *matmul_precision;
-  if (deterministic) settings.deterministic = *deterministic;
-  if (autotune) settings.autotune = *autotune;
-  if (verbose) settings.verbose = *verbose;
-  if (onednn_verbose) settings.onednn_verbose = *onednn_verbose;
-  if (blas_verbose) settings.blas_verbose = *blas_verbose;
-  if (verbose_sink) settings.verbose_sink = *verbose_sink;
-}
-
-Flags Flags::overlaid_with(const Flags& newer) const {
-  Flags merged = *this;
-  overlay(merged.onednn, newer.onednn);
-  overlay(merged.blas, newer.blas);
-  overlay(merged.native, newer.native);
-  overlay(merged.conv_precision, newer.conv_precision);
-  overlay(merged.matmul_precision, newer.matmul_precision);
-  overlay(merged.deterministic, newer.deterministic);
-  overlay(merged.autotune, newer.autotune);
-  overlay(merged.verbose, newer.verbose);
-  overlay(merged.onednn_verbose, newer.onednn_verbose);
-  overlay(merged.blas_verbose, newer.blas_verbose);
-  overlay(merged.verbose_sink, newer.verbose_sink);
-  return merged;
-}
-
-Settings current_settings() {
-  return current_settings(Flags{});
-}
-
-Settings current_settings(const Flags& session) {
+Settings Settings::defaults() {
   Settings settings;
-  {
-    std::lock_guard lock(global_mutex());
-    settings = global_settings();
+  for (const SettingSlot& slot : setting_slots()) {
+    if (slot.row->type == SettingType::sink) continue;
+    settings.values_[slot.slot] = slot.row->default_value;
+    settings.set_[slot.slot] = true;
   }
-  session.apply_to(settings);
-  thread_overrides().apply_to(settings);
+  settings.sink_set_ = true;
   return settings;
 }
 
-void set_flags(const Flags& flags) {
-  flags.validate();
+Settings& Settings::set(int slot, int value) {
+  const SettingSlot& described = setting_slots()[slot];
+  check_setting_value(described, value);
+  if (described.backend >= 0 && described.row->name == "enabled" && value == 0) {
+    const Backend& backend = *all_backends()[described.backend];
+    KILN_CHECK(backend.can_be_disabled(), invalid_argument, "setting '", described.name, "': the ",
+               backend.name(), " backend cannot be disabled (it is the fallback for every op)");
+  }
+  values_[slot] = value;
+  set_[slot] = true;
+  return *this;
+}
+
+Settings& Settings::set_by_name(std::string_view name, int value) {
+  if (const SettingShorthand* shorthand = find_shorthand(name)) {
+    for (std::string_view target : shorthand->targets) set(find_setting(target).slot, value);
+    return *this;
+  }
+  return set(find_setting(name).slot, value);
+}
+
+Settings& Settings::set_verbose_sink(std::shared_ptr<VerboseSink> sink) {
+  sink_ = std::move(sink);
+  sink_set_ = true;
+  return *this;
+}
+
+void Settings::overlay(const Settings& changes) {
+  for (int slot = 0; slot < kSettingSlotCount; ++slot) {
+    if (changes.set_[slot]) {
+      values_[slot] = changes.values_[slot];
+      set_[slot] = true;
+    }
+  }
+  if (changes.sink_set_) {
+    sink_ = changes.sink_;
+    sink_set_ = true;
+  }
+}
+
+int Settings::verbose_for(int backend) const {
+  return std::max(get("verbose"), get(kBackendVerbose, backend));
+}
+
+int Settings::max_verbose() const {
+  int level = get("verbose");
+  for (int backend = 0; backend < kBackendCount; ++backend)
+    level = std::max(level, get(kBackendVerbose, backend));
+  return level;
+}
+
+int Settings::threads() const {
+  const int threads = get("threads");
+  return threads > 0 ? threads : environment_thread_count().threads;
+}
+
+std::array<int32_t, kSettingSlotCount> Settings::plan_values() const {
+  std::array<int32_t, kSettingSlotCount> values{};
+  for (const SettingSlot& slot : setting_slots()) {
+    if (slot.row->changes_plan) values[slot.slot] = values_[slot.slot];
+  }
+  values[SettingKey("threads").slot] = threads();
+  return values;
+}
+
+std::string Settings::describe_plan_settings() const {
+  std::string enabled;
+  for (int backend = 0; backend < kBackendCount; ++backend) {
+    if (backend_enabled(backend)) enabled += str_cat(enabled.empty() ? "" : ",", kBackendNames[backend]);
+  }
+  std::string text = str_cat(enabled, ";threads=", threads());
+  for (const SettingSlot& slot : setting_slots()) {
+    const SettingRow& row = *slot.row;
+    if (!row.changes_plan || row.per_backend || row.name == "threads") continue;
+    if (values_[slot.slot] == row.default_value) continue;
+    text += str_cat(";", slot.name, "=", setting_value_text(slot, values_[slot.slot]));
+  }
+  return text;
+}
+
+Settings current_settings(const Settings& session) {
+  Settings settings;
   {
     std::lock_guard lock(global_mutex());
-    flags.apply_to(global_settings());
+    settings = global_storage();
   }
-  if (flags.onednn_verbose) set_library_verbose(*flags.onednn_verbose);
+  settings.overlay(session);
+  settings.overlay(thread_overrides());
+  return settings;
 }
 
-void reset_flags() {
+Settings global_settings() {
+  std::lock_guard lock(global_mutex());
+  return global_storage();
+}
+
+void set_settings(const Settings& changes) {
   {
     std::lock_guard lock(global_mutex());
-    global_settings() = Settings{};
+    global_storage().overlay(changes);
   }
-  set_library_verbose(0);
-}
-
-ScopedFlags::ScopedFlags(const Flags& flags) {
-  flags.validate();
-  previous_ = thread_overrides();
-  thread_overrides() = previous_.overlaid_with(flags);
-  if (flags.onednn_verbose) {
-    previous_library_verbose_ = library_verbose();
-    set_library_verbose(*flags.onednn_verbose);
+  if (changes.has(SettingKey("threads").slot)) set_process_intra_op_threads(changes.get("threads"));
+  std::lock_guard lock(library_mutex());
+  for (int backend = 0; backend < kBackendCount; ++backend) {
+    if (!changes.has(kBackendVerbose.first + backend)) continue;
+    library_verbose()[backend].global = changes.get(kBackendVerbose, backend);
+    update_library_verbose(backend);
   }
 }
 
-ScopedFlags::~ScopedFlags() {
+ScopedSettings::ScopedSettings(const Settings& changes) : previous_(thread_overrides()), changes_(changes) {
+  thread_overrides().overlay(changes);
+  if (changes.has(SettingKey("threads").slot)) {
+    threads_ = std::make_unique<ScopedIntraOpThreads>(changes.threads());
+  }
+  count_library_verbose(changes, +1);
+}
+
+ScopedSettings::~ScopedSettings() {
   thread_overrides() = std::move(previous_);
-  if (previous_library_verbose_) set_library_verbose(*previous_library_verbose_);
+  threads_.reset();
+  count_library_verbose(changes_, -1);
 }
 
-Precision parse_precision(std::string_view text, std::string_view what) {
-  if (text == "fp32") return Precision::fp32;
-  if (text == "bf16") return Precision::bf16;
-  fail(ErrorKind::invalid_argument, what, " must be 'fp32' or 'bf16', got '", text, "'");
+ScopedRunLibraryVerbose::ScopedRunLibraryVerbose(const Settings& run) {
+  for (int backend = 0; backend < kBackendCount; ++backend) {
+    if (run.get(kBackendVerbose, backend) > 0)
+      levels_.set(kBackendVerbose, backend, run.get(kBackendVerbose, backend));
+  }
+  count_library_verbose(levels_, +1);
+}
+
+ScopedRunLibraryVerbose::~ScopedRunLibraryVerbose() {
+  count_library_verbose(levels_, -1);
+}
+
+void set_num_threads(int threads) {
+  KILN_CHECK(threads >= 1 && threads <= kMaxThreads, invalid_argument, "set_num_threads(", threads,
+             "): expected a thread count in 1..", kMaxThreads);
+  set_settings(Settings().set("threads", threads));
+}
+
+int get_num_threads() {
+  return current_settings().threads();
+}
+
+std::string num_threads_source() {
+  constexpr int kThreads = SettingKey("threads").slot;
+  if (thread_overrides().has(kThreads) && thread_overrides().value(kThreads) > 0) return "scope";
+  if (global_settings().value(kThreads) > 0) return "api";
+  return environment_thread_count().source;
+}
+
+int library_verbose_requested(int backend) {
+  std::lock_guard lock(library_mutex());
+  return library_verbose()[backend].applied;
 }
 
 }  // namespace kiln

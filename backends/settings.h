@@ -1,103 +1,126 @@
-// Backend settings: which backends kernel selection may use, the precision of convolutions and
-// matrix products, deterministic mode, autotune and verbose output. Each setting has a global value
-// (set_flags) and may be overridden for a scope on one thread (ScopedFlags); a run snapshots the
-// calling thread's view when it starts, so everything that run does sees the caller's guards.
+// Settings: values for the rows of the settings table (setting_table.h). Each setting has a global
+// value (set_settings) and may be overridden for a scope on one thread (ScopedSettings) or for one
+// session's runs; a run takes the calling thread's view when it starts (current_settings) and
+// everything that run does sees it, on every thread the run uses.
 #pragma once
 
+#include <array>
+#include <bitset>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
-#include "ops/op_spec.h"
+#include "backends/setting_table.h"
+#include "runtime/threads.h"
 
 namespace kiln {
 
 class VerboseSink;
 
-// Bit positions of the backends in Settings masks, in kernel-selection preference order (the order
-// of all_backends()).
-inline constexpr int kOnednnIndex = 0;
-inline constexpr int kBlasIndex = 1;
-inline constexpr int kNativeIndex = 2;
-inline constexpr int kBackendCount = 3;
-
-// Verbose levels: 1 prints one line per executed step, 2 adds a line per planned step.
-inline constexpr int kMaxVerboseLevel = 2;
-
-// One complete configuration, as a run sees it.
-struct Settings {
-  uint32_t disabled_backends = 0;  // bit kOnednnIndex etc.
-  Precision conv_precision = Precision::fp32;
-  Precision matmul_precision = Precision::fp32;
-  bool deterministic = false;
-  int autotune = 0;                           // candidates timed per node at plan time; 0: off
-  int verbose = 0;                            // kiln's lines for every backend's steps
-  int onednn_verbose = 0;                     // kiln's lines for oneDNN steps, and oneDNN's own verbose
-  int blas_verbose = 0;                       // kiln's lines for the calls kiln makes into BLAS
-  std::shared_ptr<VerboseSink> verbose_sink;  // null: standard output
-
-  bool backend_enabled(int index) const { return (disabled_backends >> index & 1u) == 0; }
-  // The verbose level that applies to a step run by the backend at `index`.
-  int verbose_for(int index) const;
-  // Highest level any backend's steps print at (0: verbose is off).
-  int max_verbose() const;
-  // The settings that decide which kernels a plan holds, packed so that a run can compare them with
-  // the previous run's without allocating, and as text for plan keys and explain output.
-  uint64_t plan_word() const;
-  std::string plan_fingerprint() const;
-};
-
-// A partial configuration: what set_flags or a ScopedFlags changes; unset fields keep their value.
-// With C++20 designated initializers: `ScopedFlags guard({.onednn = false, .verbose = 1});`.
-struct Flags {
-  std::optional<bool> onednn;  // enabled in kernel selection
-  std::optional<bool> blas;
-  std::optional<bool> native;  // the reference fallback: only `true` is accepted
-  std::optional<Precision> conv_precision;
-  std::optional<Precision> matmul_precision;
-  std::optional<bool> deterministic;
-  std::optional<int> autotune;
-  std::optional<int> verbose;
-  std::optional<int> onednn_verbose;
-  std::optional<int> blas_verbose;
-  std::optional<std::shared_ptr<VerboseSink>> verbose_sink;
-
-  // Throws kiln::Error (invalid_argument) naming the flag: native disabled, a negative autotune
-  // limit, a verbose level outside 0..kMaxVerboseLevel.
-  void validate() const;
-  void apply_to(Settings& settings) const;
-  // These flags with `newer`'s set fields taking precedence.
-  Flags overlaid_with(const Flags& newer) const;
-};
-
-// The calling thread's view: the global settings with its scoped overrides applied.
-Settings current_settings();
-// The same with `session` flags between the global values and the thread's overrides.
-Settings current_settings(const Flags& session);
-// Changes the global settings (every thread without a scoped override of that setting sees them).
-void set_flags(const Flags& flags);
-// Resets every global setting to its default (tests).
-void reset_flags();
-
-// Overrides settings for the calling thread until destroyed; nests, and restores the previous
-// overrides exactly, also when an exception unwinds the scope. Other threads are unaffected, except
-// that oneDNN's own verbose (onednn_verbose) is process-wide in oneDNN: it is switched for the
-// scope for every thread and restored afterwards.
-class ScopedFlags {
+// A value per slot of the table, each set or not. A complete configuration (what a run sees) has
+// every slot set; a change (what set_settings, a ScopedSettings or a session applies) sets some.
+class Settings {
  public:
-  explicit ScopedFlags(const Flags& flags);
-  ~ScopedFlags();
-  ScopedFlags(const ScopedFlags&) = delete;
-  ScopedFlags& operator=(const ScopedFlags&) = delete;
+  // Every slot at its row's default (the environment unread): a complete configuration.
+  static Settings defaults();
+
+  int get(SettingKey key) const { return values_[key.slot]; }
+  bool on(SettingKey key) const { return values_[key.slot] != 0; }
+  Precision precision(SettingKey key) const { return static_cast<Precision>(values_[key.slot]); }
+  int get(BackendSettingKey key, int backend) const { return values_[key.first + backend]; }
+  int value(int slot) const { return values_[slot]; }
+  bool has(int slot) const { return set_[slot]; }
+  bool empty() const { return set_.none() && !sink_set_; }
+
+  // Checked against the row (type, range, a backend that cannot be disabled); throws kiln::Error
+  // (invalid_argument) naming the setting.
+  Settings& set(int slot, int value);
+  Settings& set(SettingKey key, int value) { return set(key.slot, value); }
+  Settings& set(BackendSettingKey key, int backend, int value) { return set(key.first + backend, value); }
+  // By user-facing name ("onednn_verbose") or shorthand ("precision"): the CLI's and Python's way.
+  Settings& set_by_name(std::string_view name, int value);
+  // null: standard output.
+  Settings& set_verbose_sink(std::shared_ptr<VerboseSink> sink);
+  const std::shared_ptr<VerboseSink>& verbose_sink() const { return sink_; }
+  bool has_verbose_sink() const { return sink_set_; }
+
+  // `changes`' set slots (and sink) over these.
+  void overlay(const Settings& changes);
+
+  bool backend_enabled(int backend) const { return get(BackendSettingKey("enabled"), backend) != 0; }
+  // The verbose level of steps and calls of the backend at `backend` (the global level or the
+  // backend's own, whichever is higher), and the highest over all backends.
+  int verbose_for(int backend) const;
+  int max_verbose() const;
+  // The thread count runs use: the setting, or the environment's (runtime/threads.h) when it is 0.
+  int threads() const;
+  // The values of the settings that change plans (threads resolved), for plan keys.
+  std::array<int32_t, kSettingSlotCount> plan_values() const;
+  // Those settings as text for headers and explain: "onednn,blas,native;threads=2" plus every
+  // other plan setting that differs from its default.
+  std::string describe_plan_settings() const;
 
  private:
-  Flags previous_;
-  std::optional<int> previous_library_verbose_;
+  std::array<int32_t, kSettingSlotCount> values_{};
+  std::bitset<kSettingSlotCount> set_;
+  std::shared_ptr<VerboseSink> sink_;
+  bool sink_set_ = false;
 };
 
-// Parses "fp32" or "bf16"; throws naming `what` otherwise.
-Precision parse_precision(std::string_view text, std::string_view what);
+// The calling thread's view: the global settings, then `session`'s, then the thread's scoped ones.
+Settings current_settings(const Settings& session = {});
+// The global values alone (every slot set).
+Settings global_settings();
+// Changes the global settings (every thread without a scoped override of that setting sees them).
+void set_settings(const Settings& changes);
+
+// Overrides settings for the calling thread until destroyed; nests, and restores exactly, also
+// when an exception unwinds the scope. Other threads are unaffected, except where a library's
+// own switch is process-wide (oneDNN's verbose): the library then runs at the highest level any
+// open scope on any thread, the global setting or its own environment variable asks for.
+class ScopedSettings {
+ public:
+  explicit ScopedSettings(const Settings& changes);
+  ~ScopedSettings();
+  ScopedSettings(const ScopedSettings&) = delete;
+  ScopedSettings& operator=(const ScopedSettings&) = delete;
+
+ private:
+  Settings previous_;
+  Settings changes_;
+  std::unique_ptr<ScopedIntraOpThreads> threads_;
+};
+
+// Held by a run with verbose on: the run's per-backend levels count as open scopes on the
+// libraries' own process-wide switches while it runs, so a session's onednn_verbose reaches
+// oneDNN's own lines too.
+class ScopedRunLibraryVerbose {
+ public:
+  explicit ScopedRunLibraryVerbose(const Settings& run);
+  ~ScopedRunLibraryVerbose();
+  ScopedRunLibraryVerbose(const ScopedRunLibraryVerbose&) = delete;
+  ScopedRunLibraryVerbose& operator=(const ScopedRunLibraryVerbose&) = delete;
+
+ private:
+  Settings levels_;  // the backends' verbose levels above 0
+};
+
+// The commonest guard: this thread's work on `threads` threads.
+class ScopedThreads : public ScopedSettings {
+ public:
+  explicit ScopedThreads(int threads) : ScopedSettings(Settings().set(SettingKey("threads"), threads)) {}
+};
+
+// The thread-count API of PyTorch's shape over the `threads` setting.
+void set_num_threads(int threads);
+int get_num_threads();
+// Where get_num_threads() took its value from: "scope", "api", "KILN_NUM_THREADS",
+// "OMP_NUM_THREADS" or "cores".
+std::string num_threads_source();
+
+// The level kiln last gave a library's own verbose switch for `backend` (0 when it never did).
+int library_verbose_requested(int backend);
 
 }  // namespace kiln

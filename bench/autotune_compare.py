@@ -5,13 +5,14 @@
         [--threads 1] [--candidates 4] [--runs 20] [--rounds 2] [--precision fp32] [--kiln build/kiln]
 
 For each model, `kiln explain --profile RUNS` runs the default plan and the autotuned plan
-(`--autotune N`) in alternating processes, ROUNDS times each; a step's time is the median over rounds
-of its median over runs. Steps are matched by node name. Nodes where autotune timed more than one
-candidate (marked "autotune:" in the plan) are counted; those where it chose another kernel than the
-default are compared (elsewhere both plans run the same kernel). Prints each changed node and, per
-model, how many autotune made faster, equal (within 5%) or slower, their total time, and the sum of all
-steps of each plan (Reorder steps included, which a changed layout may add or remove). The machine
-lines of `kiln info` come first.
+(`--autotune --autotune-limit CANDIDATES`: up to CANDIDATES kernels timed per node) in alternating
+processes, ROUNDS times each; a step's time is the median over rounds of its median over runs. Steps
+are matched by node name. Nodes where autotune timed more than one candidate (marked "autotune:" in
+the plan) are counted; those where it chose another kernel than the default are compared (elsewhere
+both plans run the same kernel). Prints each changed node and, per model, how many autotune made
+faster, equal (within 5%) or slower, their total time, and the sum of all steps of each plan (Reorder
+steps included, which a changed layout may add or remove). The machine lines of `kiln info` come
+first.
 """
 import argparse
 import pathlib
@@ -59,7 +60,8 @@ def main():
     parser.add_argument("--models", default="resnet18,mobilenet_v2,transformer")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--candidates", type=int, default=4)
+    parser.add_argument("--candidates", type=int, default=4,
+                        help="candidate kernels autotune times per node (kiln's --autotune-limit; 0: all)")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--precision", default="fp32")
@@ -71,7 +73,7 @@ def main():
         default_runs, tuned_runs, tuned_nodes = [], [], set()
         for _ in range(args.rounds):
             default_runs.append(profile(args, path, [])[0])
-            steps, tuned = profile(args, path, ["--autotune", str(args.candidates)])
+            steps, tuned = profile(args, path, ["--autotune", "--autotune-limit", str(args.candidates)])
             tuned_runs.append(steps)
             tuned_nodes |= tuned
         # Where autotune kept the default kernel, any difference is noise; only changed choices count.

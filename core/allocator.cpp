@@ -1,6 +1,7 @@
 #include "core/allocator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <new>
 
@@ -27,10 +28,51 @@ class AlignedAllocator final : public Allocator {
   }
 };
 
+class CountingAllocator final : public Allocator {
+ public:
+  std::string_view name() const override { return "counting"; }
+
+  void* allocate(size_t bytes) override {
+    void* pointer = default_allocator().allocate(bytes);
+    std::lock_guard lock(mutex_);
+    ++counts_.allocations;
+    counts_.bytes += bytes;
+    counts_.live_bytes += bytes;
+    counts_.peak_live_bytes = std::max(counts_.peak_live_bytes, counts_.live_bytes);
+    return pointer;
+  }
+
+  void deallocate(void* pointer, size_t bytes) noexcept override {
+    default_allocator().deallocate(pointer, bytes);
+    std::lock_guard lock(mutex_);
+    counts_.live_bytes -= std::min(bytes, counts_.live_bytes);
+  }
+
+  AllocationCounts counts() {
+    std::lock_guard lock(mutex_);
+    return counts_;
+  }
+  void reset() {
+    std::lock_guard lock(mutex_);
+    counts_ = AllocationCounts{.live_bytes = counts_.live_bytes, .peak_live_bytes = counts_.live_bytes};
+  }
+
+ private:
+  std::mutex mutex_;
+  AllocationCounts counts_;
+};
+
+CountingAllocator& counting_allocator() {
+  static CountingAllocator instance;
+  return instance;
+}
+
 struct Registry {
   std::mutex mutex;
-  std::vector<Allocator*> allocators{&default_allocator()};
+  std::vector<Allocator*> allocators{&default_allocator(), &counting_allocator()};
 };
+
+std::atomic<Allocator*> current{nullptr};  // null: the default
 
 Registry& registry() {
   static Registry instance;
@@ -66,6 +108,23 @@ Allocator& find_allocator(std::string_view name) {
     known += allocator->name();
   }
   fail(ErrorKind::invalid_argument, "unknown allocator '", name, "' (registered: ", known, ")");
+}
+
+Allocator& current_allocator() {
+  Allocator* allocator = current.load(std::memory_order_acquire);
+  return allocator != nullptr ? *allocator : default_allocator();
+}
+
+void set_current_allocator(Allocator& allocator) {
+  current.store(&allocator, std::memory_order_release);
+}
+
+AllocationCounts counting_allocator_counts() {
+  return counting_allocator().counts();
+}
+
+void reset_counting_allocator_counts() {
+  counting_allocator().reset();
 }
 
 std::vector<std::string> registered_allocators() {

@@ -1,10 +1,14 @@
-// Where tensor bytes come from. Allocators are registered by name; the default one returns
-// 64-byte-aligned blocks (a cache line, and the widest vector register kiln's kernels use).
+// Where kiln's memory comes from: tensors, run arenas and kernel scratch buffers all allocate
+// through the current allocator. Allocators are registered by name; "default" returns 64-byte-
+// aligned blocks (a cache line, and the widest vector register kiln's kernels use), "counting"
+// wraps it and counts. Each block goes back to the allocator it came from, so the current one can
+// be replaced at any time (kiln::backends::set_allocator).
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace kiln {
@@ -30,5 +34,52 @@ void register_allocator(Allocator& allocator);
 // Throws kiln::Error (invalid_argument) naming the registered allocators when `name` is unknown.
 Allocator& find_allocator(std::string_view name);
 std::vector<std::string> registered_allocators();
+
+// The allocator new tensors, arenas and scratch buffers use (default_allocator() until replaced).
+Allocator& current_allocator();
+void set_current_allocator(Allocator& allocator);
+
+// "counting": the default allocator plus totals, for seeing what kiln allocates.
+struct AllocationCounts {
+  size_t allocations = 0;  // blocks handed out since the last reset
+  size_t bytes = 0;        // their total size
+  size_t live_bytes = 0;   // not yet returned
+  size_t peak_live_bytes = 0;
+};
+AllocationCounts counting_allocator_counts();
+void reset_counting_allocator_counts();
+
+// A block from the current allocator, returned to the same allocator when destroyed.
+class AllocatedBlock {
+ public:
+  AllocatedBlock() = default;
+  explicit AllocatedBlock(size_t bytes) : allocator_(&current_allocator()), bytes_(bytes) {
+    data_ = allocator_->allocate(bytes);
+  }
+  ~AllocatedBlock() { release(); }
+  AllocatedBlock(AllocatedBlock&& other) noexcept { *this = std::move(other); }
+  AllocatedBlock& operator=(AllocatedBlock&& other) noexcept {
+    release();
+    allocator_ = other.allocator_;
+    data_ = other.data_;
+    bytes_ = other.bytes_;
+    other.data_ = nullptr;
+    return *this;
+  }
+  AllocatedBlock(const AllocatedBlock&) = delete;
+  AllocatedBlock& operator=(const AllocatedBlock&) = delete;
+
+  void* data() const { return data_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  void release() noexcept {
+    if (data_ != nullptr) allocator_->deallocate(data_, bytes_);
+    data_ = nullptr;
+  }
+  Allocator* allocator_ = nullptr;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
 
 }  // namespace kiln

@@ -55,7 +55,7 @@ Tensor Tensor::empty(DType dtype, Shape shape, Allocator* allocator) {
   tensor.dtype_ = dtype;
   tensor.strides_ = contiguous_strides(shape);
   tensor.shape_ = std::move(shape);
-  Allocator& source = allocator != nullptr ? *allocator : default_allocator();
+  Allocator& source = allocator != nullptr ? *allocator : current_allocator();
   const size_t bytes = tensor.nbytes();
   tensor.data_ = source.allocate(bytes);
   tensor.storage_ = std::shared_ptr<void>(

@@ -29,7 +29,7 @@ class Tensor {
  public:
   Tensor() = default;  // undefined: no dtype, no storage (an absent optional input)
 
-  // Uninitialised contiguous tensor from `allocator` (the default one when null).
+  // Uninitialised contiguous tensor from `allocator` (the current one when null).
   static Tensor empty(DType dtype, Shape shape, Allocator* allocator = nullptr);
   static Tensor zeros(DType dtype, Shape shape);
   // Wraps memory owned by the caller, who keeps it alive while the tensor (or a copy) is in use.

@@ -1,11 +1,13 @@
 #include "graph/executor.h"
 
 #include <chrono>
+#include <optional>
 
 #include "core/error.h"
 #include "graph/observer.h"
 #include "graph/plan.h"
 #include "graph/verbose.h"
+#include "runtime/threads.h"
 
 #ifndef KILN_RUNTIME_VERBOSE
 #define KILN_RUNTIME_VERBOSE 1
@@ -17,7 +19,7 @@ namespace kiln {
 constexpr bool kRuntimeVerboseBuilt = KILN_RUNTIME_VERBOSE != 0;
 
 struct RunContext {
-  std::unique_ptr<char[]> arena_storage;
+  AllocatedBlock arena;                          // from the current allocator, 64-byte aligned
   std::vector<Tensor> values;                    // per slot
   std::vector<std::vector<Tensor>> step_inputs;  // per step, kept between runs (no reallocation)
   std::vector<std::vector<Tensor>> step_outputs;
@@ -28,17 +30,12 @@ struct RunContext {
 
 namespace {
 
-char* align_up(char* pointer) {
-  const uintptr_t address = reinterpret_cast<uintptr_t>(pointer);
-  return reinterpret_cast<char*>((address + kDefaultAlignment - 1) / kDefaultAlignment * kDefaultAlignment);
-}
-
 std::shared_ptr<RunContext> create_context(const Plan& plan) {
   const MemoryPlan& memory = plan.memory_plan();
   const std::vector<PlanStep>& steps = plan.steps();
   auto context = std::make_shared<RunContext>();
-  context->arena_storage.reset(new char[memory.arena_bytes + kDefaultAlignment]);
-  char* arena = align_up(context->arena_storage.get());
+  context->arena = AllocatedBlock(memory.arena_bytes);
+  char* arena = static_cast<char*>(context->arena.data());
   context->values = plan.initial_values();
   context->fixed.assign(plan.slots().size(), false);
   for (size_t s = 0; s < plan.slots().size(); ++s) {
@@ -139,6 +136,13 @@ std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor* const
   const bool observed = !observers.empty();
   // Checked once per run; a build without runtime verbose drops the per-step branch entirely.
   const bool verbose = kRuntimeVerboseBuilt && settings.max_verbose() >= 1;
+  // The run owns its settings: every kernel it runs on this thread (and the teams they start)
+  // uses its thread count, and logs library calls to its sink when verbose is on.
+  const ScopedIntraOpThreads run_threads(settings.threads());
+  const VerboseCallLog call_log(settings);
+  const ScopedCallLog run_call_log(verbose ? &call_log : nullptr);
+  std::optional<ScopedRunLibraryVerbose> library_verbose;
+  if (verbose) library_verbose.emplace(settings);
   if (observed) {
     for (Observer* observer : observers) observer->on_run_begin(plan);
   }

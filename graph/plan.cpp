@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "backends/autotune.h"
 #include "backends/native/native_backend.h"
 #include "backends/onednn/onednn_backend.h"
 #include "core/error.h"
@@ -51,8 +52,8 @@ bool fuses_sum(const Node& node) {
 // matmul_precision, everything else computes in float32.
 Precision requested_precision(const Node& node, const Settings& settings) {
   if (!is_default_domain(node.domain)) return Precision::fp32;
-  if (node.op_type == "Conv") return settings.conv_precision;
-  if (node.op_type == "MatMul" || node.op_type == "Gemm") return settings.matmul_precision;
+  if (node.op_type == "Conv") return settings.precision("conv_precision");
+  if (node.op_type == "MatMul" || node.op_type == "Gemm") return settings.precision("matmul_precision");
   return Precision::fp32;
 }
 
@@ -80,9 +81,11 @@ TensorInfo stored_info(const TensorInfo& info) {
 class PlanBuilder {
  public:
   PlanBuilder(const Model& model, const std::vector<Shape>& input_shapes,
-              const std::vector<Tensor>& input_values, const Settings& settings)
+              const std::vector<Tensor>& input_values, const Settings& settings,
+              AutotuneCache& autotune_cache)
       : model_(model),
         settings_(settings),
+        autotune_cache_(autotune_cache),
         graph_(model.graph),
         input_shapes_(input_shapes),
         input_values_(input_values),
@@ -376,10 +379,10 @@ class PlanBuilder {
     KernelSelection selection;
     const auto selection_start = std::chrono::steady_clock::now();
     if (op_type == "LayerNormalization") {
-      selection = select_kernel(fused_spec, outputs, settings_);
+      selection = select_kernel(fused_spec, outputs, settings_, &autotune_cache_);
     } else if (!followers.empty()) {
       try {
-        selection = select_kernel(fused_spec, outputs, settings_);
+        selection = select_kernel(fused_spec, outputs, settings_, &autotune_cache_);
       } catch (const Error&) {
         followers.clear();  // no backend fuses this chain; plan the followers as their own steps
       }
@@ -387,7 +390,7 @@ class PlanBuilder {
     if (followers.empty()) {
       fused_spec = spec;
       input_names = node.inputs;
-      selection = select_kernel(spec, outputs, settings_);
+      selection = select_kernel(spec, outputs, settings_, &autotune_cache_);
     }
     const double selection_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - selection_start).count();
@@ -421,6 +424,7 @@ class PlanBuilder {
       if (slot >= 0) slot = slot_in_layout(slot, kernel.input_layout(i));
       step.inputs.push_back(slot);
       step.record.input_shapes.push_back(fused_spec.inputs[i].shape);
+      step.record.input_dtypes.push_back(fused_spec.inputs[i].dtype);
       step.record.input_layouts.push_back(slot >= 0 ? plan_->slots_[slot].info.layout : Layout::plain);
     }
     const bool is_view = kernel.is_view();
@@ -437,6 +441,7 @@ class PlanBuilder {
       const Layout layout = kernel.output_layout(i);
       TensorInfo info{outputs[i].dtype, outputs[i].shape, {}, layout};
       step.record.output_shapes.push_back(info.shape);
+      step.record.output_dtypes.push_back(info.dtype);
       step.record.output_layouts.push_back(layout);
       step.output_infos.push_back(stored_info(info));
       if (output_names[i].empty()) {
@@ -610,6 +615,8 @@ class PlanBuilder {
     step.record.kernel = std::string(step.kernel->name());
     step.record.input_shapes = {info.shape};
     step.record.output_shapes = {info.shape};
+    step.record.input_dtypes = {info.dtype};
+    step.record.output_dtypes = {info.dtype};
     step.record.input_layouts = {info.layout};
     step.record.output_layouts = {layout};
     step.output_infos = {stored_info(TensorInfo{info.dtype, info.shape, {}, layout})};
@@ -699,6 +706,7 @@ class PlanBuilder {
 
   const Model& model_;
   const Settings& settings_;
+  AutotuneCache& autotune_cache_;
   const Graph& graph_;
   const std::vector<Shape>& input_shapes_;
   const std::vector<Tensor>& input_values_;
@@ -713,8 +721,14 @@ class PlanBuilder {
 };
 
 std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Shape>& input_shapes,
-                                        const std::vector<Tensor>& input_values, const Settings& settings) {
-  return PlanBuilder(model, input_shapes, input_values, settings).build();
+                                        const std::vector<Tensor>& input_values, const Settings& settings,
+                                        AutotuneCache* autotune_cache) {
+  // Planning runs kernels too (constant folding, autotune's timings): on the plan's thread count.
+  const ScopedIntraOpThreads threads(settings.threads());
+  AutotuneCache build_only;
+  return PlanBuilder(model, input_shapes, input_values, settings,
+                     autotune_cache != nullptr ? *autotune_cache : build_only)
+      .build();
 }
 
 }  // namespace kiln

@@ -23,6 +23,8 @@ struct StepRecord {
   std::string kernel;
   std::vector<Shape> input_shapes;  // logical (ONNX) shapes
   std::vector<Shape> output_shapes;
+  std::vector<DType> input_dtypes;  // logical dtypes (a bf16 layout stores an f32 value)
+  std::vector<DType> output_dtypes;
   std::vector<Layout> input_layouts;  // how each input/output is stored
   std::vector<Layout> output_layouts;
   std::vector<std::string> fused;  // "Relu 'name'" for each node fused into this one
@@ -85,11 +87,14 @@ class Plan {
   // Builds the plan for `model` with one concrete shape per graph input (in graph input order).
   // `input_values` (empty, or one per graph input) binds the values of inputs that define shapes,
   // such as a Reshape target fed as a graph input: the plan folds them and is valid only for them.
-  // Kernels are chosen under `settings` (enabled backends, precision, deterministic mode, autotune);
-  // with settings.max_verbose() >= 2 each planned step is reported on the verbose sink.
+  // Kernels are chosen under `settings` (enabled backends, precision, deterministic mode, autotune,
+  // on settings.threads() threads), autotune's choices kept in `autotune_cache` (a cache of this
+  // build only when null); with settings.max_verbose() >= 2 each planned step is reported on the
+  // verbose sink.
   static std::shared_ptr<const Plan> build(const Model& model, const std::vector<Shape>& input_shapes,
                                            const std::vector<Tensor>& input_values = {},
-                                           const Settings& settings = current_settings());
+                                           const Settings& settings = current_settings(),
+                                           AutotuneCache* autotune_cache = nullptr);
 
  private:
   friend class PlanBuilder;

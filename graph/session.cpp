@@ -7,7 +7,6 @@
 #include "core/error.h"
 #include "graph/executor.h"
 #include "graph/onnx_import.h"
-#include "runtime/threads.h"
 
 namespace kiln {
 namespace {
@@ -18,21 +17,15 @@ std::string expected_inputs(const std::vector<ValueInfo>& inputs) {
   return names.empty() ? "none" : names;
 }
 
-// Settings that change which kernels a plan holds: oneDNN primitives are created for a thread count.
-std::string plan_configuration(const Settings& settings) {
-  return str_cat(settings.plan_fingerprint(), ";threads=", get_num_threads());
-}
-
 }  // namespace
 
-Session::Session(const std::filesystem::path& model_path, const Flags& options)
-    : Session(load_onnx_model(model_path), options) {
+Session::Session(const std::filesystem::path& model_path, const Settings& settings)
+    : Session(load_onnx_model(model_path), settings) {
   model_path_ = model_path;
 }
 
-Session::Session(Model model, const Flags& options) : model_(std::move(model)), options_(options) {
-  options_.validate();
-}
+Session::Session(Model model, const Settings& settings)
+    : model_(std::move(model)), session_settings_(settings) {}
 
 void Session::bind_inputs(const TensorMap& inputs, std::span<const Tensor*> bound) const {
   for (const auto& entry : inputs) {
@@ -58,21 +51,17 @@ void Session::bind_inputs(const TensorMap& inputs, std::span<const Tensor*> boun
 
 std::shared_ptr<const Plan> Session::recent_plan(std::span<const Tensor* const> bound,
                                                  const Settings& settings) {
+  const std::array<int32_t, kSettingSlotCount> plan_settings = settings.plan_values();
   std::lock_guard lock(mutex_);
-  if (!recent_plan_ || recent_settings_ != settings.plan_word() || recent_threads_ != get_num_threads()) {
-    return nullptr;
-  }
+  if (!recent_plan_ || !recent_key_.matches(plan_settings, bound)) return nullptr;
   if (std::find(value_inputs_.begin(), value_inputs_.end(), true) != value_inputs_.end()) return nullptr;
-  for (size_t i = 0; i < bound.size(); ++i) {
-    if (bound[i]->shape() != recent_shapes_[i]) return nullptr;
-  }
   return recent_plan_;
 }
 
 std::shared_ptr<const Plan> Session::plan_for(const std::vector<Shape>& input_shapes) {
   const Settings settings = this->settings();
   return cached_plan(
-      PlanKey{plan_configuration(settings), input_shapes, std::vector<std::string>(input_shapes.size())},
+      PlanKey{settings.plan_values(), input_shapes, std::vector<std::string>(input_shapes.size())},
       input_shapes, {}, settings);
 }
 
@@ -97,8 +86,7 @@ std::shared_ptr<const Plan> Session::plan_for(const std::vector<Tensor>& inputs,
       }
     }
     try {
-      return cached_plan(PlanKey{plan_configuration(settings), shapes, value_bytes}, shapes, values,
-                         settings);
+      return cached_plan(PlanKey{settings.plan_values(), shapes, value_bytes}, shapes, values, settings);
     } catch (const NeedsInputValue& needs) {
       if (attempt >= inputs.size() || needs.input() >= inputs.size()) throw;
       std::lock_guard lock(mutex_);
@@ -124,7 +112,7 @@ std::shared_ptr<const Plan> Session::cached_plan(const PlanKey& key, const std::
     if (it != plans_.end()) return it->second;
   }
   reload_initializers();
-  std::shared_ptr<const Plan> plan = Plan::build(model_, shapes, values, settings);
+  std::shared_ptr<const Plan> plan = Plan::build(model_, shapes, values, settings, &autotune_cache_);
   struct ReleaseAfterwards {
     Session& session;
     ~ReleaseAfterwards() { session.release_unreferenced_initializers(); }
@@ -196,10 +184,8 @@ TensorMap Session::run(const TensorMap& inputs) {
     plan = plan_for(tensors, settings);
     std::lock_guard lock(mutex_);
     recent_plan_ = plan;
-    recent_settings_ = settings.plan_word();
-    recent_threads_ = get_num_threads();
-    recent_shapes_.clear();
-    for (const Tensor& tensor : tensors) recent_shapes_.push_back(tensor.shape());
+    recent_key_ = PlanKey{settings.plan_values(), {}, std::vector<std::string>(tensors.size())};
+    for (const Tensor& tensor : tensors) recent_key_.shapes.push_back(tensor.shape());
   }
   // A copy, so observers can be removed during a run; up to kInlineObservers without allocating.
   constexpr size_t kInlineObservers = 8;

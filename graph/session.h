@@ -8,13 +8,15 @@
 #include <mutex>
 #include <span>
 #include <string>
-#include <tuple>
+#include <unordered_map>
 #include <vector>
 
+#include "backends/autotune.h"
 #include "backends/settings.h"
 #include "graph/graph.h"
 #include "graph/observer.h"
 #include "graph/plan.h"
+#include "graph/plan_key.h"
 
 namespace kiln {
 
@@ -22,10 +24,10 @@ using TensorMap = std::map<std::string, Tensor>;
 
 class Session {
  public:
-  // `options` are backend settings for this session's runs: they override the global settings and
-  // are overridden by the calling thread's ScopedFlags guards.
-  explicit Session(const std::filesystem::path& model_path, const Flags& options = {});
-  explicit Session(Model model, const Flags& options = {});
+  // `settings` are this session's setting changes: they override the global settings and are
+  // overridden by the calling thread's ScopedSettings guards.
+  explicit Session(const std::filesystem::path& model_path, const Settings& settings = {});
+  explicit Session(Model model, const Settings& settings = {});
 
   // The model. Initializers that every cached plan copied into its kernels (reordered weights) are
   // released after planning when the session was loaded from a file, and reloaded from it when a
@@ -38,12 +40,18 @@ class Session {
   // with the declared one (symbolic dims take any size, consistently across inputs); unknown names
   // are rejected. Returns one tensor per graph output, owned by the caller. The settings in force
   // on the calling thread when the run starts apply to all of it; settings that change kernel
-  // choice (see Settings::plan_word) select a plan built for them.
+  // choice (rows marked changes_plan, see PlanKey) select a plan built for them.
   TensorMap run(const TensorMap& inputs);
 
-  const Flags& options() const { return options_; }
+  // This session's own setting changes.
+  const Settings& session_settings() const { return session_settings_; }
   // The settings this session's run would use on the calling thread now.
-  Settings settings() const { return current_settings(options_); }
+  Settings settings() const { return current_settings(session_settings_); }
+
+  // Autotune's remembered choices (per session, bounded): clearing them makes plans built
+  // afterwards time their candidates again. Cached plans keep the kernels they chose.
+  void clear_autotune_cache() { autotune_cache_.clear(); }
+  size_t autotune_cache_size() const { return autotune_cache_.size(); }
 
   // The plan run() would use for these input shapes (built and cached if new). Models whose shapes
   // depend on input values (a Reshape target fed as an input) need plan_for(inputs) instead.
@@ -58,10 +66,6 @@ class Session {
   void remove_observer(Observer* observer);
 
  private:
-  // What a plan depends on besides the model: the configuration (Settings::plan_fingerprint(), thread count),
-  // the input shapes, and the bytes of value-bound inputs ("" for the others).
-  using PlanKey = std::tuple<std::string, std::vector<Shape>, std::vector<std::string>>;
-
   // Checks `inputs` against the declared ones; bound[i] points at graph input i's tensor.
   void bind_inputs(const TensorMap& inputs, std::span<const Tensor*> bound) const;
   // The plan of the previous run when it fits these inputs and the current settings (checked
@@ -76,19 +80,18 @@ class Session {
   void reload_initializers();
 
   Model model_;
-  Flags options_;
+  Settings session_settings_;
+  AutotuneCache autotune_cache_;
   std::filesystem::path model_path_;  // empty when built from a Model: nothing is released then
   std::vector<std::string> released_initializers_;
   std::mutex planning_mutex_;  // one plan is built at a time (it reads model_, which may reload)
   std::mutex mutex_;           // guards plans_, plan_order_, value_inputs_ and observers_
-  std::map<PlanKey, std::shared_ptr<const Plan>> plans_;
+  std::unordered_map<PlanKey, std::shared_ptr<const Plan>, PlanKeyHash> plans_;
   std::vector<bool> value_inputs_;                       // graph inputs whose values planning needs
   std::vector<std::shared_ptr<const Plan>> plan_order_;  // oldest first, for eviction
   std::vector<Observer*> observers_;
-  std::shared_ptr<const Plan> recent_plan_;  // with the settings and shapes it was used for
-  uint64_t recent_settings_ = 0;             // Settings::plan_word() of the previous run
-  int recent_threads_ = 0;
-  std::vector<Shape> recent_shapes_;
+  std::shared_ptr<const Plan> recent_plan_;  // the previous run's, and its key
+  PlanKey recent_key_;
 };
 
 // Plans kept per session before the oldest is evicted.

@@ -1,6 +1,5 @@
 #include "graph/verbose.h"
 
-#include <atomic>
 #include <cstdio>
 
 #include "backends/selection.h"
@@ -18,7 +17,7 @@ std::string info_line() {
   for (const Backend* backend : all_backends()) {
     backends += str_cat(backends.empty() ? "" : ";", backend->name(), " ", backend->version());
   }
-  return str_cat("kiln_verbose,info,kiln ", kiln_version(), ",threads=", get_num_threads(),
+  return str_cat("kiln_verbose,info,kiln ", kiln_version(), ",threads=", intra_op_threads(),
                  ",isa=", isa_name(isa_in_effect()), ",backends=", backends);
 }
 
@@ -32,13 +31,15 @@ std::string joined(const std::vector<T>& items, Format format) {
 // Everything of a step's line after "kiln_verbose,<kind>,": backend to fused ops, and a comma.
 std::string describe(const PlanStep& step) {
   const StepRecord& r = step.record;
+  const auto dtype = [](DType value) { return value == DType::undefined ? "-" : dtype_name(value); };
   const auto layout = [](Layout value) { return layout_name(value); };
   const auto shape = [](const Shape& value) { return shape_to_compact_string(value); };
   const auto same = [](const std::string& value) { return value; };
-  return str_cat(r.backend, ",", r.op_type, ",", r.node_name, ",", r.kernel,
+  return str_cat(r.backend, ",", r.op_type, ",", csv_field(r.node_name), ",", r.kernel,
+                 ",in:", joined(r.input_dtypes, dtype), " out:", joined(r.output_dtypes, dtype),
                  ",in:", joined(r.input_layouts, layout), " out:", joined(r.output_layouts, layout),
                  ",in:", joined(r.input_shapes, shape), " out:", joined(r.output_shapes, shape), ",",
-                 r.fused.empty() ? "-" : joined(r.fused, same), ",");
+                 r.fused.empty() ? "-" : csv_field(joined(r.fused, same)), ",");
 }
 
 std::string milliseconds_text(double milliseconds) {
@@ -49,11 +50,26 @@ std::string milliseconds_text(double milliseconds) {
 
 }  // namespace
 
+std::string csv_field(std::string_view field) {
+  if (field.find_first_of(",\"\n") == std::string_view::npos) return std::string(field);
+  std::string quoted = "\"";
+  for (char c : field) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  return quoted + '"';
+}
+
+bool VerboseCallLog::wants(std::string_view backend) const {
+  for (int i = 0; i < kBackendCount; ++i) {
+    if (kBackendNames[i] == backend) return settings_.verbose_for(i) >= 1;
+  }
+  return settings_.get("verbose") >= 1;
+}
+
 void write_verbose_line(const Settings& settings, std::string_view line) {
-  VerboseSink& sink = settings.verbose_sink ? *settings.verbose_sink : *stdout_verbose_sink();
-  static std::atomic<bool> info_written = false;
-  if (!info_written.exchange(true)) sink.write(info_line());
-  sink.write(line);
+  VerboseSink& sink = settings.verbose_sink() ? *settings.verbose_sink() : *stdout_verbose_sink();
+  sink.write_line(line, info_line);
 }
 
 void report_executed_step(const Settings& settings, const PlanStep& step, double milliseconds) {
@@ -66,7 +82,7 @@ void report_planned_steps(const Settings& settings, const Plan& plan) {
     if (settings.verbose_for(step.backend_index) < 2) continue;
     std::string line =
         str_cat("kiln_verbose,plan,", describe(step), milliseconds_text(step.record.creation_ms));
-    if (!step.record.note.empty()) line += str_cat(",note:", step.record.note);
+    if (!step.record.note.empty()) line += "," + csv_field(str_cat("note:", step.record.note));
     write_verbose_line(settings, line);
   }
 }

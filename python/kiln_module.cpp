@@ -11,7 +11,7 @@
 #include <sstream>
 #include <type_traits>
 
-#include "backends/control.h"
+#include "backends/backends.h"
 #include "backends/selection.h"
 #include "core/error.h"
 #include "core/version.h"
@@ -93,81 +93,114 @@ std::shared_ptr<VerboseSink> sink_from_python(const py::handle& value) {
       "verbose_sink must be None (standard output), a file path or a callable taking a line");
 }
 
-// `value` as option `name`'s T when it has Python type Expected (bool is not taken for an int).
-template <typename T, typename Expected>
-T typed_option(const py::handle& value, const std::string& name, const char* expected) {
+// One keyword setting as Settings expects it, by the row's type: bool for switches, int for
+// integers, 'fp32'/'bf16' for precisions, a sink for verbose_sink.
+int setting_value_from_python(const SettingSlot& slot, const py::handle& value, const std::string& name) {
   const bool is_bool = py::isinstance<py::bool_>(value);
-  if (!py::isinstance<Expected>(value) || (is_bool && !std::is_same_v<Expected, py::bool_>)) {
-    throw py::type_error(str_cat("option '", name, "' expects ", expected, ", got ",
-                                 std::string(py::str(value.get_type().attr("__name__")))));
+  const auto wrong_type = [&](const char* expected) {
+    return py::type_error(str_cat("setting '", name, "' expects ", expected, ", got ",
+                                  std::string(py::str(value.get_type().attr("__name__")))));
+  };
+  switch (slot.row->type) {
+    case SettingType::boolean:
+      if (!is_bool) throw wrong_type("True or False");
+      return value.cast<bool>() ? 1 : 0;
+    case SettingType::integer:
+      if (is_bool || !py::isinstance<py::int_>(value)) throw wrong_type("an int");
+      return value.cast<int>();
+    case SettingType::precision:
+      if (!py::isinstance<py::str>(value)) throw wrong_type("'fp32' or 'bf16'");
+      return parse_setting_value(slot, value.cast<std::string>(), str_cat("setting '", name, "'"));
+    case SettingType::sink:
+      break;
   }
-  return value.cast<T>();
+  throw wrong_type("a value");
 }
 
-bool bool_option(const py::handle& value, const std::string& name) {
-  return typed_option<bool, py::bool_>(value, name, "True or False");
-}
-
-int int_option(const py::handle& value, const std::string& name) {
-  return typed_option<int, py::int_>(value, name, "an int");
-}
-
-// Keyword options (Session(**options), flags(**options)) as Flags; unknown names are a ValueError
-// listing the known ones.
-Flags flags_from_options(const py::dict& options) {
-  Flags flags;
+// Keyword settings (Session(**settings), settings(**settings)) as Settings; an unknown name is a
+// ValueError listing every known one (the table's names and shorthands).
+Settings settings_from_python(const py::dict& options) {
+  Settings settings;
   for (const auto& [key, value] : options) {
     const std::string name = py::str(key);
-    if (name == "onednn") {
-      flags.onednn = bool_option(value, name);
-    } else if (name == "blas") {
-      flags.blas = bool_option(value, name);
-    } else if (name == "native") {
-      flags.native = bool_option(value, name);
-    } else if (name == "precision" || name == "conv_precision" || name == "matmul_precision") {
-      const Precision precision =
-          parse_precision(typed_option<std::string, py::str>(value, name, "'fp32' or 'bf16'"),
-                          str_cat("option '", name, "'"));
-      if (name != "matmul_precision") flags.conv_precision = precision;
-      if (name != "conv_precision") flags.matmul_precision = precision;
-    } else if (name == "deterministic") {
-      flags.deterministic = bool_option(value, name);
-    } else if (name == "autotune") {
-      flags.autotune = int_option(value, name);
-    } else if (name == "verbose") {
-      flags.verbose = int_option(value, name);
-    } else if (name == "onednn_verbose") {
-      flags.onednn_verbose = int_option(value, name);
-    } else if (name == "blas_verbose") {
-      flags.blas_verbose = int_option(value, name);
-    } else if (name == "verbose_sink") {
-      flags.verbose_sink = sink_from_python(value);
+    if (const SettingShorthand* shorthand = find_shorthand(name)) {
+      for (std::string_view target : shorthand->targets) {
+        const SettingSlot& slot = find_setting(target);
+        settings.set(slot.slot, setting_value_from_python(slot, value, name));
+      }
+      continue;
+    }
+    const SettingSlot& slot = find_setting(name);
+    if (slot.row->type == SettingType::sink) {
+      settings.set_verbose_sink(sink_from_python(value));
     } else {
-      throw py::value_error(str_cat("unknown option '", name,
-                                    "' (known: onednn, blas, native, precision, conv_precision, "
-                                    "matmul_precision, deterministic, autotune, verbose, onednn_verbose, "
-                                    "blas_verbose, verbose_sink)"));
+      settings.set(slot.slot, setting_value_from_python(slot, value, name));
     }
   }
-  flags.validate();
-  return flags;
+  return settings;
 }
 
-// A ScopedFlags as a Python context manager: the guard lives from __enter__ to __exit__, on the
+// A ScopedSettings as a Python context manager: the guard lives from __enter__ to __exit__, on the
 // thread that entered.
-class FlagsContext {
+class SettingsContext {
  public:
-  explicit FlagsContext(Flags flags) : flags_(std::move(flags)) {}
+  explicit SettingsContext(Settings settings) : settings_(std::move(settings)) {}
   void enter() {
-    if (guard_) throw py::value_error("this flags context is already entered; create a new one to nest");
-    guard_ = std::make_unique<ScopedFlags>(flags_);
+    if (guard_) throw py::value_error("this settings context is already entered; create a new one to nest");
+    guard_ = std::make_unique<ScopedSettings>(settings_);
   }
   void exit() { guard_.reset(); }
 
  private:
-  Flags flags_;
-  std::unique_ptr<ScopedFlags> guard_;
+  Settings settings_;
+  std::unique_ptr<ScopedSettings> guard_;
 };
+
+// A setting's value as Python sees it: bool, int or 'fp32'/'bf16'.
+py::object setting_to_python(const SettingSlot& slot, int value) {
+  switch (slot.row->type) {
+    case SettingType::boolean:
+      return py::bool_(value != 0);
+    case SettingType::precision:
+      return py::str(setting_value_text(slot, value));
+    default:
+      return py::int_(value);
+  }
+}
+
+// The settings table as Python dicts, one per setting (backends expanded).
+py::list setting_rows() {
+  py::list rows;
+  for (const SettingSlot& slot : setting_slots()) {
+    const SettingRow& row = *slot.row;
+    py::dict entry;
+    entry["name"] = slot.name;
+    entry["type"] = std::string(setting_type_name(row.type));
+    entry["default"] =
+        row.type == SettingType::sink ? py::object(py::none()) : setting_to_python(slot, row.default_value);
+    entry["min"] = row.min;
+    entry["max"] = row.max;
+    entry["changes_plan"] = row.changes_plan;
+    entry["backend"] =
+        slot.backend >= 0 ? py::object(py::str(std::string(kBackendNames[slot.backend]))) : py::none();
+    entry["row"] = std::string(row.name);
+    entry["env"] = std::string(row.env);
+    entry["help"] = slot.help;
+    switch (row.cli) {
+      case CliForm::disable:
+        entry["cli"] = str_cat("--disable ", kBackendNames[slot.backend]);
+        break;
+      case CliForm::flag:
+        entry["cli"] = "--" + slot.cli_name;
+        break;
+      case CliForm::value:
+        entry["cli"] = row.type == SettingType::sink ? "--verbose-file" : "--" + slot.cli_name;
+        break;
+    }
+    rows.append(entry);
+  }
+  return rows;
+}
 
 py::list value_infos(const std::vector<ValueInfo>& infos) {
   py::list list;
@@ -216,11 +249,12 @@ std::string parallel_info() {
   text << "OpenMP: "
        << (backends::openmp::is_available() ? std::to_string(backends::openmp::version()) : "not built")
        << "\n";
-  text << "oneDNN: " << backends::onednn::version() << " (OpenMP runtime)\n";
+  text << "oneDNN: " << backends::info("onednn").version << " (OpenMP runtime)\n";
   text << "BLAS: " << backends::blas::library() << "\n";
   text << "CPU: " << cpu_capability().description() << ", ISA in effect " << isa_name(isa_in_effect())
        << " (from " << isa_choice().source << ")\n";
-  text << "precedence: set_num_threads > KILN_NUM_THREADS > OMP_NUM_THREADS > cores\n";
+  text << "precedence: a scope or session setting > set_num_threads > KILN_NUM_THREADS > OMP_NUM_THREADS > "
+          "cores\n";
   return text.str();
 }
 
@@ -257,17 +291,20 @@ PYBIND11_MODULE(_kiln, m) {
   m.def("build_configuration", [] { return std::string(build_configuration()); });
   m.def("set_num_threads", &set_num_threads, py::arg("threads"));
   m.def("get_num_threads", &get_num_threads);
+  m.def("num_threads_source", &num_threads_source);
   m.def("parallel_info", &parallel_info);
   m.def("cli", &run_cli, py::arg("arguments"), "runs `kiln ARGUMENTS...`; returns the exit code");
 
   py::class_<Session>(m, "Session")
-      .def(py::init([](const std::string& path, const py::dict& options) {
-             const Flags flags = flags_from_options(options);
+      .def(py::init([](const std::string& path, const py::dict& settings) {
+             const Settings changes = settings_from_python(settings);
              py::gil_scoped_release release;
-             return std::make_unique<Session>(path, flags);
+             return std::make_unique<Session>(path, changes);
            }),
-           py::arg("path"), py::arg("options") = py::dict())
+           py::arg("path"), py::arg("settings") = py::dict())
       .def("run", &run_session, py::arg("inputs"))
+      .def("clear_autotune_cache", &Session::clear_autotune_cache)
+      .def_property_readonly("autotune_cache_size", &Session::autotune_cache_size)
       .def_property_readonly("inputs", [](const Session& session) { return value_infos(session.inputs()); })
       .def_property_readonly("outputs", [](const Session& session) { return value_infos(session.outputs()); })
       .def(
@@ -302,44 +339,69 @@ PYBIND11_MODULE(_kiln, m) {
           },
           py::arg("inputs"));
 
-  py::class_<FlagsContext>(m, "FlagsContext")
+  py::class_<SettingsContext>(m, "SettingsContext")
       .def(
           "__enter__",
-          [](FlagsContext& context) {
+          [](SettingsContext& context) {
             context.enter();
             return &context;
           },
           py::return_value_policy::reference)
-      .def("__exit__", [](FlagsContext& context, const py::args&) {
+      .def("__exit__", [](SettingsContext& context, const py::args&) {
         context.exit();
         return false;
       });
 
   py::module_ b = m.def_submodule("backends", "kiln::backends");
-  b.def("flags", [](const py::kwargs& options) { return FlagsContext(flags_from_options(options)); });
-  b.def("set_flags", [](const py::kwargs& options) { set_flags(flags_from_options(options)); });
-  b.def("reset_flags", &reset_flags);
+  b.def("settings",
+        [](const py::kwargs& settings) { return SettingsContext(settings_from_python(settings)); });
+  b.def("set_settings", [](const py::kwargs& settings) { set_settings(settings_from_python(settings)); });
+  b.def("setting_rows", &setting_rows);
   b.def("current", [] {
-    const Settings s = current_settings();
+    const Settings settings = current_settings();
+    py::dict values;
+    for (const SettingSlot& slot : setting_slots()) {
+      if (slot.row->type == SettingType::sink) continue;
+      values[py::str(slot.name)] = setting_to_python(slot, settings.value(slot.slot));
+    }
+    return values;
+  });
+  b.def("global_values", [] {
+    const Settings settings = global_settings();
+    py::dict values;
+    for (const SettingSlot& slot : setting_slots()) {
+      if (slot.row->type == SettingType::sink) continue;
+      values[py::str(slot.name)] = setting_to_python(slot, settings.value(slot.slot));
+    }
+    return values;
+  });
+  b.def("backend_list", [] {
+    py::list list;
+    for (const backends::BackendInfo& info : backends::list()) {
+      py::dict entry;
+      entry["name"] = info.name;
+      entry["built"] = info.built;
+      entry["available"] = info.available;
+      entry["version"] = info.version;
+      list.append(entry);
+    }
+    return list;
+  });
+  b.def("blas_library", &backends::blas::library);
+  b.def("allocator", [] { return std::string(backends::allocator().name()); });
+  b.def(
+      "set_allocator", [](const std::string& name) { backends::set_allocator(name); }, py::arg("name"));
+  b.def("registered_allocators", &registered_allocators);
+  b.def("allocation_counts", [] {
+    const AllocationCounts counts = counting_allocator_counts();
     py::dict d;
-    d["onednn"] = s.backend_enabled(kOnednnIndex);
-    d["blas"] = s.backend_enabled(kBlasIndex);
-    d["native"] = true;
-    d["conv_precision"] = precision_name(s.conv_precision);
-    d["matmul_precision"] = precision_name(s.matmul_precision);
-    d["deterministic"] = s.deterministic;
-    d["autotune"] = s.autotune;
-    d["verbose"] = s.verbose;
-    d["onednn_verbose"] = s.onednn_verbose;
-    d["blas_verbose"] = s.blas_verbose;
+    d["allocations"] = counts.allocations;
+    d["bytes"] = counts.bytes;
+    d["live_bytes"] = counts.live_bytes;
+    d["peak_live_bytes"] = counts.peak_live_bytes;
     return d;
   });
-  b.def("onednn_version", &backends::onednn::version);
-  b.def("blas_version", &backends::blas::version);
-  b.def("blas_library", &backends::blas::library);
-  b.def("native_version", &backends::native::version);
-  b.def("onednn_available", &backends::onednn::is_available);
-  b.def("blas_available", &backends::blas::is_available);
+  b.def("reset_allocation_counts", &reset_counting_allocator_counts);
   b.def("primitive_cache_size", &backends::onednn::primitive_cache::size);
   b.def("primitive_cache_capacity", &backends::onednn::primitive_cache::capacity);
   b.def("set_primitive_cache_capacity", &backends::onednn::primitive_cache::set_capacity,

@@ -23,7 +23,7 @@ bool in_parallel_region() {
 int threads_for_work(int64_t work) {
   if (work < kParallelMinWork || in_parallel_region()) return 1;
   const int64_t by_work = std::max<int64_t>(1, work / kParallelMinWork);
-  return static_cast<int>(std::min<int64_t>(get_num_threads(), by_work));
+  return static_cast<int>(std::min<int64_t>(intra_op_threads(), by_work));
 }
 
 void parallel_for(int64_t begin, int64_t end, int64_t cost_per_item, const RangeFn& fn) {

@@ -13,27 +13,23 @@
 namespace kiln {
 namespace {
 
-// Upper bound on any thread count kiln accepts: far above any machine, low enough to catch typos.
-constexpr int kMaxThreads = 4096;
+// Upper bound on any thread count: far above any machine, low enough to catch typos (the
+// settings table's kMaxThreads, which this layer cannot include).
+constexpr int kMaxThreadCount = 4096;
 
-std::atomic<int> api_threads{0};  // 0: not set through the API
+std::atomic<int> process_threads{0};  // 0: the environment's
+thread_local int scoped_threads = 0;  // 0: no ScopedIntraOpThreads on this thread
 
 // Parses a positive thread count; `source` names where it came from for the error message.
 int parse_thread_count(std::string_view text, std::string_view source) {
   int value = 0;
   const char* end = text.data() + text.size();
   auto [last, error] = std::from_chars(text.data(), end, value);
-  if (error != std::errc{} || last != end || value < 1 || value > kMaxThreads) {
-    fail(ErrorKind::invalid_argument, source, "='", text, "' is not a valid thread count (expected an integer in 1..",
-         kMaxThreads, ")");
+  if (error != std::errc{} || last != end || value < 1 || value > kMaxThreadCount) {
+    fail(ErrorKind::invalid_argument, source, "='", text,
+         "' is not a valid thread count (expected an integer in 1..", kMaxThreadCount, ")");
   }
   return value;
-}
-
-// The value of `name` when set and non-empty; OMP_NUM_THREADS may be a nested list ("4,2").
-const char* env_value(const char* name) {
-  const char* value = std::getenv(name);
-  return (value != nullptr && *value != '\0') ? value : nullptr;
 }
 
 }  // namespace
@@ -48,33 +44,44 @@ int available_cores() {
   return hardware > 0 ? static_cast<int>(hardware) : 1;
 }
 
-void set_num_threads(int threads) {
-  if (threads < 1 || threads > kMaxThreads) {
-    fail(ErrorKind::invalid_argument, "set_num_threads(", threads, "): expected a thread count in 1..",
-         kMaxThreads);
+ThreadCount thread_count_from_environment(EnvironmentLookup lookup) {
+  const auto value = [&](const char* name) -> const char* {
+    const char* text = lookup(name);
+    return (text != nullptr && *text != '\0') ? text : nullptr;
+  };
+  if (const char* text = value("KILN_NUM_THREADS")) {
+    return {parse_thread_count(text, "KILN_NUM_THREADS"), "KILN_NUM_THREADS"};
   }
-  api_threads.store(threads, std::memory_order_relaxed);
+  if (const char* text = value("OMP_NUM_THREADS")) {
+    const std::string_view list(text);  // may be a nested list ("4,2")
+    return {parse_thread_count(list.substr(0, list.find(',')), "OMP_NUM_THREADS"), "OMP_NUM_THREADS"};
+  }
+  return {available_cores(), "cores"};
 }
 
-void reset_num_threads() { api_threads.store(0, std::memory_order_relaxed); }
-
-int get_num_threads() {
-  if (int threads = api_threads.load(std::memory_order_relaxed); threads > 0) return threads;
-  if (const char* value = env_value("KILN_NUM_THREADS")) {
-    return parse_thread_count(value, "KILN_NUM_THREADS");
-  }
-  if (const char* value = env_value("OMP_NUM_THREADS")) {
-    std::string_view text(value);
-    return parse_thread_count(text.substr(0, text.find(',')), "OMP_NUM_THREADS");
-  }
-  return available_cores();
+const ThreadCount& environment_thread_count() {
+  // A throwing initializer leaves the static unset, so a bad value is reported to every caller.
+  static const ThreadCount count =
+      thread_count_from_environment([](const char* name) -> const char* { return std::getenv(name); });
+  return count;
 }
 
-std::string num_threads_source() {
-  if (api_threads.load(std::memory_order_relaxed) > 0) return "api";
-  if (env_value("KILN_NUM_THREADS")) return "KILN_NUM_THREADS";
-  if (env_value("OMP_NUM_THREADS")) return "OMP_NUM_THREADS";
-  return "cores";
+int intra_op_threads() {
+  if (scoped_threads > 0) return scoped_threads;
+  const int process = process_threads.load(std::memory_order_relaxed);
+  return process > 0 ? process : environment_thread_count().threads;
+}
+
+void set_process_intra_op_threads(int threads) {
+  process_threads.store(threads, std::memory_order_relaxed);
+}
+
+ScopedIntraOpThreads::ScopedIntraOpThreads(int threads) : previous_(scoped_threads) {
+  scoped_threads = threads;
+}
+
+ScopedIntraOpThreads::~ScopedIntraOpThreads() {
+  scoped_threads = previous_;
 }
 
 }  // namespace kiln

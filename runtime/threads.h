@@ -1,22 +1,50 @@
-// How many threads kiln's intra-op work uses. Precedence, highest first:
-//   1. set_num_threads(n) from the API (or the CLI's --threads),
+// How many threads kiln's intra-op work uses. The count is a setting (`threads`, see
+// backends/setting_table.h); this layer holds what kernels read and where the default comes from:
+//   1. the setting, when set through the API, a scoped guard, a session or the CLI's --threads,
 //   2. the KILN_NUM_THREADS environment variable,
 //   3. the OMP_NUM_THREADS environment variable (first entry of a nested list),
 //   4. the number of cores this process may run on.
-// Invalid values (zero, negative, not a number) are rejected with a kiln::Error naming their source.
+// The environment is read once. A run installs its count for its thread (ScopedIntraOpThreads), so
+// parallel_for, oneDNN and the native kernels all use the count the run started with.
 #pragma once
 
 #include <string>
 
 namespace kiln {
 
-void set_num_threads(int threads);
-int get_num_threads();
-// Forgets a set_num_threads value so the environment decides again (used by tests).
-void reset_num_threads();
-// Where get_num_threads() took its value from: "api", "KILN_NUM_THREADS", "OMP_NUM_THREADS", "cores".
-std::string num_threads_source();
+struct ThreadCount {
+  int threads = 1;
+  std::string source;  // "KILN_NUM_THREADS", "OMP_NUM_THREADS" or "cores"
+};
+
+// Steps 2-4 from `lookup` (getenv for the process): throws kiln::Error (invalid_argument) naming the
+// variable when a value is zero, negative, too large or not a number.
+using EnvironmentLookup = const char* (*)(const char* name);
+ThreadCount thread_count_from_environment(EnvironmentLookup lookup);
+// The same for this process's environment, read on first use and kept (an invalid value throws on
+// every call, so each caller reports it).
+const ThreadCount& environment_thread_count();
+
 // Cores available to this process (its affinity mask).
 int available_cores();
+
+// The count intra-op work on the calling thread uses: the innermost ScopedIntraOpThreads on this
+// thread, else the process's count.
+int intra_op_threads();
+// The process's count: `threads`, or 0 for the environment's. Only the settings layer calls it,
+// when the global `threads` setting changes.
+void set_process_intra_op_threads(int threads);
+
+// Installs a thread count for the calling thread until destroyed; nests.
+class ScopedIntraOpThreads {
+ public:
+  explicit ScopedIntraOpThreads(int threads);
+  ~ScopedIntraOpThreads();
+  ScopedIntraOpThreads(const ScopedIntraOpThreads&) = delete;
+  ScopedIntraOpThreads& operator=(const ScopedIntraOpThreads&) = delete;
+
+ private:
+  int previous_;
+};
 
 }  // namespace kiln

@@ -16,10 +16,10 @@
 #include "graph/flops.h"
 #include "graph/session.h"
 #include "runtime/threads.h"
-#include "tools/backend_options.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/random_input.h"
+#include "tools/setting_options.h"
 
 namespace kiln {
 namespace {
@@ -70,9 +70,8 @@ std::string json_escape(const std::string& text) {
 }  // namespace
 
 int command_bench(const std::vector<std::string>& args) {
-  const std::vector<OptionSpec> specs = with_backend_options({
+  const std::vector<OptionSpec> specs = with_setting_options({
       {"batch", true, "B: size of symbolic input dims (default 1)"},
-      {"threads", true, "N: intra-op threads (overrides KILN_NUM_THREADS and OMP_NUM_THREADS)"},
       {"warmup", true, "W: untimed runs first (default 5)"},
       {"iters", true, "N: timed runs (default 20)"},
       {"json", false, "print one JSON object instead of text (for scripts)"},
@@ -86,8 +85,7 @@ int command_bench(const std::vector<std::string>& args) {
   }
   KILN_CHECK(parsed.positional.size() == 1, invalid_argument, "kiln bench expects one MODEL path, got ",
              parsed.positional.size());
-  if (parsed.has("threads")) set_num_threads(parsed.int_value("threads", 1, 1, 4096));
-  apply_backend_options(parsed);
+  apply_setting_options(parsed);
   const int batch = parsed.int_value("batch", 1, 1, 1 << 20);
   const int warmup = parsed.int_value("warmup", 5, 0, 1 << 20);
   const int iters = parsed.int_value("iters", 20, 1, 1 << 20);

@@ -13,10 +13,10 @@
 #include "graph/flops.h"
 #include "graph/session.h"
 #include "runtime/threads.h"
-#include "tools/backend_options.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/random_input.h"
+#include "tools/setting_options.h"
 
 namespace kiln {
 namespace {
@@ -54,9 +54,8 @@ std::string shapes_text(const std::vector<Shape>& shapes, const std::vector<Layo
 }  // namespace
 
 int command_explain(const std::vector<std::string>& args) {
-  const std::vector<OptionSpec> specs = with_backend_options({
+  const std::vector<OptionSpec> specs = with_setting_options({
       {"batch", true, "B: size of symbolic input dims (default 1)"},
-      {"threads", true, "N: intra-op threads (overrides KILN_NUM_THREADS and OMP_NUM_THREADS)"},
       {"profile", true, "N: run the plan N times and show each step's median time"},
       {"help", false, "show this help"},
   });
@@ -70,8 +69,7 @@ int command_explain(const std::vector<std::string>& args) {
   }
   KILN_CHECK(parsed.positional.size() == 1, invalid_argument, "kiln explain expects one MODEL path, got ",
              parsed.positional.size());
-  if (parsed.has("threads")) set_num_threads(parsed.int_value("threads", 1, 1, 4096));
-  apply_backend_options(parsed);
+  apply_setting_options(parsed);
   const int batch = parsed.int_value("batch", 1, 1, 1 << 20);
   const int profile_runs = parsed.int_value("profile", 0, 0, 1 << 20);
 

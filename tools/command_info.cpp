@@ -1,7 +1,7 @@
 // `kiln info`: what this build is and what it can use here.
 #include <cstdio>
 
-#include "backends/control.h"
+#include "backends/backends.h"
 #include "backends/selection.h"
 #include "core/version.h"
 #include "ops/op_schema.h"
@@ -9,6 +9,7 @@
 #include "runtime/threads.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
+#include "tools/setting_options.h"
 
 namespace kiln {
 namespace {
@@ -24,32 +25,57 @@ std::string describe_isa_choice() {
   return text + ")";
 }
 
+// One line per setting: its value on this thread and what the settings table says of it.
+void print_settings() {
+  const std::vector<std::pair<std::string, std::string>> values = backends::current();
+  std::printf("settings (name = value: type, default, plan-affecting, environment):\n");
+  for (size_t i = 0; i < values.size(); ++i) {
+    const SettingSlot& slot = setting_slots()[i];
+    const SettingRow& row = *slot.row;
+    std::string type(setting_type_name(row.type));
+    if (row.type == SettingType::integer) type += str_cat(" ", row.min, "..", row.max);
+    const std::string fallback =
+        row.type == SettingType::sink ? "stdout" : setting_value_text(slot, row.default_value);
+    std::printf("  %s = %s: %s, default %s%s%s\n", values[i].first.c_str(), values[i].second.c_str(),
+                type.c_str(), fallback.c_str(), row.changes_plan ? ", changes the plan" : "",
+                row.env.empty() ? "" : str_cat(", ", row.env).c_str());
+  }
+}
+
 }  // namespace
 
 int command_info(const std::vector<std::string>& args) {
-  const std::vector<OptionSpec> specs = {{"help", false, "show this help"}};
+  const std::vector<OptionSpec> specs = with_setting_options(
+      {{"settings", false, "list every setting with its value, type, default and environment variable"},
+       {"help", false, "show this help"}});
   const ParsedArgs parsed = parse_args("info", args, specs);
   if (parsed.has("help")) {
     std::printf(
-        "usage: kiln info\n\nPrints kiln's version, build configuration, backends, CPU capability, the ISA "
-        "tier kernels use (KILN_ISA=baseline|avx2|avx512|avx512_bf16|amx caps it) and thread settings.\n\n%s",
+        "usage: kiln info [--settings] [settings options]\n\nPrints kiln's version, build configuration, "
+        "backends, "
+        "CPU capability, the ISA tier kernels use (KILN_ISA=baseline|avx2|avx512|avx512_bf16|amx caps it) "
+        "and "
+        "thread settings, with the settings options applied.\n\n%s",
         options_help(specs).c_str());
     return 0;
   }
+  apply_setting_options(parsed);
+  const Settings settings = current_settings();
   const CpuCapability& cpu = cpu_capability();
   std::printf("kiln %s\n", std::string(kiln_version()).c_str());
   std::printf("build: %s\n", std::string(build_configuration()).c_str());
   std::printf("backends:\n");
-  for (const Backend* backend : all_backends()) {
+  for (int i = 0; i < kBackendCount; ++i) {
+    const Backend* backend = all_backends()[i];
     std::printf("  %-8s %-13s %-9s version %s\n", std::string(backend->name()).c_str(),
                 backend->is_available() ? "available" : "unavailable",
-                backend_enabled(backend->name()) ? "enabled" : "disabled", backend->version().c_str());
+                settings.backend_enabled(i) ? "enabled" : "disabled", backend->version().c_str());
   }
   std::printf("  cuda     not built\n");
   std::printf("blas library: %s\n", backends::blas::library().c_str());
   std::printf("oneDNN primitive cache: %d of %d entries\n", backends::onednn::primitive_cache::size(),
               backends::onednn::primitive_cache::capacity());
-  std::printf("settings: %s\n", current_settings().plan_fingerprint().c_str());
+  std::printf("plan settings: %s\n", settings.describe_plan_settings().c_str());
   std::printf("ops: %zu (ONNX opsets 7-17)\n", all_op_schemas().size());
   std::string extensions;
   for (const std::string& extension : cpu.extensions()) extensions += " " + extension;
@@ -64,6 +90,7 @@ int command_info(const std::vector<std::string>& args) {
 #else
   std::printf("threads: 1 (built without OpenMP)\n");
 #endif
+  if (parsed.has("settings")) print_settings();
   return 0;
 }
 

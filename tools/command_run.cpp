@@ -6,11 +6,11 @@
 #include "core/error.h"
 #include "graph/session.h"
 #include "runtime/threads.h"
-#include "tools/backend_options.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/npy.h"
 #include "tools/random_input.h"
+#include "tools/setting_options.h"
 
 namespace kiln {
 namespace {
@@ -42,10 +42,9 @@ std::string file_name_for(const std::string& name) {
 }  // namespace
 
 int command_run(const std::vector<std::string>& args) {
-  const std::vector<OptionSpec> specs = with_backend_options({
+  const std::vector<OptionSpec> specs = with_setting_options({
       {"input", true, "NAME=FILE.npy: feed an input from a .npy file (repeatable)"},
       {"output-dir", true, "DIR: write each output as DIR/<name>.npy"},
-      {"threads", true, "N: intra-op threads (overrides KILN_NUM_THREADS and OMP_NUM_THREADS)"},
       {"help", false, "show this help"},
   });
   const ParsedArgs parsed = parse_args("run", args, specs);
@@ -58,8 +57,7 @@ int command_run(const std::vector<std::string>& args) {
   }
   KILN_CHECK(parsed.positional.size() == 1, invalid_argument, "kiln run expects one MODEL path, got ",
              parsed.positional.size(), " (see kiln run --help)");
-  if (parsed.has("threads")) set_num_threads(parsed.int_value("threads", 1, 1, 4096));
-  apply_backend_options(parsed);
+  apply_setting_options(parsed);
   get_num_threads();  // reject a malformed KILN_NUM_THREADS/OMP_NUM_THREADS before loading anything
 
   Session session(parsed.positional[0]);

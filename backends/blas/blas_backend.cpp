@@ -3,19 +3,46 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "backends/native/kernel_util.h"
-#include "runtime/threads.h"
+#include "runtime/call_log.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace kiln {
 namespace {
 
-// OpenBLAS keeps one process-wide thread count; kiln's setting is applied before each call.
-void apply_thread_count() {
-  const int threads = get_num_threads();
-  if (openblas_get_num_threads() != threads) openblas_set_num_threads(threads);
+// BLAS takes only tiny products (below kBlasMaxMultiplyAdds), which one thread runs fastest. The
+// count is set once, and the calling thread's OpenMP team size, which openblas_set_num_threads
+// also sets, is put back.
+void use_one_blas_thread() {
+  static const bool once = [] {
+#ifdef _OPENMP
+    const int team = omp_get_max_threads();
+#endif
+    openblas_set_num_threads(1);
+#ifdef _OPENMP
+    omp_set_num_threads(team);
+#endif
+    return true;
+  }();
+  (void)once;
+}
+
+// MKL_VERBOSE's SGEMM line, as kiln's: one per cblas_sgemm call.
+void log_sgemm(const CallLog& log, bool trans_a, bool trans_b, blasint m, blasint n, blasint k, blasint lda,
+               blasint ldb, blasint ldc, double milliseconds) {
+  char ms[32];
+  std::snprintf(ms, sizeof ms, "%.4f", milliseconds);
+  log.write(str_cat("kiln_verbose,call,blas,cblas_sgemm,float32,trans:", trans_a ? 'T' : 'N',
+                    trans_b ? 'T' : 'N', ",m:", m, " n:", n, " k:", k, ",ld:", lda, ";", ldb, ";", ldc,
+                    ",threads:", openblas_get_num_threads(), ",", ms));
 }
 
 // C[M, N] = alpha * op(A) x op(B) (+ beta * C) for `batch` products; A and B advance by their
@@ -28,14 +55,21 @@ struct GemmShape {
 };
 
 void run_gemm(const GemmShape& g, const float* a, const float* b, float* c) {
-  apply_thread_count();
+  const blasint m = static_cast<blasint>(g.m), n = static_cast<blasint>(g.n), k = static_cast<blasint>(g.k);
   const blasint lda = static_cast<blasint>(g.trans_a ? g.m : g.k);
   const blasint ldb = static_cast<blasint>(g.trans_b ? g.k : g.n);
+  const CallLog* log = call_log();
+  if (log != nullptr && !log->wants("blas")) log = nullptr;
   for (int64_t i = 0; i < g.batch; ++i) {
+    const auto start =
+        log != nullptr ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans,
-                static_cast<blasint>(g.m), static_cast<blasint>(g.n), static_cast<blasint>(g.k), g.alpha,
-                a + i * g.a_batch_stride, lda, b + i * g.b_batch_stride, ldb, 0.0f, c + i * g.m * g.n,
-                static_cast<blasint>(g.n));
+                m, n, k, g.alpha, a + i * g.a_batch_stride, lda, b + i * g.b_batch_stride, ldb, 0.0f,
+                c + i * g.m * g.n, n);
+    if (log != nullptr) {
+      log_sgemm(*log, g.trans_a, g.trans_b, m, n, k, lda, ldb, n,
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
   }
 }
 
@@ -112,6 +146,7 @@ KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs
 
 class BlasBackend final : public Backend {
  public:
+  BlasBackend() { use_one_blas_thread(); }
   std::string_view name() const override { return "blas"; }
   bool is_available() const override { return true; }
   std::string version() const override {

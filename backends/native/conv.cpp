@@ -21,19 +21,15 @@
 namespace kiln::native {
 namespace {
 
-// Grow-only im2col buffer of the calling thread (kernels stay stateless; threads do not share it).
+// Grow-only im2col buffer of the calling thread (kernels stay stateless; threads do not share it),
+// from the current allocator.
 float* im2col_scratch(size_t count) {
-  struct Buffer {
-    std::unique_ptr<float[]> data;
-    size_t size = 0;
-  };
-  thread_local Buffer buffer;
-  if (buffer.size < count) {
-    buffer.data.reset();
-    buffer.data.reset(new float[count]);
-    buffer.size = count;
+  thread_local AllocatedBlock buffer;
+  if (buffer.data() == nullptr || buffer.size() < count * sizeof(float)) {
+    buffer = AllocatedBlock();
+    buffer = AllocatedBlock(count * sizeof(float));
   }
-  return buffer.data.get();
+  return static_cast<float*>(buffer.data());
 }
 
 // Rows of `cols` are (channel, kd, kh, kw); columns are output positions. Out-of-image taps are 0.
@@ -369,7 +365,7 @@ struct GemmConv {
     const std::vector<PackedA>& packed_weights = packed.empty() ? packed_now : packed;
     // Many independent (image, group) products: one per worker, each running inline. Otherwise
     // one product at a time, each parallel inside.
-    if (images * group > 1 && images * group >= get_num_threads()) {
+    if (images * group > 1 && images * group >= intra_op_threads()) {
       const int64_t cost = 2 * out_per_group() * window.out_size() * depth();
       parallel_for(0, images * group, cost, [&](int64_t begin, int64_t end) {
         for (int64_t item = begin; item < end; ++item) {

@@ -5,6 +5,7 @@
 #include <new>
 
 #include "backends/native/isa_variant.h"
+#include "core/allocator.h"
 #include "runtime/parallel.h"
 
 namespace kiln::native {
@@ -196,31 +197,19 @@ const KernelSet& kernel_set() {
 
 // ---- scratch memory ----------------------------------------------------------------------------
 
-// Grow-only, 64-byte aligned scratch owned by the calling thread, so repeated calls neither
-// allocate nor fault in fresh pages. Kernels stay stateless: each thread has its own.
+// Grow-only scratch owned by the calling thread, from the current allocator (64-byte aligned), so
+// repeated calls neither allocate nor fault in fresh pages. Kernels stay stateless: each thread
+// has its own.
 enum class ScratchSlot { packed_a, packed_b, count };
 
-struct AlignedDeleter {
-  void operator()(float* data) const { ::operator delete[](data, std::align_val_t{kAlignment}); }
-};
-
-float* aligned_floats(size_t count) {
-  return static_cast<float*>(::operator new[](count * sizeof(float), std::align_val_t{kAlignment}));
-}
-
 float* thread_scratch(ScratchSlot slot, size_t count) {
-  struct Buffer {
-    std::unique_ptr<float[], AlignedDeleter> data;
-    size_t size = 0;
-  };
-  thread_local Buffer buffers[static_cast<size_t>(ScratchSlot::count)];
-  Buffer& buffer = buffers[static_cast<size_t>(slot)];
-  if (buffer.size < count) {
-    buffer.data.reset();
-    buffer.data.reset(aligned_floats(count));
-    buffer.size = count;
+  thread_local AllocatedBlock buffers[static_cast<size_t>(ScratchSlot::count)];
+  AllocatedBlock& buffer = buffers[static_cast<size_t>(slot)];
+  if (buffer.data() == nullptr || buffer.size() < count * sizeof(float)) {
+    buffer = AllocatedBlock();
+    buffer = AllocatedBlock(count * sizeof(float));
   }
-  return buffer.data.get();
+  return static_cast<float*>(buffer.data());
 }
 
 // ---- packing -----------------------------------------------------------------------------------
@@ -347,7 +336,8 @@ void MatrixB::pack(int64_t p0, int64_t kc, int64_t j0, int64_t cols, int64_t nr,
 PackedA::PackedA(bool transpose, int64_t m, int64_t k, const float* a, int64_t lda) : m_(m), k_(k) {
   const int64_t mr = kernel_set().mr;
   const size_t count = static_cast<size_t>(std::max<int64_t>(1, round_up(m, mr) * k));
-  data_ = std::shared_ptr<float[]>(aligned_floats(count), AlignedDeleter{});
+  const auto block = std::make_shared<AllocatedBlock>(count * sizeof(float));
+  data_ = std::shared_ptr<float[]>(block, static_cast<float*>(block->data()));
   if (m > 0 && k > 0) pack_a(transpose, {m, 0, k}, a, lda, mr, data_.get());
 }
 

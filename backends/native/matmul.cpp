@@ -74,7 +74,7 @@ KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo>) {
       };
       // Enough products to go round: one per worker, each running inline (attention's many small
       // products). Otherwise one at a time, each parallel inside.
-      if (batches >= get_num_threads()) {
+      if (batches >= intra_op_threads()) {
         parallel_for(0, batches, 2 * m * n * k, multiply);
       } else {
         multiply(0, batches);

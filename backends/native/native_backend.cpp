@@ -18,6 +18,7 @@ class NativeBackend final : public Backend {
   std::string_view name() const override { return "native"; }
   bool is_available() const override { return true; }
   std::string version() const override { return std::string(kiln_version()); }
+  bool can_be_disabled() const override { return false; }  // every op's fallback
 
   KernelOrReason create_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs) const override {
     // The reference kernels stay one op each; the planner runs fused followers as their own steps.

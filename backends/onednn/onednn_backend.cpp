@@ -1,6 +1,8 @@
 #include "backends/onednn/onednn_backend.h"
 
+#include <algorithm>
 #include <array>
+#include <cstdlib>
 
 #include "backends/onednn/onednn_common.h"
 
@@ -35,6 +37,14 @@ class OnednnBackend final : public Backend {
       return create(spec, outputs);
     }
     return KernelOrReason::rejected("no oneDNN kernel for " + spec.op_type);
+  }
+
+  void set_library_verbose(int level) const override {
+    // libdnnl 2.6 has no getter, and a dnnl_set_verbose call made before oneDNN first reads its
+    // environment replaces what the environment asked for: so kiln reads the variables the way
+    // oneDNN does, once, and never goes below that level.
+    level = std::max(level, environment_verbose_level());
+    dnnl::error::wrap_c_api(dnnl_set_verbose(level), "could not set oneDNN's verbose level");
   }
 };
 
@@ -79,8 +89,13 @@ std::string onednn_isa() {
   return failure.empty() ? name : str_cat(name, " (", failure, ")");
 }
 
-void set_onednn_library_verbose(int level) {
-  dnnl::error::wrap_c_api(dnnl_set_verbose(level), "could not set oneDNN's verbose level");
+int environment_verbose_level() {
+  static const int level = [] {
+    const char* text = std::getenv("ONEDNN_VERBOSE");
+    if (text == nullptr) text = std::getenv("DNNL_VERBOSE");
+    return text == nullptr ? 0 : std::max(0, std::atoi(text));  // oneDNN parses it with atoi too
+  }();
+  return level;
 }
 
 int onednn_primitive_cache_size() {

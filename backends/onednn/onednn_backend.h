@@ -15,8 +15,10 @@ const Backend& onednn_backend();
 // why kiln's cap could not be applied where that happened.
 std::string onednn_isa();
 
-// oneDNN's own verbose output (`onednn_verbose,...` lines on stdout): process-wide in oneDNN.
-void set_onednn_library_verbose(int level);
+// The level of oneDNN's own verbose (`onednn_verbose,...` lines on stdout) that the environment
+// asks for: ONEDNN_VERBOSE, else DNNL_VERBOSE, read once as oneDNN reads them. kiln's settings
+// raise oneDNN's level above it for their scopes (Backend::set_library_verbose), never below.
+int environment_verbose_level();
 
 // oneDNN's primitive cache: entries held, the capacity (oneDNN's default 1024), and emptying it.
 // Plans keep their primitives either way; the cache speeds up creating identical ones.

@@ -59,7 +59,7 @@ void apply_thread_count() {
   // omp_set_num_threads only sets the calling thread's value, so every thread running kernels
   // applies it; skipping the call when nothing changed keeps the hot path free of it.
   thread_local int applied = 0;
-  const int threads = get_num_threads();
+  const int threads = intra_op_threads();
   if (threads != applied) {
     omp_set_num_threads(threads);
     applied = threads;
@@ -116,21 +116,19 @@ dnnl::memory reorder_constant(const dnnl::memory::desc& from, const Tensor& valu
 
 namespace {
 
-// A 64-byte-aligned byte buffer that only grows.
+// A byte buffer from the current allocator (64-byte aligned) that only grows.
 class ScratchBuffer {
  public:
   void* reserve(size_t bytes) {
-    if (bytes > size_) {
-      data_.reset(new char[bytes + 64]);
-      size_ = bytes;
+    if (bytes > block_.size() || block_.data() == nullptr) {
+      block_ = AllocatedBlock();  // the old block goes back before the new one is taken
+      block_ = AllocatedBlock(bytes);
     }
-    char* base = data_.get();
-    return base + (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+    return block_.data();
   }
 
  private:
-  std::unique_ptr<char[]> data_;
-  size_t size_ = 0;
+  AllocatedBlock block_;
 };
 
 // A primitive bound to one context: its memories are created once and only their data handles

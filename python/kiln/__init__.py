@@ -1,7 +1,7 @@
 """kiln: an inference runtime for ONNX models with explicit, switchable and observable backends.
 
     import kiln, numpy as np
-    session = kiln.Session("model.onnx")              # options: see kiln.backends.flags
+    session = kiln.Session("model.onnx")              # settings: see kiln.backends.table()
     outputs = session.run({"input": np.zeros((1, 3, 224, 224), np.float32)})
     with kiln.backends.onednn.verbose(1):             # one line per executed step, this scope only
         session.run(...)
@@ -13,18 +13,18 @@ import os as _os
 
 from kiln import _kiln
 from kiln import backends
-from kiln._kiln import get_num_threads, parallel_info, set_num_threads
+from kiln._kiln import get_num_threads, num_threads_source, parallel_info, set_num_threads
 
 __version__ = _kiln.version()
-__all__ = ["Session", "backends", "set_num_threads", "get_num_threads", "parallel_info"]
+__all__ = ["Session", "backends", "set_num_threads", "get_num_threads", "num_threads_source", "parallel_info"]
 
 
 class Session:
-    """A loaded model. `options` are backend settings for this session's runs (the names of
-    kiln.backends.flags); they override the global settings and are overridden by scoped ones."""
+    """A loaded model. Keyword arguments are settings for this session's runs (the names of
+    kiln.backends.table()); they override the global settings and are overridden by scoped ones."""
 
-    def __init__(self, path, **options):
-        self._session = _kiln.Session(_os.fspath(path), options)
+    def __init__(self, path, **settings):
+        self._session = _kiln.Session(_os.fspath(path), settings)
 
     def run(self, inputs):
         """Runs the model on {name: numpy array}; returns {output name: numpy array}."""
@@ -40,6 +40,15 @@ class Session:
     @property
     def outputs(self):
         return self._session.outputs
+
+    def clear_autotune_cache(self):
+        """Forgets autotune's choices (kept per session, bounded): plans built afterwards time their
+        candidates again."""
+        self._session.clear_autotune_cache()
+
+    @property
+    def autotune_cache_size(self):
+        return self._session.autotune_cache_size
 
     def explain(self, inputs):
         """The plan for these inputs: per step op, node, backend, kernel, note and refusals."""

@@ -1,15 +1,20 @@
 """kiln.backends: what each backend is and how kiln uses it, in the shape of torch.backends.
 
-Every setting is global (an attribute or set_* call) or scoped to a `with` block on the calling
-thread (a context manager); scopes nest and restore exactly, also when an exception leaves them.
+Every setting is a row of kiln's one settings table (`table()` lists them: name, type, default,
+range, whether it changes the plan, environment variable, help). Each is global (an attribute or
+set_settings) or scoped to a `with` block on the calling thread (settings()); scopes nest and
+restore exactly, also when an exception leaves them. Sessions take the same names:
+kiln.Session(path, deterministic=True).
 
     kiln.backends.onednn.enabled = False              # global
-    with kiln.backends.flags(onednn=False):            # this thread, this block
+    kiln.backends.deterministic = True                 # global
+    with kiln.backends.settings(onednn_enabled=False): # this thread, this block
+    with kiln.backends.settings(threads=1):            # runs started in the block use 1 thread
     with kiln.backends.onednn.verbose(1):              # kiln's lines for oneDNN steps + oneDNN's own
     with kiln.backends.verbose(1, sink=lines.append):  # every step, to a callback
-    with kiln.backends.flags(precision="bf16"):        # conv and matmul in bf16 (AMX here)
+    with kiln.backends.settings(precision="bf16"):     # conv and matmul in bf16 where the CPU has it
 
-docs/backends.md lists every setting, its default and its environment variable.
+KILN_VERBOSE sets the verbose level at start-up. docs/backends.md lists every setting.
 """
 import sys as _sys
 import types as _types
@@ -17,120 +22,121 @@ import types as _types
 from kiln import _kiln
 
 _b = _kiln.backends
+_ROWS = _b.setting_rows()
+_GLOBAL_ROWS = [row for row in _ROWS if row["backend"] is None]
+# Module attributes for global rows; verbose is a context manager instead, as in torch.backends.
+_ATTRIBUTE_ROWS = {row["name"] for row in _GLOBAL_ROWS if row["name"] not in ("verbose", "verbose_sink")}
 
 
-def flags(**options):
-    """A context manager overriding settings on this thread: onednn, blas (enabled), precision,
-    conv_precision, matmul_precision ('fp32'/'bf16'), deterministic, autotune (candidates per node,
-    0 = off), verbose, onednn_verbose, blas_verbose (0-2) and verbose_sink (None = stdout, a path,
-    or a callable taking one line)."""
-    return _b.flags(**options)
+def table():
+    """Every setting: [{"name", "type", "default", "min", "max", "changes_plan", "backend", "row",
+    "env", "help", "cli"}], backends expanded ("onednn_enabled", "blas_enabled", ...)."""
+    return [dict(row) for row in _ROWS]
 
 
-def set_flags(**options):
-    """Changes the global settings (same names as flags())."""
-    _b.set_flags(**options)
+def settings(**values):
+    """A context manager overriding settings on this thread, by table name (see table()), plus
+    `precision` for both conv_precision and matmul_precision. verbose_sink is None (stdout), a path
+    or a callable taking one line."""
+    return _b.settings(**values)
 
 
-def verbose(level, sink=None):
-    """Context manager: kiln's verbose lines for every backend at `level` (1: executed steps,
-    2: planned steps too), to `sink` (None: standard output, a path, or a callable)."""
-    options = {"verbose": level}
-    if sink is not None:
-        options["verbose_sink"] = sink
-    return _b.flags(**options)
-
-
-def set_verbose(level, sink=None):
-    options = {"verbose": level}
-    if sink is not None:
-        options["verbose_sink"] = sink
-    _b.set_flags(**options)
+def set_settings(**values):
+    """Changes the global settings (same names as settings())."""
+    _b.set_settings(**values)
 
 
 def current():
-    """The settings this thread's runs would use now, as a dict."""
+    """Every setting's value as this thread's runs would see it now, as a dict."""
     return _b.current()
 
 
+def verbose(level, sink=None):
+    """Context manager: kiln's verbose lines for every backend at `level` (1: executed steps and
+    library calls, 2: planned steps too), to `sink` (None: standard output, a path, or a callable)."""
+    values = {"verbose": level}
+    if sink is not None:
+        values["verbose_sink"] = sink
+    return _b.settings(**values)
+
+
+def set_verbose(level, sink=None):
+    values = {"verbose": level}
+    if sink is not None:
+        values["verbose_sink"] = sink
+    _b.set_settings(**values)
+
+
 class _Backend:
-    def __init__(self, name, version, available, can_disable=True):
-        self._name = name
-        self._version = version
-        self._available = available
-        self._can_disable = can_disable
+    """One backend: its facts, and its per-backend settings (the table's per-backend rows) as
+    attributes (`enabled`), plus verbose(level) as a context manager."""
+
+    def __init__(self, info):
+        self._name = info["name"]
+        self._info = info
+        self._rows = {row["row"] for row in _ROWS if row["backend"] == self._name}
 
     def is_built(self):
-        return True
+        return self._info["built"]
 
     def is_available(self):
-        return self._available()
+        return self._info["available"]
 
     def version(self):
-        return self._version()
+        return self._info["version"]
 
-    @property
-    def enabled(self):
-        return _b.current()[self._name]
+    def settings(self, **values):
+        """Context manager: this backend's settings by row name, e.g. settings(enabled=False)."""
+        return _b.settings(**{self._qualified(row): value for row, value in values.items()})
 
-    @enabled.setter
-    def enabled(self, value):
-        _b.set_flags(**{self._name: value})
+    def verbose(self, level):
+        """Context manager: kiln's lines for this backend's steps and calls at `level`; for oneDNN also
+        oneDNN's own verbose, which is process-wide: it runs at the highest level any open scope, the
+        global setting or ONEDNN_VERBOSE asks for."""
+        return _b.settings(**{self._qualified("verbose"): level})
 
-    def flags(self, enabled=True):
-        """Context manager: this backend enabled or not in kernel selection, on this thread."""
-        return _b.flags(**{self._name: enabled})
+    def set_verbose(self, level):
+        _b.set_settings(**{self._qualified("verbose"): level})
+
+    def _qualified(self, row):
+        if row not in self._rows:
+            raise ValueError(f"unknown setting '{row}' of backend {self._name} (known: {', '.join(sorted(self._rows))})")
+        return f"{self._name}_{row}"
+
+    def __getattr__(self, row):
+        if row.startswith("_") or row not in self.__dict__.get("_rows", ()):
+            raise AttributeError(row)
+        return _b.current()[self._qualified(row)]
+
+    def __setattr__(self, row, value):
+        if row.startswith("_"):
+            object.__setattr__(self, row, value)
+        else:
+            _b.set_settings(**{self._qualified(row): value})
 
     def __repr__(self):
         return f"<kiln backend {self._name} {self.version()}>"
 
 
 class _Onednn(_Backend):
-    def __init__(self):
-        super().__init__("onednn", _b.onednn_version, _b.onednn_available)
-        self.primitive_cache = _PrimitiveCache()
+    def __init__(self, info):
+        super().__init__(info)
+        self._primitive_cache = _PrimitiveCache()
+
+    @property
+    def primitive_cache(self):
+        return self._primitive_cache
 
     def isa(self):
         """The ISA oneDNN dispatches up to, in oneDNN's names ("avx2", "avx512_core_bf16"): the CPU's
         best, capped with kiln's tier (`kiln.backends.cpu.isa()`)."""
         return _b.onednn_isa()
 
-    def verbose(self, level):
-        """Context manager: kiln's lines for oneDNN steps and oneDNN's own verbose (`onednn_verbose,...`
-        on stdout). oneDNN's is process-wide: other threads see it while the block runs."""
-        return _b.flags(onednn_verbose=level)
-
-    def set_verbose(self, level):
-        _b.set_flags(onednn_verbose=level)
-
 
 class _Blas(_Backend):
-    def __init__(self):
-        super().__init__("blas", _b.blas_version, _b.blas_available)
-
     def library(self):
         """The BLAS library and its build configuration."""
         return _b.blas_library()
-
-    def verbose(self, level):
-        """Context manager: a line per call kiln makes into BLAS."""
-        return _b.flags(blas_verbose=level)
-
-    def set_verbose(self, level):
-        _b.set_flags(blas_verbose=level)
-
-
-class _Native(_Backend):
-    def __init__(self):
-        super().__init__("native", _b.native_version, lambda: True)
-
-    @property
-    def enabled(self):
-        return True
-
-    @enabled.setter
-    def enabled(self, value):
-        _b.set_flags(native=value)  # raises ValueError for False
 
 
 class _PrimitiveCache:
@@ -153,6 +159,42 @@ class _PrimitiveCache:
         _b.clear_primitive_cache()
 
 
+class _Allocator:
+    """Where kiln's tensors, arenas and scratch buffers take memory from. "default" (aligned
+    operator new) and "counting" (the default plus totals: counts()) are registered; C++ code can
+    register and select others (kiln::backends::set_allocator)."""
+
+    def name(self):
+        return _b.allocator()
+
+    def use(self, name):
+        """Selects a registered allocator; memory already handed out goes back where it came from."""
+        _b.set_allocator(name)
+
+    def registered(self):
+        return _b.registered_allocators()
+
+    def counts(self):
+        """The "counting" allocator's totals: allocations, bytes, live_bytes, peak_live_bytes."""
+        return _b.allocation_counts()
+
+    def reset_counts(self):
+        _b.reset_allocation_counts()
+
+
+_SPECIAL = {"onednn": _Onednn, "blas": _Blas}
+_BACKENDS = {info["name"]: _SPECIAL.get(info["name"], _Backend)(info) for info in _b.backend_list()}
+
+
+def list_backends():
+    """The backends kiln was built with, in kernel-selection preference order."""
+    return list(_BACKENDS.values())
+
+
+onednn = _BACKENDS["onednn"]
+blas = _BACKENDS["blas"]
+native = _BACKENDS["native"]
+allocator = _Allocator()
 cpu = _types.SimpleNamespace(
     is_available=lambda: True,
     capability=_b.cpu_capability,
@@ -166,45 +208,21 @@ openmp = _types.SimpleNamespace(
     version=_b.openmp_version,
 )
 cuda = _types.SimpleNamespace(is_built=lambda: False, is_available=lambda: False)
-onednn = _Onednn()
-blas = _Blas()
-native = _Native()
 
 
 class _BackendsModule(_types.ModuleType):
-    """Module attributes that read and write global settings."""
+    """Module attributes for the global settings (kiln.backends.deterministic = True)."""
 
-    @property
-    def deterministic(self):
-        return _b.current()["deterministic"]
+    def __getattr__(self, name):
+        if name in _ATTRIBUTE_ROWS:
+            return _b.current()[name]
+        raise AttributeError(f"module 'kiln.backends' has no attribute '{name}'")
 
-    @deterministic.setter
-    def deterministic(self, value):
-        _b.set_flags(deterministic=value)
-
-    @property
-    def autotune(self):
-        return _b.current()["autotune"]
-
-    @autotune.setter
-    def autotune(self, value):
-        _b.set_flags(autotune=value)
-
-    @property
-    def conv_precision(self):
-        return _b.current()["conv_precision"]
-
-    @conv_precision.setter
-    def conv_precision(self, value):
-        _b.set_flags(conv_precision=value)
-
-    @property
-    def matmul_precision(self):
-        return _b.current()["matmul_precision"]
-
-    @matmul_precision.setter
-    def matmul_precision(self, value):
-        _b.set_flags(matmul_precision=value)
+    def __setattr__(self, name, value):
+        if name in _ATTRIBUTE_ROWS:
+            _b.set_settings(**{name: value})
+        else:
+            super().__setattr__(name, value)
 
 
 _sys.modules[__name__].__class__ = _BackendsModule

@@ -130,7 +130,7 @@ TensorMap demo_inputs() {
 
 TEST(RunAllocations, OnlyOutputsAfterWarmUp) {
   for (int threads : {1, 2}) {
-    set_num_threads(threads);
+    const ScopedThreads scoped(threads);
     Session session(demo_model());
     LibraryMarker marker;
     session.add_observer(&marker);
@@ -149,12 +149,11 @@ TEST(RunAllocations, OnlyOutputsAfterWarmUp) {
     EXPECT_LE(counts.library, kRuns * 8 * 7);
     session.remove_observer(&marker);
   }
-  reset_num_threads();
 }
 
 TEST(RunAllocations, FourConcurrentRunsAllocateOnlyOutputs) {
-  set_num_threads(1);
-  Session session(demo_model());
+  // A session setting, so the runs on every thread below take it.
+  Session session(demo_model(), Settings().set("threads", 1));
   LibraryMarker marker;
   session.add_observer(&marker);
   const TensorMap inputs = demo_inputs();
@@ -194,7 +193,6 @@ TEST(RunAllocations, FourConcurrentRunsAllocateOnlyOutputs) {
       << "per run " << counts.kiln() / (kThreads * kRuns) << " allocations outside libraries (outputs need "
       << for_outputs << "), " << counts.library / (kThreads * kRuns) << " inside libraries";
   session.remove_observer(&marker);
-  reset_num_threads();
 }
 
 }  // namespace

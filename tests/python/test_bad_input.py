@@ -87,8 +87,9 @@ def test_unknown_option(kiln_bin, demo_model):
     expect_error(kiln_bin, "run", demo_model, "--frobnicate", mentions=["--frobnicate"])
 
 
-def test_bad_thread_count(kiln_bin, demo_model):
-    expect_error(kiln_bin, "run", demo_model, "--threads", "0", mentions=["--threads"])
+@pytest.mark.parametrize("count", ["-1", "two", "5000"])
+def test_bad_thread_count(kiln_bin, demo_model, count):
+    expect_error(kiln_bin, "run", demo_model, "--threads", count, mentions=["--threads", count])
 
 
 def test_malformed_npy(kiln_bin, demo_model, tmp_path):

@@ -25,9 +25,7 @@ def seeded_input(name, batch=1):
 
 @pytest.fixture
 def kiln(kiln_module):
-    yield kiln_module
-    kiln_module._kiln.backends.reset_flags()
-    kiln_module.set_num_threads(kiln_module.get_num_threads())
+    return kiln_module
 
 
 @pytest.mark.parametrize("name", export_models.ALL)
@@ -35,16 +33,12 @@ def test_deterministic_mode_is_bitwise_stable(name, kiln, model_cache):
     path = export_models.cached_export(name, model_cache, 13)
     session = kiln.Session(path, deterministic=True)
     x = {"input": seeded_input(name)}
-    threads = kiln.get_num_threads()
-    try:
-        kiln.set_num_threads(2)
+    with kiln.backends.settings(threads=2):
         first = session.run(x)["output"]
         for run in range(DETERMINISTIC_RUNS - 1):
             assert np.array_equal(session.run(x)["output"], first), f"run {run + 2} differs"
-        kiln.set_num_threads(1)
+    with kiln.backends.settings(threads=1):
         assert np.array_equal(session.run(x)["output"], first), "1 thread differs from 2"
-    finally:
-        kiln.set_num_threads(threads)
 
 
 def relative_l2(actual, expected):

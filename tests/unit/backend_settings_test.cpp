@@ -7,12 +7,14 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
 #include "backends/autotune.h"
-#include "backends/control.h"
+#include "backends/backends.h"
 #include "backends/selection.h"
+#include "global_settings_guard.h"
 #include "graph/session.h"
 #include "graph_builder.h"
 #include "runtime/cpu_info.h"
@@ -24,15 +26,13 @@ namespace {
 using testing::conv_attrs;
 using testing::GraphBuilder;
 using testing::random_tensor;
+using testing::ScopedGlobalSettings;
 
-// Restores the global settings whatever a test changed.
-class BackendSettingsTest : public ::testing::Test {
- protected:
-  void TearDown() override {
-    reset_flags();
-    reset_num_threads();
-  }
-};
+using BackendSettingsTest = ::testing::Test;
+
+Settings with(std::string_view name, int value) {
+  return Settings().set_by_name(name, value);
+}
 
 // Collects verbose lines; `lines_of("exec")` keeps one kind.
 class LineCollector {
@@ -92,65 +92,71 @@ size_t executed_steps(const Plan& plan) {
 }
 
 TEST_F(BackendSettingsTest, GuardsNestAndRestoreExactly) {
-  EXPECT_TRUE(backends::onednn::enabled());
+  EXPECT_EQ(backends::get("onednn_enabled"), 1);
   {
-    ScopedFlags outer({.onednn = false, .verbose = 1});
-    EXPECT_FALSE(backends::onednn::enabled());
-    EXPECT_EQ(backends::verbose(), 1);
+    ScopedSettings outer(Settings().set_by_name("onednn_enabled", 0).set("verbose", 1));
+    EXPECT_EQ(backends::get("onednn_enabled"), 0);
+    EXPECT_EQ(backends::get("verbose"), 1);
     {
-      ScopedFlags inner({.onednn = true, .deterministic = true});
-      EXPECT_TRUE(backends::onednn::enabled());
-      EXPECT_TRUE(backends::deterministic());
-      EXPECT_EQ(backends::verbose(), 1);  // inherited from the outer guard
+      ScopedSettings inner(Settings().set_by_name("onednn_enabled", 1).set("deterministic", 1));
+      EXPECT_EQ(backends::get("onednn_enabled"), 1);
+      EXPECT_EQ(backends::get("deterministic"), 1);
+      EXPECT_EQ(backends::get("verbose"), 1);  // inherited from the outer guard
     }
-    EXPECT_FALSE(backends::onednn::enabled());
-    EXPECT_FALSE(backends::deterministic());
+    EXPECT_EQ(backends::get("onednn_enabled"), 0);
+    EXPECT_EQ(backends::get("deterministic"), 0);
   }
-  EXPECT_TRUE(backends::onednn::enabled());
-  EXPECT_EQ(backends::verbose(), 0);
+  EXPECT_EQ(backends::get("onednn_enabled"), 1);
+  EXPECT_EQ(backends::get("verbose"), 0);
 }
 
 TEST_F(BackendSettingsTest, GuardsRestoreWhenAnExceptionLeavesTheScope) {
   try {
-    backends::ScopedPrecision bf16(Precision::bf16);
-    backends::ScopedAutotune autotune(3);
-    EXPECT_EQ(backends::precision("conv"), Precision::bf16);
+    ScopedSettings bf16(with("precision", static_cast<int>(Precision::bf16)));
+    ScopedSettings autotune(Settings().set("autotune", 1).set("autotune_limit", 3));
+    EXPECT_EQ(current_settings().precision("conv_precision"), Precision::bf16);
     throw std::runtime_error("leaving");
   } catch (const std::runtime_error&) {
   }
-  EXPECT_EQ(backends::precision("conv"), Precision::fp32);
-  EXPECT_EQ(backends::precision("matmul"), Precision::fp32);
-  EXPECT_EQ(backends::autotune(), 0);
+  EXPECT_EQ(current_settings().precision("conv_precision"), Precision::fp32);
+  EXPECT_EQ(current_settings().precision("matmul_precision"), Precision::fp32);
+  EXPECT_EQ(backends::get("autotune"), 0);
+  EXPECT_EQ(backends::get("autotune_limit"), 10);
 }
 
 TEST_F(BackendSettingsTest, AGuardIsSeenOnlyByItsThreadAGlobalByAll) {
-  backends::onednn::ScopedEnabled off(false);
-  bool other_thread_sees_enabled = false;
-  std::thread([&] { other_thread_sees_enabled = backends::onednn::enabled(); }).join();
-  EXPECT_TRUE(other_thread_sees_enabled);
-  EXPECT_FALSE(backends::onednn::enabled());
+  ScopedSettings off(with("onednn_enabled", 0));
+  int other_thread_sees_enabled = 0;
+  std::thread([&] { other_thread_sees_enabled = backends::get("onednn_enabled"); }).join();
+  EXPECT_EQ(other_thread_sees_enabled, 1);
+  EXPECT_EQ(backends::get("onednn_enabled"), 0);
 
-  backends::set_deterministic(true);
-  bool other_thread_sees_deterministic = false;
-  std::thread([&] { other_thread_sees_deterministic = backends::deterministic(); }).join();
-  EXPECT_TRUE(other_thread_sees_deterministic);
+  ScopedGlobalSettings restore;
+  backends::set("deterministic", 1);
+  int other_thread_sees_deterministic = 0;
+  std::thread([&] { other_thread_sees_deterministic = backends::get("deterministic"); }).join();
+  EXPECT_EQ(other_thread_sees_deterministic, 1);
 }
 
-TEST_F(BackendSettingsTest, InvalidFlagsAreRejectedWithTheirName) {
-  const auto message = [](const Flags& flags) {
+TEST_F(BackendSettingsTest, InvalidSettingsAreRejectedWithTheirName) {
+  const auto message = [](std::string_view name, int value) {
     try {
-      ScopedFlags guard(flags);
+      ScopedSettings guard(with(name, value));
     } catch (const Error& error) {
       return std::string(error.what());
     }
     return std::string("no error");
   };
-  EXPECT_NE(message({.native = false}).find("native backend cannot be disabled"), std::string::npos);
-  EXPECT_NE(message({.autotune = -1}).find("'autotune'"), std::string::npos);
-  EXPECT_NE(message({.verbose = 3}).find("'verbose'"), std::string::npos);
-  EXPECT_NE(message({.blas_verbose = -1}).find("'blas_verbose'"), std::string::npos);
-  EXPECT_THROW(parse_precision("fp16", "precision"), Error);
-  EXPECT_THROW(backends::precision("attention"), Error);
+  EXPECT_NE(message("native_enabled", 0).find("native backend cannot be disabled"), std::string::npos);
+  EXPECT_NE(message("autotune_limit", -1).find("'autotune_limit'"), std::string::npos);
+  EXPECT_NE(message("verbose", 3).find("'verbose'"), std::string::npos);
+  EXPECT_NE(message("blas_verbose", -1).find("'blas_verbose'"), std::string::npos);
+  EXPECT_NE(message("threads", kMaxThreads + 1).find("'threads'"), std::string::npos);
+  EXPECT_NE(message("deterministic", 2).find("'deterministic'"), std::string::npos);
+  const std::string unknown = message("attention", 1);
+  EXPECT_NE(unknown.find("unknown setting 'attention'"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("conv_precision"), std::string::npos) << unknown;  // lists the known names
+  EXPECT_THROW(parse_setting_value(find_setting("conv_precision"), "fp16", "precision"), Error);
 }
 
 TEST_F(BackendSettingsTest, DisablingOnednnInAScopeReplansOnceAndKeepsResults) {
@@ -161,7 +167,7 @@ TEST_F(BackendSettingsTest, DisablingOnednnInAScopeReplansOnceAndKeepsResults) {
   Tensor reference;
   std::shared_ptr<const Plan> native_plan;
   {
-    backends::onednn::ScopedEnabled off(false);
+    ScopedSettings off(with("onednn_enabled", 0));
     reference = run_once(session, x);
     native_plan = session.plan_for({x.shape()});
     EXPECT_EQ(session.plan_for({x.shape()}), native_plan);  // built once per configuration
@@ -185,18 +191,18 @@ TEST_F(BackendSettingsTest, VerboseOnlyChangesLinesNotPlans) {
   const std::shared_ptr<const Plan> plan = session.plan_for({x.shape()});
   LineCollector lines;
   {
-    ScopedFlags verbose({.verbose = 1, .verbose_sink = lines.sink()});
+    ScopedSettings verbose(Settings().set("verbose", 1).set_verbose_sink(lines.sink()));
     run_once(session, x);
     EXPECT_EQ(session.plan_for({x.shape()}), plan);
   }
   const std::vector<std::string> exec = lines.lines_of("exec");
   ASSERT_EQ(exec.size(), executed_steps(*plan));
-  // kiln_verbose,exec,<backend>,<op>,<node>,<kernel>,<layouts>,<shapes>,<fused>,<ms>
+  // kiln_verbose,exec,<backend>,<op>,<node>,<kernel>,<dtypes>,<layouts>,<shapes>,<fused>,<ms>
   const std::string& first = exec.front();
-  EXPECT_EQ(std::count(first.begin(), first.end(), ','), 9) << first;
+  EXPECT_EQ(std::count(first.begin(), first.end(), ','), 10) << first;
   const PlanStep& step0 = plan->steps()[0];
   EXPECT_NE(first.find(str_cat(",", step0.record.backend, ",", step0.record.op_type, ",",
-                               step0.record.node_name, ",", step0.record.kernel, ",")),
+                               step0.record.node_name, ",", step0.record.kernel, ",in:float32 out:float32,")),
             std::string::npos)
       << first;
 }
@@ -206,10 +212,10 @@ TEST_F(BackendSettingsTest, ProfilingSessionPrintsExactlyOneRun) {
   Session session(small_cnn());
   const Tensor x = random_tensor({1, 3, 16, 16}, 3);
   LineCollector lines;
-  backends::set_verbose_sink(lines.sink());
+  ScopedSettings sink(Settings().set_verbose_sink(lines.sink()));
   for (int i = 0; i < 100; ++i) run_once(session, x);
   {
-    backends::ScopedVerbose verbose(1);
+    ScopedSettings verbose(with("verbose", 1));
     run_once(session, x);
   }
   for (int i = 0; i < 100; ++i) run_once(session, x);
@@ -230,7 +236,7 @@ TEST_F(BackendSettingsTest, CascadedModelsPrintOnlyTheMiddleOne) {
   const Tensor y1 = run_once(m1, x);
   Tensor y2;
   {
-    ScopedFlags verbose({.verbose = 1, .verbose_sink = lines.sink()});
+    ScopedSettings verbose(Settings().set("verbose", 1).set_verbose_sink(lines.sink()));
     y2 = run_once(m2, y1);
   }
   run_once(m3, y2);
@@ -239,9 +245,9 @@ TEST_F(BackendSettingsTest, CascadedModelsPrintOnlyTheMiddleOne) {
   for (const std::string& line : exec) EXPECT_NE(line.find(",m2_"), std::string::npos) << line;
 }
 
-TEST_F(BackendSettingsTest, SessionOptionsApplyToThatSessionOnly) {
+TEST_F(BackendSettingsTest, SessionSettingsApplyToThatSessionOnly) {
   LineCollector lines;
-  Session loud(small_cnn(), Flags{.verbose = 1, .verbose_sink = lines.sink()});
+  Session loud(small_cnn(), Settings().set("verbose", 1).set_verbose_sink(lines.sink()));
   Session quiet(small_cnn());
   const Tensor x = random_tensor({1, 3, 16, 16}, 3);
   run_once(quiet, x);
@@ -249,7 +255,7 @@ TEST_F(BackendSettingsTest, SessionOptionsApplyToThatSessionOnly) {
   run_once(loud, x);
   EXPECT_EQ(lines.lines_of("exec").size(), executed_steps(*loud.plan_for({x.shape()})));
   {
-    backends::ScopedVerbose off(0);  // a scoped guard overrides the session's option
+    ScopedSettings off(with("verbose", 0));  // a scoped guard overrides the session's setting
     run_once(loud, x);
   }
   EXPECT_EQ(lines.lines_of("exec").size(), executed_steps(*loud.plan_for({x.shape()})));
@@ -262,9 +268,10 @@ TEST_F(BackendSettingsTest, ConcurrentRunsSeeTheirOwnThreadsGuards) {
   const Tensor x = random_tensor({1, 3, 16, 16}, 3);
   run_once(session, x);
   LineCollector lines;
-  backends::set_verbose_sink(lines.sink());
+  ScopedGlobalSettings restore;
+  backends::set_verbose_sink(lines.sink());  // global: the other thread writes to it too
   std::thread loud([&] {
-    backends::ScopedVerbose verbose(1);
+    ScopedSettings verbose(with("verbose", 1));
     for (int i = 0; i < 5; ++i) run_once(session, x);
   });
   for (int i = 0; i < 20; ++i) run_once(session, x);
@@ -275,7 +282,7 @@ TEST_F(BackendSettingsTest, ConcurrentRunsSeeTheirOwnThreadsGuards) {
 TEST_F(BackendSettingsTest, PlanLinesAtLevelTwo) {
   Session session(small_cnn());
   LineCollector lines;
-  ScopedFlags verbose({.verbose = 2, .verbose_sink = lines.sink()});
+  ScopedSettings verbose(Settings().set("verbose", 2).set_verbose_sink(lines.sink()));
   const Tensor x = random_tensor({1, 3, 16, 16}, 3);
   run_once(session, x);
   const std::shared_ptr<const Plan> plan = session.plan_for({x.shape()});
@@ -290,7 +297,7 @@ TEST_F(BackendSettingsTest, VerboseFileSinkAppendsAndBadPathsAreNamed) {
   std::remove(path.c_str());
   {
     Session session(small_cnn());
-    ScopedFlags verbose({.verbose = 1, .verbose_sink = file_verbose_sink(path)});
+    ScopedSettings verbose(Settings().set("verbose", 1).set_verbose_sink(file_verbose_sink(path)));
     run_once(session, random_tensor({1, 3, 16, 16}, 3));
   }
   std::FILE* file = std::fopen(path.c_str(), "r");
@@ -309,17 +316,21 @@ TEST_F(BackendSettingsTest, VerboseFileSinkAppendsAndBadPathsAreNamed) {
 }
 
 TEST_F(BackendSettingsTest, DeterministicModeIsBitwiseStableAcrossRunsAndThreads) {
-  backends::ScopedDeterministic deterministic;
+  ScopedSettings deterministic(with("deterministic", 1));
   Session session(small_cnn());
   const Tensor x = random_tensor({1, 3, 16, 16}, 9);
-  set_num_threads(2);
-  const Tensor first = run_once(session, x);
-  for (int i = 0; i < 20; ++i) EXPECT_TRUE(bitwise_equal(run_once(session, x), first)) << "run " << i;
-  set_num_threads(1);
+  Tensor first;
+  {
+    ScopedThreads two(2);
+    first = run_once(session, x);
+    for (int i = 0; i < 20; ++i) EXPECT_TRUE(bitwise_equal(run_once(session, x), first)) << "run " << i;
+  }
+  ScopedThreads one(1);
   EXPECT_TRUE(bitwise_equal(run_once(session, x), first)) << "1 thread vs 2";
   for (const PlanStep& step : session.plan_for({x.shape()})->steps()) {
-    if (step.record.op_type == "Conv" || step.record.op_type == "Gemm")
+    if (step.record.op_type == "Conv" || step.record.op_type == "Gemm") {
       EXPECT_EQ(step.record.backend, "native");
+    }
   }
 }
 
@@ -333,7 +344,7 @@ TEST_F(BackendSettingsTest, Bf16RunsInReducedPrecisionOrFallsBackToTheFp32Plan) 
   std::vector<std::string> fp32_kernels;
   for (const PlanStep& step : session.plan_for({x.shape()})->steps())
     fp32_kernels.push_back(step.record.kernel);
-  backends::ScopedPrecision bf16(Precision::bf16);
+  ScopedSettings bf16(with("precision", static_cast<int>(Precision::bf16)));
   const Tensor reduced = run_once(session, x);
   const std::vector<PlanStep>& steps = session.plan_for({x.shape()})->steps();
   const bool bf16_in_effect = isa_in_effect() >= Isa::avx512_bf16;
@@ -368,9 +379,9 @@ TEST_F(BackendSettingsTest, Bf16RunsInReducedPrecisionOrFallsBackToTheFp32Plan) 
   }
 }
 
-TEST_F(BackendSettingsTest, AutotuneTimesCandidatesAndRemembersTheChoice) {
-  clear_autotune_cache();
-  backends::ScopedAutotune autotune(4);
+TEST_F(BackendSettingsTest, AutotuneTimesCandidatesAndRemembersTheChoiceInTheSession) {
+  std::optional<ScopedSettings> autotune(std::in_place,
+                                         Settings().set("autotune", 1).set("autotune_limit", 4));
   // A 24x24x24 product: BLAS and oneDNN both offer it (and oneDNN perhaps alternatives).
   GraphBuilder g({24, 24});
   Model model = g.finish({g.add("MatMul", {"x", g.weights({24, 24})})});
@@ -386,13 +397,40 @@ TEST_F(BackendSettingsTest, AutotuneTimesCandidatesAndRemembersTheChoice) {
     if (candidate.kernel == record.kernel) chosen_is_fastest = candidate.milliseconds == fastest;
   }
   EXPECT_TRUE(chosen_is_fastest) << record.kernel;
-  // Another session with the same node reuses the choice without timing.
+  EXPECT_LE(record.timed.size(), 4u);
+  EXPECT_EQ(session.autotune_cache_size(), 1u);
+  // Another thread count is another key: the session times again and remembers both...
+  {
+    ScopedThreads other(get_num_threads() == 1 ? 2 : 1);
+    run_once(session, x);
+    EXPECT_FALSE(session.plan_for({x.shape()})->steps()[0].record.timed.empty());
+  }
+  EXPECT_EQ(session.autotune_cache_size(), 2u);
+  // ...another session starts with its own, empty cache, and clearing forgets the choices.
   Session again(model);
+  EXPECT_EQ(again.autotune_cache_size(), 0u);
   run_once(again, x);
-  EXPECT_TRUE(again.plan_for({x.shape()})->steps()[0].record.timed.empty());
-  EXPECT_EQ(again.plan_for({x.shape()})->steps()[0].record.kernel, record.kernel);
-  backends::ScopedAutotune off(0);
+  EXPECT_EQ(again.autotune_cache_size(), 1u);
+  again.clear_autotune_cache();
+  EXPECT_EQ(again.autotune_cache_size(), 0u);
+  autotune.reset();
   EXPECT_LE(testing::max_abs_diff(run_once(again, x), y), 1e-4);
+}
+
+TEST_F(BackendSettingsTest, AutotuneLimitZeroTimesEveryCandidate) {
+  GraphBuilder g({24, 24});
+  Model model = g.finish({g.add("MatMul", {"x", g.weights({24, 24})})});
+  const Tensor x = random_tensor({24, 24}, 2);
+  const auto timed = [&](int limit) {
+    ScopedSettings autotune(Settings().set("autotune", 1).set("autotune_limit", limit));
+    Session session(model);
+    run_once(session, x);
+    return session.plan_for({x.shape()})->steps()[0].record.timed.size();
+  };
+  const size_t every = timed(0);
+  EXPECT_GE(every, timed(2));
+  EXPECT_EQ(timed(2), 2u);
+  EXPECT_GE(every, 2u);  // BLAS and oneDNN at least
 }
 
 TEST_F(BackendSettingsTest, PrimitiveCacheReportsAndClears) {
@@ -410,10 +448,13 @@ TEST_F(BackendSettingsTest, PrimitiveCacheReportsAndClears) {
 }
 
 TEST_F(BackendSettingsTest, InfoFunctionsDescribeTheBuild) {
-  EXPECT_TRUE(backends::native::is_available());
+  EXPECT_TRUE(backends::info("native").available);
   EXPECT_FALSE(backends::cuda::is_built());
   EXPECT_FALSE(backends::cuda::is_available());
-  EXPECT_EQ(backends::onednn::version().rfind("2.", 0), 0u);
+  EXPECT_EQ(backends::info("onednn").version.rfind("2.", 0), 0u);
+  ASSERT_EQ(backends::list().size(), static_cast<size_t>(kBackendCount));
+  for (int i = 0; i < kBackendCount; ++i) EXPECT_EQ(backends::list()[i].name, kBackendNames[i]);
+  EXPECT_THROW(backends::info("cudnn"), Error);
   EXPECT_NE(backends::blas::library().find("OpenBLAS"), std::string::npos);
   EXPECT_TRUE(backends::openmp::is_available());
   const std::vector<std::string> capability = backends::cpu::capability();

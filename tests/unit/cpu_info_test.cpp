@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "backends/control.h"
+#include "backends/backends.h"
 #include "backends/native/gemm.h"
 #include "core/error.h"
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/settings.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "op_test_util.h"
@@ -110,13 +111,6 @@ std::vector<Out> broadcast_reference(const Tensor& a, const Tensor& b, const Sha
   }
   return result;
 }
-
-// Restores the intra-op thread count when a test changes it.
-class ThreadCountGuard {
- public:
-  explicit ThreadCountGuard(int threads) { set_num_threads(threads); }
-  ~ThreadCountGuard() { reset_num_threads(); }
-};
 
 // ---- unary -------------------------------------------------------------------------------------
 
@@ -272,7 +266,7 @@ TEST(ElementwiseUnary, RoundIsHalfToEvenAndNaNPassesThrough) {
 }
 
 TEST(ElementwiseUnary, LargeTensorsSplitAcrossThreads) {
-  const ThreadCountGuard threads(2);
+  const ScopedThreads threads(2);
   const Tensor x = sample_tensor({3, 50001});
   const Tensor y = run_one("Sigmoid", {x});
   expect_close_to(x, y, sigmoid, 3, "Sigmoid");
@@ -371,7 +365,7 @@ const std::vector<ShapePair> kBroadcastCases = {
 
 template <typename F>
 void check_float_binary(const char* op, F reference, float a_low = -4) {
-  const ThreadCountGuard threads(2);
+  const ScopedThreads threads(2);
   for (const ShapePair& shapes : kBroadcastCases) {
     // PRelu broadcasts only its slope.
     if (std::string(op) == "PRelu" && shapes.a != shapes.expected) continue;
@@ -399,7 +393,7 @@ TEST(ElementwiseBinary, ArithmeticBroadcasts) {
 }
 
 TEST(ElementwiseBinary, ComparisonsGiveBool) {
-  const ThreadCountGuard threads(2);
+  const ScopedThreads threads(2);
   struct Comparison {
     const char* op;
     std::function<bool(int64_t, int64_t)> reference;
@@ -598,7 +592,7 @@ TEST(ElementwiseVariadic, SumMeanMaxMinWithBroadcasting) {
 // ---- Where -------------------------------------------------------------------------------------
 
 TEST(ElementwiseWhere, BroadcastsAllThreeInputs) {
-  const ThreadCountGuard threads(2);
+  const ScopedThreads threads(2);
   const std::vector<std::array<Shape, 3>> cases = {
       {Shape{2, 3}, Shape{2, 3}, Shape{2, 3}}, {Shape{2, 1, 3}, Shape{4, 1}, Shape{}},
       {Shape{3}, Shape{2, 3}, Shape{2, 1}},    {Shape{}, Shape{2, 2}, Shape{2, 2}},

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/settings.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "op_test_util.h"
@@ -22,12 +23,6 @@ using testing::int_attr;
 using testing::OpRun;
 using testing::run_op;
 using testing::sample_values;
-
-class ThreadCountGuard {
- public:
-  explicit ThreadCountGuard(int threads) { set_num_threads(threads); }
-  ~ThreadCountGuard() { reset_num_threads(); }
-};
 
 Tensor sample_tensor(const Shape& shape, float low, float high, uint32_t seed = 1) {
   return Tensor::from_vector(sample_values(checked_numel(shape), low, high, seed), shape);
@@ -231,11 +226,11 @@ TEST(NormLayerNorm, RowsOfManyLengthsAndTheTransformerShape) {
   const std::vector<double> expected = reference_layer_norm(transformer, -1, 1e-5).y;
   Tensor one, two;
   {
-    ThreadCountGuard threads(1);
+    ScopedThreads threads(1);
     one = run_op(transformer).at(0);
   }
   {
-    ThreadCountGuard threads(2);
+    ScopedThreads threads(2);
     two = run_op(transformer).at(0);
   }
   expect_matches(one, expected, 3e-6, "transformer shape");

@@ -33,17 +33,15 @@ struct Outcome {
 
 // Runs with only `backend` (or nothing but native, when empty) enabled besides the native reference.
 Outcome run_model(const Model& model, const Tensor& x, const std::string& backend, int threads) {
-  set_backend_enabled("onednn", backend == "onednn");
-  set_backend_enabled("blas", backend == "blas");
-  set_num_threads(threads);
+  const ScopedSettings only(Settings()
+                                .set(BackendSettingKey("enabled"), kOnednnIndex, backend == "onednn")
+                                .set(BackendSettingKey("enabled"), kBlasIndex, backend == "blas")
+                                .set("threads", threads));
   Session session(model);
   TensorMap result = session.run({{"x", x}});
   Outcome outcome;
   outcome.plan = session.plan_for({x.shape()});
   for (const ValueInfo& output : model.graph.outputs) outcome.outputs.push_back(result.at(output.name));
-  set_backend_enabled("onednn", true);
-  set_backend_enabled("blas", true);
-  reset_num_threads();
   return outcome;
 }
 
@@ -369,8 +367,8 @@ TEST(Onednn, RejectionReasonsAreRecorded) {
       h.add("Conv", {"x", h.weights({4, 4, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
   const Model model = h.finish({conv_ok});
 
-  set_backend_enabled("onednn", false);
   {
+    const ScopedSettings off(Settings().set_by_name("onednn_enabled", 0));
     Session session(model);
     const StepRecord& step = session.plan_for({input})->steps().at(0).record;
     EXPECT_EQ(step.backend, "native");
@@ -378,7 +376,6 @@ TEST(Onednn, RejectionReasonsAreRecorded) {
     EXPECT_EQ(step.rejected[0].backend, "onednn");
     EXPECT_EQ(step.rejected[0].reason, "backend disabled");
   }
-  set_backend_enabled("onednn", true);
 
   // A Conv whose weights are a graph input (not a constant) is refused by oneDNN with that reason.
   Model computed_weights;
@@ -399,8 +396,8 @@ TEST(Onednn, RejectionReasonsAreRecorded) {
   ASSERT_FALSE(step.rejected.empty());
   EXPECT_EQ(step.rejected[0].reason, "weights are not a plan-time constant");
 
-  EXPECT_THROW(set_backend_enabled("native", false), Error);
-  EXPECT_THROW(set_backend_enabled("cuda", false), Error);
+  EXPECT_THROW(Settings().set_by_name("native_enabled", 0), Error);
+  EXPECT_THROW(Settings().set_by_name("cuda_enabled", 0), Error);
 }
 
 // Weights oneDNN reordered into its kernels are not kept twice: the session releases the model's
@@ -413,9 +410,11 @@ TEST(Onednn, CopiedWeightsAreReleasedAndReloadedForANewPlan) {
   for (const auto& entry : session.model().graph.initializers) released += entry.second.defined() ? 0 : 1;
   EXPECT_GE(released, 4u) << "the four conv weights at least";
 
-  set_backend_enabled("onednn", false);  // the native plan reads the original weights again
-  const Tensor reference = session.run({{"input", input}}).at("logits");
-  set_backend_enabled("onednn", true);
+  Tensor reference;
+  {
+    const ScopedSettings off(Settings().set_by_name("onednn_enabled", 0));
+    reference = session.run({{"input", input}}).at("logits");  // the native plan reads the weights again
+  }
   EXPECT_LE(max_abs_diff(fast, reference), 1e-4);
   EXPECT_EQ(session.plan_for({{1, 3, 64, 64}})->steps().back().record.backend, "blas");
 }
@@ -427,9 +426,8 @@ TEST(Onednn, DisablingOnednnReplansTheSession) {
       g.finish({g.add("Conv", {"x", g.weights({4, 4, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}))});
   Session session(model);
   EXPECT_EQ(session.plan_for({input})->steps().back().record.backend, "onednn");
-  set_backend_enabled("onednn", false);
+  const ScopedSettings off(Settings().set_by_name("onednn_enabled", 0));
   EXPECT_EQ(session.plan_for({input})->steps().back().record.backend, "native");
-  set_backend_enabled("onednn", true);
 }
 
 }  // namespace

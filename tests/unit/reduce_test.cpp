@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/settings.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "op_test_util.h"
@@ -27,13 +28,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 const char* const kReductions[] = {"ReduceMean", "ReduceSum",    "ReduceMax",       "ReduceMin",      "ReduceProd",
                                    "ReduceL1",   "ReduceL2",     "ReduceLogSum",    "ReduceLogSumExp", "ReduceSumSquare"};
-
-// Restores the intra-op thread count when a test changes it.
-class ThreadCountGuard {
- public:
-  explicit ThreadCountGuard(int threads) { set_num_threads(threads); }
-  ~ThreadCountGuard() { reset_num_threads(); }
-};
 
 // Runs a Reduce op with axes as an attribute (or, for ReduceSum from opset 13, as an input).
 Tensor reduce(const std::string& op_type, const Tensor& data, const std::vector<int64_t>* axes, bool keepdims,
@@ -148,7 +142,7 @@ TEST(ReduceOps, EveryReductionOverEveryAxisSubset) {
 // Rows longer than the vector loops' blocks and not a multiple of any vector width, columns wider
 // than a column tile, and one output over a run long enough to split into parallel blocks.
 TEST(ReduceOps, LongRowsWideColumnsAndOneHugeOutput) {
-  ThreadCountGuard threads(2);
+  ScopedThreads threads(2);
   struct Case {
     Shape shape;
     std::vector<int64_t> axes;
@@ -176,11 +170,11 @@ TEST(ReduceOps, ResultsDoNotDependOnTheThreadCount) {
   for (const auto* axes : {&last, &middle, &all}) {
     Tensor one, two;
     {
-      ThreadCountGuard threads(1);
+      ScopedThreads threads(1);
       one = reduce("ReduceMean", data, axes->empty() ? nullptr : axes, true);
     }
     {
-      ThreadCountGuard threads(2);
+      ScopedThreads threads(2);
       two = reduce("ReduceMean", data, axes->empty() ? nullptr : axes, true);
     }
     EXPECT_EQ(testing::max_abs_diff(one, two), 0.0) << "axes " << shape_to_string(*axes);

@@ -2,8 +2,11 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <map>
+#include <string>
 #include <vector>
 
+#include "backends/settings.h"
 #include "core/error.h"
 #include "runtime/parallel.h"
 #include "runtime/threads.h"
@@ -11,47 +14,57 @@
 namespace kiln {
 namespace {
 
-// Sets or clears environment variables for one test and restores the API setting afterwards.
-class ThreadSettings : public ::testing::Test {
- protected:
-  void SetUp() override {
-    unsetenv("KILN_NUM_THREADS");
-    unsetenv("OMP_NUM_THREADS");
-    reset_num_threads();
-  }
-  void TearDown() override { SetUp(); }
-};
-
-TEST_F(ThreadSettings, PrecedenceIsApiThenKilnThenOmpThenCores) {
-  EXPECT_EQ(get_num_threads(), available_cores());
-  EXPECT_EQ(num_threads_source(), "cores");
-  setenv("OMP_NUM_THREADS", "3,2", 1);
-  EXPECT_EQ(get_num_threads(), 3);
-  EXPECT_EQ(num_threads_source(), "OMP_NUM_THREADS");
-  setenv("KILN_NUM_THREADS", "5", 1);
-  EXPECT_EQ(get_num_threads(), 5);
-  set_num_threads(2);
-  EXPECT_EQ(get_num_threads(), 2);
-  EXPECT_EQ(num_threads_source(), "api");
+// A fake environment for thread_count_from_environment.
+std::map<std::string, std::string>& fake_environment() {
+  static std::map<std::string, std::string> variables;
+  return variables;
 }
 
-TEST_F(ThreadSettings, InvalidValuesAreRejectedNamingTheirSource) {
+const char* fake_lookup(const char* name) {
+  auto it = fake_environment().find(name);
+  return it == fake_environment().end() ? nullptr : it->second.c_str();
+}
+
+TEST(ThreadSettings, PrecedenceIsSettingThenKilnThenOmpThenCores) {
+  fake_environment().clear();
+  EXPECT_EQ(thread_count_from_environment(fake_lookup).threads, available_cores());
+  EXPECT_EQ(thread_count_from_environment(fake_lookup).source, "cores");
+  fake_environment()["OMP_NUM_THREADS"] = "3,2";
+  EXPECT_EQ(thread_count_from_environment(fake_lookup).threads, 3);
+  EXPECT_EQ(thread_count_from_environment(fake_lookup).source, "OMP_NUM_THREADS");
+  fake_environment()["KILN_NUM_THREADS"] = "5";
+  EXPECT_EQ(thread_count_from_environment(fake_lookup).threads, 5);
+  EXPECT_EQ(thread_count_from_environment(fake_lookup).source, "KILN_NUM_THREADS");
+  fake_environment()["KILN_NUM_THREADS"] = "";  // empty counts as unset
+  EXPECT_EQ(thread_count_from_environment(fake_lookup).source, "OMP_NUM_THREADS");
+  {
+    ScopedThreads scoped(2);
+    EXPECT_EQ(get_num_threads(), 2);
+    EXPECT_EQ(intra_op_threads(), 2);
+    EXPECT_EQ(num_threads_source(), "scope");
+  }
+  EXPECT_EQ(get_num_threads(), environment_thread_count().threads);
+}
+
+TEST(ThreadSettings, InvalidValuesAreRejectedNamingTheirSource) {
   EXPECT_THROW(set_num_threads(0), Error);
   EXPECT_THROW(set_num_threads(-4), Error);
-  setenv("KILN_NUM_THREADS", "two", 1);
-  try {
-    get_num_threads();
-    FAIL();
-  } catch (const Error& error) {
-    EXPECT_NE(std::string(error.what()).find("KILN_NUM_THREADS"), std::string::npos);
+  for (const char* bad : {"two", "0", "-1", "99999"}) {
+    fake_environment() = {{"KILN_NUM_THREADS", bad}};
+    try {
+      thread_count_from_environment(fake_lookup);
+      ADD_FAILURE() << bad;
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("KILN_NUM_THREADS"), std::string::npos);
+    }
   }
-  setenv("KILN_NUM_THREADS", "0", 1);
-  EXPECT_THROW(get_num_threads(), Error);
+  fake_environment() = {{"OMP_NUM_THREADS", "x,2"}};
+  EXPECT_THROW(thread_count_from_environment(fake_lookup), Error);
 }
 
-TEST_F(ThreadSettings, ParallelForCoversEveryIndexOnceWithAnyThreadCount) {
+TEST(ThreadSettings, ParallelForCoversEveryIndexOnceWithAnyThreadCount) {
   for (int threads : {1, 2, 3}) {
-    set_num_threads(threads);
+    ScopedThreads scoped(threads);
     std::vector<std::atomic<int>> hits(100000);
     parallel_for(0, static_cast<int64_t>(hits.size()), 100, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) hits[i]++;
@@ -60,8 +73,8 @@ TEST_F(ThreadSettings, ParallelForCoversEveryIndexOnceWithAnyThreadCount) {
   }
 }
 
-TEST_F(ThreadSettings, ParallelForPropagatesKilnErrors) {
-  set_num_threads(2);
+TEST(ThreadSettings, ParallelForPropagatesKilnErrors) {
+  ScopedThreads two(2);
   EXPECT_THROW(parallel_for(0, 1 << 20, 100,
                             [](int64_t begin, int64_t) {
                               if (begin > 0) fail(ErrorKind::runtime, "boom");
@@ -69,8 +82,8 @@ TEST_F(ThreadSettings, ParallelForPropagatesKilnErrors) {
                Error);
 }
 
-TEST_F(ThreadSettings, SmallLoopsRunInline) {
-  set_num_threads(2);
+TEST(ThreadSettings, SmallLoopsRunInline) {
+  ScopedThreads two(2);
   EXPECT_EQ(threads_for_work(10), 1);
   bool nested_inline = true;
   parallel_for(0, 4, kParallelMinWork, [&](int64_t, int64_t) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/settings.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "op_test_util.h"
@@ -25,12 +26,6 @@ using testing::sample_values;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-class ThreadCountGuard {
- public:
-  explicit ThreadCountGuard(int threads) { set_num_threads(threads); }
-  ~ThreadCountGuard() { reset_num_threads(); }
-};
 
 Tensor run_softmax(const std::string& op_type, const Tensor& x, int64_t opset, const int64_t* axis = nullptr) {
   OpRun run;
@@ -228,11 +223,11 @@ TEST(SoftmaxOps, ResultsDoNotDependOnTheThreadCount) {
   for (const char* op : {"Softmax", "LogSoftmax"}) {
     Tensor one, two;
     {
-      ThreadCountGuard threads(1);
+      ScopedThreads threads(1);
       one = run_softmax(op, x, 13);
     }
     {
-      ThreadCountGuard threads(2);
+      ScopedThreads threads(2);
       two = run_softmax(op, x, 13);
     }
     EXPECT_EQ(testing::max_abs_diff(one, two), 0.0) << op;

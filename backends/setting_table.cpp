@@ -1,0 +1,131 @@
+#include "backends/setting_table.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "core/error.h"
+
+namespace kiln {
+namespace {
+
+std::array<SettingSlot, kSettingSlotCount> expand_rows() {
+  std::array<SettingSlot, kSettingSlotCount> slots;
+  int slot = 0;
+  for (const SettingRow& row : kSettingRows) {
+    const int copies = row.per_backend ? kBackendCount : 1;
+    for (int backend = 0; backend < copies; ++backend, ++slot) {
+      SettingSlot& s = slots[slot];
+      s.slot = slot;
+      s.row = &row;
+      s.backend = row.per_backend ? backend : -1;
+      s.name = row.per_backend ? str_cat(kBackendNames[backend], "_", row.name) : std::string(row.name);
+      s.cli_name = setting_cli_name(s.name);
+      s.help = std::string(row.help);
+      if (const size_t at = s.help.find("this backend"); row.per_backend && at != std::string::npos) {
+        s.help.replace(at, std::string_view("this backend").size(), kBackendNames[backend]);
+      }
+    }
+  }
+  return slots;
+}
+
+}  // namespace
+
+const std::array<SettingSlot, kSettingSlotCount>& setting_slots() {
+  static const std::array<SettingSlot, kSettingSlotCount> slots = expand_rows();
+  return slots;
+}
+
+std::string setting_cli_name(std::string_view name) {
+  std::string spelled(name);
+  std::replace(spelled.begin(), spelled.end(), '_', '-');
+  return spelled;
+}
+
+std::string known_setting_names() {
+  std::string names;
+  for (const SettingSlot& slot : setting_slots()) names += str_cat(names.empty() ? "" : ", ", slot.name);
+  for (const SettingShorthand& shorthand : kSettingShorthands) names += str_cat(", ", shorthand.name);
+  return names;
+}
+
+const SettingSlot& find_setting(std::string_view name) {
+  for (const SettingSlot& slot : setting_slots()) {
+    if (slot.name == name) return slot;
+  }
+  fail(ErrorKind::invalid_argument, "unknown setting '", name, "' (known: ", known_setting_names(), ")");
+}
+
+const SettingShorthand* find_shorthand(std::string_view name) {
+  for (const SettingShorthand& shorthand : kSettingShorthands) {
+    if (shorthand.name == name) return &shorthand;
+  }
+  return nullptr;
+}
+
+std::string_view setting_type_name(SettingType type) {
+  switch (type) {
+    case SettingType::boolean:
+      return "bool";
+    case SettingType::integer:
+      return "int";
+    case SettingType::precision:
+      return "precision";
+    case SettingType::sink:
+      return "sink";
+  }
+  return "?";
+}
+
+void check_setting_value(const SettingSlot& slot, int value) {
+  const SettingRow& row = *slot.row;
+  switch (row.type) {
+    case SettingType::boolean:
+      KILN_CHECK(value == 0 || value == 1, invalid_argument, "setting '", slot.name, "' is on or off, got ",
+                 value);
+      break;
+    case SettingType::integer:
+      KILN_CHECK(value >= row.min && value <= row.max, invalid_argument, "setting '", slot.name,
+                 "' takes an integer from ", row.min, " to ", row.max, ", got ", value);
+      break;
+    case SettingType::precision:
+      KILN_CHECK(value == static_cast<int>(Precision::fp32) || value == static_cast<int>(Precision::bf16),
+                 invalid_argument, "setting '", slot.name, "' must be 'fp32' or 'bf16'");
+      break;
+    case SettingType::sink:
+      fail(ErrorKind::invalid_argument, "setting '", slot.name, "' takes a sink, not a number");
+  }
+}
+
+int parse_setting_value(const SettingSlot& slot, std::string_view text, std::string_view source) {
+  const SettingRow& row = *slot.row;
+  switch (row.type) {
+    case SettingType::boolean:
+      if (text == "1" || text == "true" || text == "on") return 1;
+      if (text == "0" || text == "false" || text == "off") return 0;
+      fail(ErrorKind::invalid_argument, source, ": '", text, "' is not on or off (1|0|true|false|on|off)");
+    case SettingType::integer: {
+      int value = 0;
+      const char* end = text.data() + text.size();
+      const auto [last, error] = std::from_chars(text.data(), end, value);
+      KILN_CHECK(error == std::errc{} && last == end && value >= row.min && value <= row.max,
+                 invalid_argument, source, ": '", text, "' is not an integer from ", row.min, " to ",
+                 row.max);
+      return value;
+    }
+    case SettingType::precision:
+      if (text == "fp32") return static_cast<int>(Precision::fp32);
+      if (text == "bf16") return static_cast<int>(Precision::bf16);
+      fail(ErrorKind::invalid_argument, source, " must be 'fp32' or 'bf16', got '", text, "'");
+    case SettingType::sink:
+      break;
+  }
+  fail(ErrorKind::invalid_argument, source, ": setting '", slot.name, "' is not given as text");
+}
+
+std::string setting_value_text(const SettingSlot& slot, int value) {
+  if (slot.row->type == SettingType::precision) return precision_name(static_cast<Precision>(value));
+  return str_cat(value);
+}
+
+}  // namespace kiln

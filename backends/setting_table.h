@@ -1,0 +1,183 @@
+// The one table of kiln's settings. Each row describes a setting once: its name, type, default,
+// range, whether it changes the plan, its environment variable and its help text. Everything
+// else is derived from the rows: the Settings value and its guards (settings.h), the CLI options
+// (tools/setting_options.cpp), the Python keyword arguments and current() (python/), the
+// "unknown setting" messages and the plan key (plan_key.h). Rows marked per_backend are expanded
+// once per backend ("enabled" becomes onednn_enabled, blas_enabled, native_enabled), so the table
+// names no backend. docs/settings.md says how to add a row.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "ops/op_spec.h"
+
+namespace kiln {
+
+// Backends in kernel-selection preference order (all_backends() holds them in this order).
+inline constexpr std::array<std::string_view, 3> kBackendNames = {"onednn", "blas", "native"};
+inline constexpr int kBackendCount = static_cast<int>(kBackendNames.size());
+consteval int backend_position(std::string_view name) {
+  for (int i = 0; i < kBackendCount; ++i) {
+    if (kBackendNames[i] == name) return i;
+  }
+  throw "no such backend in kBackendNames";
+}
+
+enum class SettingType : uint8_t {
+  boolean,    // 0 or 1
+  integer,    // min..max
+  precision,  // a Precision
+  sink,       // where verbose lines go: held beside the values (Settings::verbose_sink)
+};
+
+// How the CLI spells a row.
+enum class CliForm : uint8_t {
+  value,    // --name VALUE
+  flag,     // --name turns a boolean on
+  disable,  // --disable BACKEND (repeatable) turns a per-backend boolean off
+};
+
+struct SettingRow {
+  std::string_view name;  // per-backend rows: the part after "<backend>_"
+  SettingType type = SettingType::boolean;
+  int default_value = 0;
+  int min = 0;  // integer rows
+  int max = 1;
+  bool per_backend = false;
+  bool changes_plan = false;  // part of the plan key: plans are built per value
+  CliForm cli = CliForm::value;
+  std::string_view env = {};  // read once, when the settings are first used
+  std::string_view help = {};
+};
+
+inline constexpr int kMaxVerboseLevel = 2;
+// The thread count's own precedence (threads = 0) lives in runtime/threads.h.
+inline constexpr int kMaxThreads = 4096;
+inline constexpr int kMaxAutotuneLimit = 64;
+
+inline constexpr std::array kSettingRows = {
+    SettingRow{.name = "enabled",
+               .default_value = 1,
+               .per_backend = true,
+               .changes_plan = true,
+               .cli = CliForm::disable,
+               .help = "kernel selection may use this backend (the native fallback cannot be disabled)"},
+    SettingRow{.name = "verbose",
+               .type = SettingType::integer,
+               .max = kMaxVerboseLevel,
+               .per_backend = true,
+               .help = "kiln's lines for this backend's steps and library calls, and the library's own "
+                       "verbose where it has one (oneDNN)"},
+    SettingRow{.name = "conv_precision",
+               .type = SettingType::precision,
+               .default_value = static_cast<int>(Precision::fp32),
+               .changes_plan = true,
+               .help = "fp32|bf16: precision of convolutions (bf16 where the CPU has a bf16 tier)"},
+    SettingRow{.name = "matmul_precision",
+               .type = SettingType::precision,
+               .default_value = static_cast<int>(Precision::fp32),
+               .changes_plan = true,
+               .help = "fp32|bf16: precision of matrix products"},
+    SettingRow{.name = "deterministic",
+               .changes_plan = true,
+               .cli = CliForm::flag,
+               .help = "only kernels whose results do not depend on the run or the thread count"},
+    SettingRow{.name = "autotune",
+               .changes_plan = true,
+               .cli = CliForm::flag,
+               .help = "time candidate kernels per node at plan time and keep the fastest"},
+    SettingRow{.name = "autotune_limit",
+               .type = SettingType::integer,
+               .default_value = 10,
+               .max = kMaxAutotuneLimit,
+               .changes_plan = true,
+               .help = "candidates autotune times per node (0: every candidate)"},
+    SettingRow{.name = "threads",
+               .type = SettingType::integer,
+               .max = kMaxThreads,
+               .changes_plan = true,
+               .help = "intra-op threads (0: KILN_NUM_THREADS, else OMP_NUM_THREADS, else the cores)"},
+    SettingRow{.name = "verbose",
+               .type = SettingType::integer,
+               .max = kMaxVerboseLevel,
+               .env = "KILN_VERBOSE",
+               .help = "1: a line per executed step and library call, 2: a line per planned step too"},
+    SettingRow{.name = "verbose_sink",
+               .type = SettingType::sink,
+               .help = "where verbose lines go: standard output, a file (appended) or a callback"},
+};
+inline constexpr int kSettingRowCount = static_cast<int>(kSettingRows.size());
+
+// Settings are stored in slots: one per row, kBackendCount per per-backend row.
+constexpr int slot_count(int rows) {
+  int slots = 0;
+  for (int r = 0; r < rows; ++r) slots += kSettingRows[r].per_backend ? kBackendCount : 1;
+  return slots;
+}
+inline constexpr int kSettingSlotCount = slot_count(kSettingRowCount);
+constexpr int first_slot(int row) {
+  return slot_count(row);
+}
+
+consteval int find_setting_row(std::string_view name, bool per_backend) {
+  for (int r = 0; r < kSettingRowCount; ++r) {
+    if (kSettingRows[r].name == name && kSettingRows[r].per_backend == per_backend) return r;
+  }
+  throw "no such row in kSettingRows";  // a compile-time error where the name is spelled
+}
+
+// A setting of the whole process, named at compile time: settings.get("deterministic").
+struct SettingKey {
+  int slot;
+  consteval SettingKey(const char* name) : slot(first_slot(find_setting_row(name, false))) {}
+};
+// A per-backend row, named at compile time: settings.get(BackendSettingKey("verbose"), backend).
+struct BackendSettingKey {
+  int first;
+  consteval explicit BackendSettingKey(const char* name) : first(first_slot(find_setting_row(name, true))) {}
+};
+
+// One slot as users see it: "onednn_verbose", and what it belongs to.
+struct SettingSlot {
+  int slot = -1;
+  const SettingRow* row = nullptr;
+  int backend = -1;  // per-backend rows
+  std::string name;
+  std::string cli_name;  // "onednn-verbose"
+  std::string help;      // the row's, "this backend" naming the backend
+};
+// Every slot in table order, backends expanded.
+const std::array<SettingSlot, kSettingSlotCount>& setting_slots();
+// The slot of a user-facing name; throws kiln::Error (invalid_argument) listing every known name.
+const SettingSlot& find_setting(std::string_view name);
+std::string known_setting_names();
+// How the CLI spells a setting: "onednn_verbose" as "onednn-verbose".
+std::string setting_cli_name(std::string_view name);
+
+// Shorthands that set several slots at once (--precision / precision= sets both precisions).
+struct SettingShorthand {
+  std::string_view name;
+  std::array<std::string_view, 2> targets;
+  std::string_view help;
+};
+inline constexpr std::array kSettingShorthands = {
+    SettingShorthand{"precision",
+                     {"conv_precision", "matmul_precision"},
+                     "fp32|bf16: precision of convolutions and matrix products"},
+};
+const SettingShorthand* find_shorthand(std::string_view name);
+
+// A slot's value parsed from text (CLI, environment): booleans 0/1/true/false/on/off, integers in
+// the row's range, precisions fp32/bf16. Throws kiln::Error (invalid_argument) naming `source`.
+int parse_setting_value(const SettingSlot& slot, std::string_view text, std::string_view source);
+// Checks a value against the row's type and range; throws naming the setting.
+void check_setting_value(const SettingSlot& slot, int value);
+// The value as text: "1", "bf16".
+std::string setting_value_text(const SettingSlot& slot, int value);
+std::string_view setting_type_name(SettingType type);
+
+}  // namespace kiln

@@ -1,0 +1,192 @@
+"""The settings table through the faces Python and the CLI give it (the C++ guard is
+tests/unit/settings_table_test.cpp): every row as a keyword of settings() and Session(), in
+current(), as a `kiln info` option; KILN_VERBOSE; oneDNN's verbose level from ONEDNN_VERBOSE surviving
+a scope; --onednn-verbose and --blas-verbose; the allocator and the autotune cache from Python; the
+docs listing every setting."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import kiln_cli
+from conftest import REPO
+
+DEMO = REPO / "models" / "demo.onnx"
+
+
+@pytest.fixture
+def kiln(kiln_module):
+    return kiln_module
+
+
+def other_value(row):
+    """A valid value of the row other than its default, as Python passes it."""
+    if row["type"] == "bool":
+        return not row["default"]
+    if row["type"] == "int":
+        return row["min"] if row["default"] == row["max"] else min(row["max"], row["default"] + 1)
+    if row["type"] == "precision":
+        return "bf16"
+    return None
+
+
+def value_rows(kiln):
+    return [row for row in kiln.backends.table() if row["type"] != "sink"]
+
+
+def test_the_table_is_what_current_reports(kiln):
+    rows = kiln.backends.table()
+    assert {row["name"] for row in value_rows(kiln)} == set(kiln.backends.current())
+    names = [row["name"] for row in rows]
+    assert len(names) == len(set(names))
+    for backend in kiln.backends.list_backends():
+        assert f"{backend._name}_enabled" in names and f"{backend._name}_verbose" in names
+    for row in value_rows(kiln):
+        assert kiln.backends.current()[row["name"]] == row["default"], row["name"]
+
+
+def test_every_setting_through_settings_and_session_keywords(kiln):
+    demo_shape = [1, 3, 64, 64]
+    x = np.zeros(demo_shape, np.float32)
+    for row in value_rows(kiln):
+        name, value = row["name"], other_value(row)
+        if name == "native_enabled":
+            with pytest.raises(ValueError, match="native backend cannot be disabled"):
+                kiln.backends.settings(native_enabled=False)
+            continue
+        with kiln.backends.settings(**{name: value}):
+            assert kiln.backends.current()[name] == value, name
+        assert kiln.backends.current()[name] == row["default"], name
+        # A session takes the same keyword (verbose ones would print: sent to a list).
+        session = kiln.Session(DEMO, verbose_sink=[].append, **{name: value})
+        assert session.run({"input": x})["logits"].shape == (1, 10), name
+
+
+def test_every_setting_through_the_cli(kiln, kiln_bin):
+    for row in value_rows(kiln):
+        value = other_value(row)
+        if row["cli"].startswith("--disable"):
+            args = row["cli"].split()
+            expected = "0"
+        elif row["type"] == "bool":
+            args, expected = [row["cli"]], "1"
+        else:
+            text = str(value)
+            args, expected = [row["cli"], text], text
+        result = kiln_cli.run(kiln_bin, "info", "--settings", *args)
+        if row["name"] == "native_enabled":
+            assert result.returncode != 0 and "native backend cannot be disabled" in result.stderr
+            continue
+        assert result.returncode == 0, (args, result.stderr)
+        assert f"  {row['name']} = {expected}:" in result.stdout, (args, result.stdout)
+    bad = kiln_cli.run(kiln_bin, "info", "--autotune-limit", "65")
+    assert bad.returncode != 0 and "--autotune-limit: '65' is not an integer from 0 to 64" in bad.stderr
+
+
+def test_docs_list_every_setting(kiln):
+    docs = (REPO / "docs" / "backends.md").read_text()
+    for row in kiln.backends.table():
+        assert f"`{row['name']}`" in docs, row["name"]
+
+
+def run_python(kiln_module, code, **env):
+    path = os.path.dirname(os.path.dirname(kiln_module.__file__))
+    environment = {key: value for key, value in os.environ.items()
+                   if key not in ("ONEDNN_VERBOSE", "DNNL_VERBOSE", "KILN_VERBOSE")}
+    environment.update(PYTHONPATH=path, **env)
+    return subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=300)
+
+
+# Runs the demo before, inside and after a oneDNN verbose scope, with markers between, and counts
+# oneDNN's own lines in each part.
+SCOPE_SCRIPT = f"""
+import sys, numpy as np, kiln
+session = kiln.Session({str(DEMO)!r})
+x = {{"input": np.zeros((1, 3, 64, 64), np.float32)}}
+session.run(x)
+sys.stdout.flush(); print("MARK inside", flush=True)
+with kiln.backends.onednn.verbose(2):
+    session.run(x)
+    sys.stdout.flush()
+print("MARK after", flush=True)
+session.run(x)
+sys.stdout.flush()
+"""
+
+
+def onednn_lines_per_part(stdout):
+    parts = {"before": 0, "inside": 0, "after": 0}
+    part = "before"
+    for line in stdout.splitlines():
+        if line.startswith("MARK "):
+            part = line.split()[1]
+        elif line.startswith("onednn_verbose,exec"):
+            parts[part] += 1
+    return parts
+
+
+def test_an_environment_set_onednn_level_survives_a_scope(kiln_module):
+    with_env = run_python(kiln_module, SCOPE_SCRIPT, ONEDNN_VERBOSE="1")
+    assert with_env.returncode == 0, with_env.stderr
+    parts = onednn_lines_per_part(with_env.stdout)
+    assert parts["before"] > 0 and parts["inside"] > 0 and parts["after"] > 0, parts
+    without = run_python(kiln_module, SCOPE_SCRIPT)
+    assert without.returncode == 0, without.stderr
+    parts = onednn_lines_per_part(without.stdout)
+    assert parts["before"] == 0 and parts["inside"] > 0 and parts["after"] == 0, parts
+
+
+def test_kiln_verbose_environment_variable(kiln_bin):
+    env = dict(os.environ, KILN_VERBOSE="1")
+    result = subprocess.run([str(kiln_bin), "run", str(DEMO)], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert sum(line.startswith("kiln_verbose,info,") for line in lines) == 1
+    assert any(line.startswith("kiln_verbose,exec,") for line in lines)
+    env["KILN_VERBOSE"] = "loud"
+    bad = subprocess.run([str(kiln_bin), "run", str(DEMO)], env=env, capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "KILN_VERBOSE: 'loud' is not an integer from 0 to 2" in bad.stderr
+
+
+def test_cli_backend_verbose_options(kiln_bin):
+    onednn = kiln_cli.run(kiln_bin, "run", DEMO, "--onednn-verbose", "1")
+    assert onednn.returncode == 0, onednn.stderr
+    kiln_lines = [line for line in onednn.stdout.splitlines() if line.startswith("kiln_verbose,exec,")]
+    assert kiln_lines and all(line.split(",")[2] == "onednn" for line in kiln_lines)
+    assert "onednn_verbose,exec" in onednn.stdout
+    blas = kiln_cli.run(kiln_bin, "run", DEMO, "--blas-verbose", "1")
+    assert blas.returncode == 0, blas.stderr
+    calls = [line for line in blas.stdout.splitlines() if line.startswith("kiln_verbose,call,blas,cblas_sgemm,")]
+    executed = [line for line in blas.stdout.splitlines() if line.startswith("kiln_verbose,exec,blas,")]
+    assert len(calls) == len(executed) == 1, blas.stdout  # the demo's Gemm: one product
+    assert "onednn_verbose" not in blas.stdout
+
+
+def test_allocator_from_python(kiln):
+    allocator = kiln.backends.allocator
+    assert allocator.name() == "default"
+    assert {"default", "counting"} <= set(allocator.registered())
+    allocator.use("counting")
+    try:
+        allocator.reset_counts()
+        session = kiln.Session(DEMO)
+        session.run({"input": np.zeros((1, 3, 64, 64), np.float32)})
+        counts = allocator.counts()
+    finally:
+        allocator.use("default")
+    assert counts["allocations"] > 0 and counts["peak_live_bytes"] >= 3 * 64 * 64 * 4
+    with pytest.raises(ValueError, match="unknown allocator 'arena'"):
+        allocator.use("arena")
+
+
+def test_autotune_cache_per_session(kiln):
+    x = {"input": np.zeros((1, 3, 64, 64), np.float32)}
+    session = kiln.Session(DEMO, autotune=True, autotune_limit=2)
+    session.run(x)
+    assert session.autotune_cache_size > 0
+    other = kiln.Session(DEMO)
+    assert other.autotune_cache_size == 0
+    session.clear_autotune_cache()
+    assert session.autotune_cache_size == 0
