@@ -168,6 +168,16 @@ py::object setting_to_python(const SettingSlot& slot, int value) {
   }
 }
 
+// Every value setting of a complete configuration as {name: value} (the sink is left out).
+py::dict values_to_python(const Settings& settings) {
+  py::dict values;
+  for (const SettingSlot& slot : setting_slots()) {
+    if (slot.row->type == SettingType::sink) continue;
+    values[py::str(slot.name)] = setting_to_python(slot, settings.value(slot.slot));
+  }
+  return values;
+}
+
 // The settings table as Python dicts, one per setting (backends expanded).
 py::list setting_rows() {
   py::list rows;
@@ -357,24 +367,8 @@ PYBIND11_MODULE(_kiln, m) {
         [](const py::kwargs& settings) { return SettingsContext(settings_from_python(settings)); });
   b.def("set_settings", [](const py::kwargs& settings) { set_settings(settings_from_python(settings)); });
   b.def("setting_rows", &setting_rows);
-  b.def("current", [] {
-    const Settings settings = current_settings();
-    py::dict values;
-    for (const SettingSlot& slot : setting_slots()) {
-      if (slot.row->type == SettingType::sink) continue;
-      values[py::str(slot.name)] = setting_to_python(slot, settings.value(slot.slot));
-    }
-    return values;
-  });
-  b.def("global_values", [] {
-    const Settings settings = global_settings();
-    py::dict values;
-    for (const SettingSlot& slot : setting_slots()) {
-      if (slot.row->type == SettingType::sink) continue;
-      values[py::str(slot.name)] = setting_to_python(slot, settings.value(slot.slot));
-    }
-    return values;
-  });
+  b.def("current", [] { return values_to_python(current_settings()); });
+  b.def("global_values", [] { return values_to_python(global_settings()); });
   b.def("backend_list", [] {
     py::list list;
     for (const backends::BackendInfo& info : backends::list()) {

@@ -14,11 +14,11 @@
 #include "backends/autotune.h"
 #include "backends/backends.h"
 #include "backends/selection.h"
-#include "global_settings_guard.h"
 #include "graph/session.h"
 #include "graph_builder.h"
 #include "runtime/cpu_info.h"
 #include "runtime/threads.h"
+#include "settings_test_util.h"
 
 namespace kiln {
 namespace {
@@ -27,35 +27,13 @@ using testing::conv_attrs;
 using testing::GraphBuilder;
 using testing::random_tensor;
 using testing::ScopedGlobalSettings;
+using testing::VerboseLines;
 
 using BackendSettingsTest = ::testing::Test;
 
 Settings with(std::string_view name, int value) {
   return Settings().set_by_name(name, value);
 }
-
-// Collects verbose lines; `lines_of("exec")` keeps one kind.
-class LineCollector {
- public:
-  std::shared_ptr<VerboseSink> sink() {
-    return callback_verbose_sink([this](std::string_view line) {
-      std::lock_guard lock(mutex_);
-      lines_.emplace_back(line);
-    });
-  }
-  std::vector<std::string> lines_of(const std::string& kind) {
-    std::lock_guard lock(mutex_);
-    std::vector<std::string> kept;
-    for (const std::string& line : lines_) {
-      if (line.starts_with("kiln_verbose," + kind + ",")) kept.push_back(line);
-    }
-    return kept;
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::string> lines_;
-};
 
 // Conv -> Relu -> MaxPool -> Gemm (Flatten between): a conv, a matmul, pooling and a reorder.
 Model small_cnn() {
@@ -189,7 +167,7 @@ TEST_F(BackendSettingsTest, VerboseOnlyChangesLinesNotPlans) {
   const Tensor x = random_tensor({1, 3, 16, 16}, 3);
   run_once(session, x);
   const std::shared_ptr<const Plan> plan = session.plan_for({x.shape()});
-  LineCollector lines;
+  VerboseLines lines;
   {
     ScopedSettings verbose(Settings().set("verbose", 1).set_verbose_sink(lines.sink()));
     run_once(session, x);
@@ -211,7 +189,7 @@ TEST_F(BackendSettingsTest, VerboseOnlyChangesLinesNotPlans) {
 TEST_F(BackendSettingsTest, ProfilingSessionPrintsExactlyOneRun) {
   Session session(small_cnn());
   const Tensor x = random_tensor({1, 3, 16, 16}, 3);
-  LineCollector lines;
+  VerboseLines lines;
   ScopedSettings sink(Settings().set_verbose_sink(lines.sink()));
   for (int i = 0; i < 100; ++i) run_once(session, x);
   {
@@ -231,7 +209,7 @@ TEST_F(BackendSettingsTest, CascadedModelsPrintOnlyTheMiddleOne) {
     return model;
   };
   Session m1(relu_model("m1_")), m2(relu_model("m2_")), m3(relu_model("m3_"));
-  LineCollector lines;
+  VerboseLines lines;
   const Tensor x = random_tensor({1, 4, 8, 8}, 5);
   const Tensor y1 = run_once(m1, x);
   Tensor y2;
@@ -246,7 +224,7 @@ TEST_F(BackendSettingsTest, CascadedModelsPrintOnlyTheMiddleOne) {
 }
 
 TEST_F(BackendSettingsTest, SessionSettingsApplyToThatSessionOnly) {
-  LineCollector lines;
+  VerboseLines lines;
   Session loud(small_cnn(), Settings().set("verbose", 1).set_verbose_sink(lines.sink()));
   Session quiet(small_cnn());
   const Tensor x = random_tensor({1, 3, 16, 16}, 3);
@@ -267,7 +245,7 @@ TEST_F(BackendSettingsTest, ConcurrentRunsSeeTheirOwnThreadsGuards) {
   Session session(small_cnn());
   const Tensor x = random_tensor({1, 3, 16, 16}, 3);
   run_once(session, x);
-  LineCollector lines;
+  VerboseLines lines;
   ScopedGlobalSettings restore;
   backends::set_verbose_sink(lines.sink());  // global: the other thread writes to it too
   std::thread loud([&] {
@@ -281,7 +259,7 @@ TEST_F(BackendSettingsTest, ConcurrentRunsSeeTheirOwnThreadsGuards) {
 
 TEST_F(BackendSettingsTest, PlanLinesAtLevelTwo) {
   Session session(small_cnn());
-  LineCollector lines;
+  VerboseLines lines;
   ScopedSettings verbose(Settings().set("verbose", 2).set_verbose_sink(lines.sink()));
   const Tensor x = random_tensor({1, 3, 16, 16}, 3);
   run_once(session, x);

@@ -12,13 +12,13 @@
 
 #include "backends/backends.h"
 #include "backends/selection.h"
-#include "global_settings_guard.h"
 #include "graph/plan_key.h"
 #include "graph/session.h"
 #include "graph/verbose.h"
 #include "graph_builder.h"
 #include "runtime/parallel.h"
 #include "runtime/threads.h"
+#include "settings_test_util.h"
 #include "tools/setting_options.h"
 
 namespace kiln {
@@ -27,6 +27,7 @@ namespace {
 using testing::GraphBuilder;
 using testing::random_tensor;
 using testing::ScopedGlobalSettings;
+using testing::VerboseLines;
 
 // A value of `slot` other than its default, valid for it.
 int other_value(const SettingSlot& slot) {
@@ -198,33 +199,6 @@ TEST(LibraryVerbose, OverlappingScopesOnTwoThreadsAreReferenceCounted) {
   EXPECT_EQ(library_verbose_requested(kOnednnIndex), 0);
 }
 
-// Collects verbose lines.
-class Lines {
- public:
-  std::shared_ptr<VerboseSink> sink() {
-    return callback_verbose_sink([this](std::string_view line) {
-      std::lock_guard lock(mutex_);
-      lines_.emplace_back(line);
-    });
-  }
-  std::vector<std::string> starting(const std::string& prefix) {
-    std::lock_guard lock(mutex_);
-    std::vector<std::string> kept;
-    for (const std::string& line : lines_) {
-      if (line.starts_with(prefix)) kept.push_back(line);
-    }
-    return kept;
-  }
-  std::vector<std::string> all() {
-    std::lock_guard lock(mutex_);
-    return lines_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::string> lines_;
-};
-
 // A batched MatMul BLAS takes makes one cblas_sgemm call per batch: one line each.
 TEST(BlasVerbose, OneLinePerCblasSgemmCall) {
   GraphBuilder g({3, 4, 5});
@@ -233,7 +207,7 @@ TEST(BlasVerbose, OneLinePerCblasSgemmCall) {
   const Tensor x = random_tensor({3, 4, 5}, 4);
   session.run({{"x", x}});
   ASSERT_EQ(session.plan_for({x.shape()})->steps()[0].record.backend, "blas");
-  Lines lines;
+  VerboseLines lines;
   {
     ScopedSettings verbose(Settings().set_by_name("blas_verbose", 1).set_verbose_sink(lines.sink()));
     session.run({{"x", x}});
@@ -259,13 +233,13 @@ TEST(Verbose, NodeNamesWithCommasAreQuotedAndEachSinkGetsTheHeaderOnce) {
   Model model = g.finish({g.add("Relu", {"x"})});
   model.graph.nodes[0].name = "relu, \"the first\"";
   Session session(model);
-  Lines first, second;
-  for (Lines* lines : {&first, &second}) {
+  VerboseLines first, second;
+  for (VerboseLines* lines : {&first, &second}) {
     ScopedSettings verbose(Settings().set("verbose", 1).set_verbose_sink(lines->sink()));
     session.run({{"x", random_tensor({1, 4}, 1)}});
     session.run({{"x", random_tensor({1, 4}, 1)}});
   }
-  for (Lines* lines : {&first, &second}) {
+  for (VerboseLines* lines : {&first, &second}) {
     const std::vector<std::string> all = lines->all();
     ASSERT_EQ(all.size(), 3u);
     EXPECT_TRUE(all[0].starts_with("kiln_verbose,info,kiln ")) << all[0];
