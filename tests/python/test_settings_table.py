@@ -138,6 +138,22 @@ def test_an_environment_set_onednn_level_survives_a_scope(kiln_module):
     assert parts["before"] == 0 and parts["inside"] > 0 and parts["after"] == 0, parts
 
 
+SESSION_SCRIPT = f"""
+import numpy as np, kiln
+x = {{"input": np.zeros((1, 3, 64, 64), np.float32)}}
+kiln.Session({str(DEMO)!r}, onednn_verbose=1, verbose_sink=[].append).run(x)
+print("MARK after", flush=True)
+kiln.Session({str(DEMO)!r}).run(x)
+"""
+
+
+def test_a_sessions_onednn_verbose_switches_onednn_for_its_runs(kiln_module):
+    result = run_python(kiln_module, SESSION_SCRIPT)
+    assert result.returncode == 0, result.stderr
+    parts = onednn_lines_per_part(result.stdout)
+    assert parts["before"] > 0 and parts["after"] == 0, parts
+
+
 def test_kiln_verbose_environment_variable(kiln_bin):
     env = dict(os.environ, KILN_VERBOSE="1")
     result = subprocess.run([str(kiln_bin), "run", str(DEMO)], env=env, capture_output=True, text=True, timeout=300)
