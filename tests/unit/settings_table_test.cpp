@@ -70,7 +70,7 @@ TEST(SettingsTable, EverySettingThroughTheGuardAndBackendsGet) {
     if (slot.row->type == SettingType::sink) continue;
     const int value = other_value(slot);
     const int before = backends::get(slot.name);
-    EXPECT_EQ(before, slot.row->default_value) << slot.name;
+    EXPECT_EQ(before, global_settings().value(slot.slot)) << slot.name;
     if (!can_take(slot, value)) {
       EXPECT_THROW(ScopedSettings(Settings().set_by_name(slot.name, value)), Error) << slot.name;
       continue;
