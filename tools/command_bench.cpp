@@ -144,7 +144,7 @@ int command_bench(const std::vector<std::string>& args) {
         steady_rss_mb, peak_rss_mb);
     return 0;
   }
-  std::printf("model: %s\nbatch: %d  threads: %d  backends: %s  warmup: %d  iters: %d\n",
+  std::printf("model: %s\nbatch: %d  threads: %d  plan settings: %s  warmup: %d  iters: %d\n",
               parsed.positional[0].c_str(), batch, get_num_threads(), settings_summary().c_str(), warmup,
               iters);
   std::printf("load: %.1f ms (import %.1f, plan %.1f); first run %.1f ms\n", load_ms, import_ms, plan_ms,

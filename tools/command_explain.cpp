@@ -86,8 +86,8 @@ int command_explain(const std::vector<std::string>& args) {
     session.remove_observer(&timer);
   }
 
-  std::printf("plan for %s (batch %d, %d threads, backends %s)\n", parsed.positional[0].c_str(), batch,
-              get_num_threads(), settings_summary().c_str());
+  std::printf("plan for %s (batch %d, plan settings %s)\n", parsed.positional[0].c_str(), batch,
+              settings_summary().c_str());
   std::printf("%zu steps; %d nodes fused, %d folded, %d removed; %d reorders; %.3f GFLOP per run\n\n",
               plan->steps().size(), plan->fused_nodes(), plan->folded_nodes(), plan->removed_nodes(),
               plan->reorder_steps(), static_cast<double>(plan_flops(*plan)) * 1e-9);
