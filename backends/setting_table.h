@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "ops/op_spec.h"
+#include "runtime/threads.h"
 
 namespace kiln {
 
@@ -55,8 +56,7 @@ struct SettingRow {
 };
 
 inline constexpr int kMaxVerboseLevel = 2;
-// The thread count's own precedence (threads = 0) lives in runtime/threads.h.
-inline constexpr int kMaxThreads = 4096;
+// kMaxThreads, and the thread count's own precedence (threads = 0), live in runtime/threads.h.
 inline constexpr int kMaxAutotuneLimit = 64;
 
 inline constexpr std::array kSettingRows = {

@@ -32,7 +32,6 @@ class Settings {
   int get(BackendSettingKey key, int backend) const { return values_[key.first + backend]; }
   int value(int slot) const { return values_[slot]; }
   bool has(int slot) const { return set_[slot]; }
-  bool empty() const { return set_.none() && !sink_set_; }
 
   // Checked against the row (type, range, a backend that cannot be disabled); throws kiln::Error
   // (invalid_argument) naming the setting.
@@ -44,7 +43,6 @@ class Settings {
   // null: standard output.
   Settings& set_verbose_sink(std::shared_ptr<VerboseSink> sink);
   const std::shared_ptr<VerboseSink>& verbose_sink() const { return sink_; }
-  bool has_verbose_sink() const { return sink_set_; }
 
   // `changes`' set slots (and sink) over these.
   void overlay(const Settings& changes);

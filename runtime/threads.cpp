@@ -13,10 +13,6 @@
 namespace kiln {
 namespace {
 
-// Upper bound on any thread count: far above any machine, low enough to catch typos (the
-// settings table's kMaxThreads, which this layer cannot include).
-constexpr int kMaxThreadCount = 4096;
-
 std::atomic<int> process_threads{0};  // 0: the environment's
 thread_local int scoped_threads = 0;  // 0: no ScopedIntraOpThreads on this thread
 
@@ -25,9 +21,9 @@ int parse_thread_count(std::string_view text, std::string_view source) {
   int value = 0;
   const char* end = text.data() + text.size();
   auto [last, error] = std::from_chars(text.data(), end, value);
-  if (error != std::errc{} || last != end || value < 1 || value > kMaxThreadCount) {
+  if (error != std::errc{} || last != end || value < 1 || value > kMaxThreads) {
     fail(ErrorKind::invalid_argument, source, "='", text,
-         "' is not a valid thread count (expected an integer in 1..", kMaxThreadCount, ")");
+         "' is not a valid thread count (expected an integer in 1..", kMaxThreads, ")");
   }
   return value;
 }

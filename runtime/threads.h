@@ -12,6 +12,9 @@
 
 namespace kiln {
 
+// Upper bound on any thread count: far above any machine, low enough to catch typos.
+inline constexpr int kMaxThreads = 4096;
+
 struct ThreadCount {
   int threads = 1;
   std::string source;  // "KILN_NUM_THREADS", "OMP_NUM_THREADS" or "cores"
