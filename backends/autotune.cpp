@@ -5,7 +5,7 @@
 #include <map>
 #include <mutex>
 
-#include "backends/onednn/onednn_backend.h"
+#include "backends/selection.h"
 
 namespace kiln {
 namespace {
@@ -46,11 +46,12 @@ double best_run_ms(const Kernel& kernel, std::span<const Tensor> inputs, std::sp
   return best;
 }
 
-// What the planner's Reorder step converting a float32 value of `shape` from `from` to `to` costs.
-double conversion_ms(const Shape& shape, Layout from, Layout to) {
+// What the planner's Reorder step converting a float32 value of `shape` from `from` to `to` costs
+// (the same kernel the planner would choose; nothing when no backend converts it).
+double conversion_ms(const Shape& shape, Layout from, Layout to, const Settings& settings) {
   if (from == to) return 0;
-  std::unique_ptr<Kernel> reorder = make_layout_reorder(shape, from, to);
-  if (reorder->is_view()) return 0;
+  const std::unique_ptr<Kernel> reorder = select_reorder(shape, DType::f32, from, to, settings).kernel;
+  if (reorder == nullptr || reorder->is_view()) return 0;
   const Tensor input = Tensor::zeros(stored_dtype(DType::f32, from), stored_shape(shape, from));
   Tensor output = Tensor::empty(stored_dtype(DType::f32, to), stored_shape(shape, to));
   return best_run_ms(*reorder, std::span(&input, 1), std::span(&output, 1));
@@ -80,23 +81,26 @@ double time_kernel(const Kernel& kernel, const OpSpec& spec, std::span<const Ten
 
 }  // namespace
 
-double time_candidate(const Kernel& kernel, const OpSpec& spec, std::span<const TensorInfo> outputs,
-                      const Kernel& preferred) {
+double time_candidate(const Kernel& kernel, const KernelRequest& request, std::span<const TensorInfo> outputs,
+                      const Kernel& preferred, const Settings& settings) {
+  const OpSpec& spec = request.op;
   double ms = time_kernel(kernel, spec, outputs);
   // Layouts the candidate reads or writes differently cost Reorder steps around it.
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const TensorInfo& info = spec.inputs[i];
     if (!info.present() || info.is_constant() || info.dtype != DType::f32) continue;
-    ms += conversion_ms(info.shape, info.layout, kernel.input_layout(i));
+    ms += conversion_ms(info.shape, request.input_layout(i), kernel.input_layout(i), settings);
   }
   for (size_t o = 0; o < outputs.size() && !kernel.is_view(); ++o) {
     if (outputs[o].dtype != DType::f32) continue;
-    ms += conversion_ms(outputs[o].shape, kernel.output_layout(o), preferred.output_layout(o));
+    ms += conversion_ms(outputs[o].shape, kernel.output_layout(o), preferred.output_layout(o), settings);
   }
   return ms;
 }
 
-std::string autotune_key(const OpSpec& spec, std::span<const TensorInfo> outputs, const Settings& settings) {
+std::string autotune_key(const KernelRequest& request, std::span<const TensorInfo> outputs,
+                         const Settings& settings) {
+  const OpSpec& spec = request.op;
   // Kernels are timed at the current thread count; another count may favour another kernel.
   std::string key =
       str_cat(spec.domain, "::", spec.op_type, "/", spec.opset, ";", settings.describe_plan_settings());
@@ -104,12 +108,13 @@ std::string autotune_key(const OpSpec& spec, std::span<const TensorInfo> outputs
     for (const auto& [name, attribute] : spec.attrs().all())
       key += str_cat(";", name, "=", describe_attribute(attribute));
   }
-  for (const TensorInfo& input : spec.inputs) {
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const TensorInfo& input = spec.inputs[i];
     key += str_cat(";in:", dtype_name(input.dtype), shape_to_compact_string(input.shape),
-                   layout_name(input.layout), input.is_constant() ? ":const" : "");
+                   layout_name(request.input_layout(i)), input.is_constant() ? ":const" : "");
   }
   for (const TensorInfo& output : outputs) key += str_cat(";out:", shape_to_compact_string(output.shape));
-  for (const PostOp& op : spec.post_ops)
+  for (const PostOp& op : request.post_ops)
     key += str_cat(";post:", post_op_name(op.kind), op.alpha, ",", op.beta, ",", op.input);
   return key;
 }

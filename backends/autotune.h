@@ -13,19 +13,22 @@
 #include <span>
 #include <string>
 
-#include "backends/kernel.h"
+#include "backends/base/kernel.h"
+#include "backends/base/kernel_request.h"
 #include "backends/settings.h"
 
 namespace kiln {
 
-// The best of a few runs of `kernel` on zero-filled inputs of `spec`'s shapes, in milliseconds, plus
-// the Reorder steps choosing it implies: its inputs converted from the layouts they are stored in,
-// its outputs converted to the layouts `preferred` (the first offer) writes.
-double time_candidate(const Kernel& kernel, const OpSpec& spec, std::span<const TensorInfo> outputs,
-                      const Kernel& preferred);
+// The best of a few runs of `kernel` on zero-filled inputs of the request's shapes, in milliseconds,
+// plus the Reorder steps choosing it implies (the kernels `settings` select for them): its inputs
+// converted from the layouts they are stored in, its outputs converted to the layouts `preferred`
+// (the first offer) writes.
+double time_candidate(const Kernel& kernel, const KernelRequest& request, std::span<const TensorInfo> outputs,
+                      const Kernel& preferred, const Settings& settings);
 
 // What identifies a node for the autotune cache.
-std::string autotune_key(const OpSpec& spec, std::span<const TensorInfo> outputs, const Settings& settings);
+std::string autotune_key(const KernelRequest& request, std::span<const TensorInfo> outputs,
+                         const Settings& settings);
 
 struct AutotuneChoice {
   int backend = -1;  // position in all_backends()

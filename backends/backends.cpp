@@ -1,8 +1,12 @@
 #include "backends/backends.h"
 
-#include "backends/blas/blas_backend.h"
-#include "backends/onednn/onednn_backend.h"
 #include "backends/selection.h"
+#if KILN_WITH_BLAS
+#include "backends/blas/blas_backend.h"
+#endif
+#if KILN_WITH_ONEDNN
+#include "backends/onednn/onednn_backend.h"
+#endif
 #include "core/error.h"
 #include "runtime/cpu_info.h"
 
@@ -39,14 +43,15 @@ std::vector<std::pair<std::string, std::string>> current() {
 std::vector<BackendInfo> list() {
   std::vector<BackendInfo> infos;
   for (const Backend* backend : all_backends()) {
-    infos.push_back({std::string(backend->name()), true, backend->is_available(), backend->version()});
+    infos.push_back(
+        {std::string(backend->name()), backend->is_built(), backend->is_available(), backend->version()});
   }
   return infos;
 }
 
 BackendInfo info(std::string_view name) {
   const Backend& backend = *find_backend(name);
-  return {std::string(backend.name()), true, backend.is_available(), backend.version()};
+  return {std::string(backend.name()), backend.is_built(), backend.is_available(), backend.version()};
 }
 
 void set_allocator(Allocator& allocator) {
@@ -62,7 +67,16 @@ Allocator& allocator() {
   return current_allocator();
 }
 
+// What only one backend has exists only where that backend was built; elsewhere it says so.
+namespace {
+[[noreturn]] void not_built(const char* backend, const char* option) {
+  fail(ErrorKind::not_implemented, "kiln was built without ", backend, " (", option,
+       "=OFF at configure time)");
+}
+}  // namespace
+
 namespace onednn {
+#if KILN_WITH_ONEDNN
 std::string isa() {
   return onednn_isa();
 }
@@ -80,11 +94,34 @@ void clear() {
   clear_onednn_primitive_cache();
 }
 }  // namespace primitive_cache
+#else
+std::string isa() {
+  not_built("oneDNN", "KILN_WITH_ONEDNN");
+}
+namespace primitive_cache {
+int size() {
+  not_built("oneDNN", "KILN_WITH_ONEDNN");
+}
+int capacity() {
+  not_built("oneDNN", "KILN_WITH_ONEDNN");
+}
+void set_capacity(int) {
+  not_built("oneDNN", "KILN_WITH_ONEDNN");
+}
+void clear() {
+  not_built("oneDNN", "KILN_WITH_ONEDNN");
+}
+}  // namespace primitive_cache
+#endif
 }  // namespace onednn
 
 namespace blas {
 std::string library() {
+#if KILN_WITH_BLAS
   return blas_library();
+#else
+  not_built("BLAS", "KILN_WITH_BLAS");
+#endif
 }
 }  // namespace blas
 

@@ -45,6 +45,8 @@ void set_allocator(Allocator& allocator);
 void set_allocator(std::string_view name);
 Allocator& allocator();
 
+// Backend-specific calls throw kiln::Error (not_implemented) where kiln was built without that
+// backend (info(name).built is false).
 namespace onednn {
 // The ISA oneDNN dispatches up to, in oneDNN's names ("avx2", "avx512_core_bf16"): the CPU's best,
 // capped with kiln's ISA tier (cpu::isa()).

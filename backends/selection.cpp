@@ -3,12 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <set>
 
 #include "backends/autotune.h"
-#include "backends/blas/blas_backend.h"
-#include "backends/native/native_backend.h"
-#include "backends/onednn/onednn_backend.h"
 #include "core/error.h"
 
 namespace kiln {
@@ -17,39 +13,43 @@ namespace {
 const std::array<const Backend*, kBackendCount>& backend_list() {
   static const std::array<const Backend*, kBackendCount> list = [] {
     std::array<const Backend*, kBackendCount> backends{};
-    backends[kOnednnIndex] = &onednn_backend();
-    backends[kBlasIndex] = &blas_backend();
-    backends[kNativeIndex] = &native_backend();
     for (int i = 0; i < kBackendCount; ++i) {
-      KILN_CHECK(backends[i]->name() == kBackendNames[i], runtime, "backend ", i, " is '",
-                 backends[i]->name(), "', the settings table expects '", kBackendNames[i], "'");
+      backends[i] = &kBackendRows[i].instance();
+      KILN_CHECK(backends[i]->name() == kBackendRows[i].name, runtime, "backend row ", i, " is '",
+                 kBackendRows[i].name, "' but its entry point returns '", backends[i]->name(), "'");
     }
     return backends;
   }();
   return list;
 }
 
-int index_of(const Backend* backend) {
-  const auto& list = backend_list();
-  return static_cast<int>(std::find(list.begin(), list.end(), backend) - list.begin());
+bool contains(std::span<const std::string_view> names, std::string_view name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
 }
 
-// Ops oneDNN computes without reordering any sum, so the same on any thread count: exact
-// elementwise arithmetic, copies and max pooling. Deterministic mode keeps oneDNN to these.
-bool exact_on_onednn(const OpSpec& spec) {
-  static const std::set<std::string, std::less<>> kExact = {
-      "Relu", "LeakyRelu", "Clip", "Add", "Sub", "Mul", "Div", "Concat", "MaxPool", "GlobalMaxPool"};
-  return spec.post_ops.empty() && kExact.count(spec.op_type) != 0;
+bool is_onnx_domain(const OpSpec& spec) {
+  return spec.domain.empty() || spec.domain == "ai.onnx";
 }
 
-// Why deterministic mode keeps `backend` away from `spec`, or empty.
-std::string deterministic_refusal(int backend, const OpSpec& spec) {
-  if (backend == kBlasIndex) return "deterministic mode: BLAS splits products by thread count";
-  if (backend == kOnednnIndex && !exact_on_onednn(spec)) {
-    return str_cat("deterministic mode: oneDNN's ", spec.op_type,
-                   " may sum in another order on another thread count");
+// Why deterministic mode keeps backend `position` away from `request`, or empty.
+std::string deterministic_refusal(int position, const KernelRequest& request) {
+  const BackendRow& row = kBackendRows[position];
+  switch (row.determinism) {
+    case Determinism::exact:
+      return {};
+    case Determinism::never:
+      return str_cat("deterministic mode: ", row.nondeterminism);
+    case Determinism::listed_exact:
+      if (request.post_ops.empty() && contains(row.exact_ops, request.op.op_type)) return {};
+      return str_cat("deterministic mode: ", row.library, "'s ", request.op.op_type, " ", row.nondeterminism);
   }
   return {};
+}
+
+// How many implementations autotune may ask backend `position` for.
+int alternatives_for(int position, const KernelRequest& request, bool tuning) {
+  const BackendRow& row = kBackendRows[position];
+  return tuning && contains(row.tuned_ops, request.op.op_type) ? row.alternatives : 1;
 }
 
 struct Offer {
@@ -59,14 +59,29 @@ struct Offer {
   int alternative = 0;
 };
 
-KernelOrReason create(int backend, const OpSpec& spec, std::span<const TensorInfo> outputs, int alternative) {
-  if (alternative == 0) return backend_list()[backend]->create_kernel(spec, outputs);
-  OpSpec alternative_spec = spec;
-  alternative_spec.alternative = alternative;
-  return backend_list()[backend]->create_kernel(alternative_spec, outputs);
+KernelOrReason create(int backend, const KernelRequest& request, std::span<const TensorInfo> outputs,
+                      int alternative) {
+  if (alternative == request.alternative) return backend_list()[backend]->create_kernel(request, outputs);
+  KernelRequest alternative_request = request;
+  alternative_request.alternative = alternative;
+  return backend_list()[backend]->create_kernel(alternative_request, outputs);
+}
+
+std::string upper(std::string_view text) {
+  std::string result(text);
+  for (char& c : result) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return result;
 }
 
 }  // namespace
+
+std::string KernelSelection::refusals() const {
+  std::string reasons;
+  for (const RejectedCandidate& candidate : rejected) {
+    reasons += str_cat(reasons.empty() ? "" : "; ", candidate.backend, ": ", candidate.reason);
+  }
+  return reasons;
+}
 
 std::span<const Backend* const> all_backends() {
   return backend_list();
@@ -74,10 +89,10 @@ std::span<const Backend* const> all_backends() {
 
 int backend_index(std::string_view name) {
   for (int i = 0; i < kBackendCount; ++i) {
-    if (backend_list()[i]->name() == name) return i;
+    if (kBackendRows[i].name == name) return i;
   }
   std::string known;
-  for (const Backend* backend : backend_list()) known += str_cat(known.empty() ? "" : ", ", backend->name());
+  for (const BackendRow& row : kBackendRows) known += str_cat(known.empty() ? "" : ", ", row.name);
   fail(ErrorKind::invalid_argument, "unknown backend '", name, "' (known: ", known, ")");
 }
 
@@ -85,28 +100,44 @@ const Backend* find_backend(std::string_view name) {
   return backend_list()[backend_index(name)];
 }
 
-std::vector<const Backend*> candidate_backends(const OpSpec& spec) {
-  // Matrix products try BLAS first: it takes the tiny ones (below kBlasMaxMultiplyAdds), where
-  // oneDNN's per-call overhead dominates, and refuses the rest with that reason.
-  const bool is_product = (spec.domain.empty() || spec.domain == "ai.onnx") &&
-                          (spec.op_type == "MatMul" || spec.op_type == "Gemm");
-  if (is_product) return {&blas_backend(), &onednn_backend(), &native_backend()};
-  return {&onednn_backend(), &native_backend()};
+std::vector<int> candidate_backends(const KernelRequest& request) {
+  std::vector<int> positions;
+  for (int i = 0; i < kBackendCount; ++i) {
+    const BackendRow& row = kBackendRows[i];
+    if (row.ops.empty() || (is_onnx_domain(request.op) && contains(row.ops, request.op.op_type)))
+      positions.push_back(i);
+  }
+  std::stable_sort(positions.begin(), positions.end(),
+                   [](int a, int b) { return kBackendRows[a].rank < kBackendRows[b].rank; });
+  return positions;
 }
 
-KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs,
-                              const Settings& settings, AutotuneCache* autotune_cache) {
+FusionRule fusion_offered(std::string_view op_type, const Settings& settings) {
+  FusionRule offered{op_type};
+  for (int i = 0; i < kBackendCount; ++i) {
+    if (!settings.backend_enabled(i) || !backend_list()[i]->is_built()) continue;
+    for (const FusionRule& rule : kBackendRows[i].fuses) {
+      if (rule.op_type != op_type) continue;
+      offered.post_ops |= rule.post_ops;
+      offered.folds_batch_norm = offered.folds_batch_norm || rule.folds_batch_norm;
+    }
+  }
+  return offered;
+}
+
+KernelSelection find_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs,
+                            const Settings& settings, AutotuneCache* autotune_cache) {
   KernelSelection selection;
   const bool tuning = settings.on("autotune");
   KILN_CHECK(!tuning || autotune_cache != nullptr, runtime, "autotune needs a cache to remember choices in");
   std::string tuning_key;
   if (tuning) {
-    tuning_key = autotune_key(spec, outputs, settings);
+    tuning_key = autotune_key(request, outputs, settings);
     if (std::optional<AutotuneChoice> choice = autotune_cache->find(tuning_key)) {
-      KernelOrReason offer = create(choice->backend, spec, outputs, choice->alternative);
+      KernelOrReason offer = create(choice->backend, request, outputs, choice->alternative);
       if (offer.kernel) {
         selection.kernel = std::move(offer.kernel);
-        selection.backend = backend_list()[choice->backend];
+        selection.backend = choice->backend;
         selection.note = std::move(offer.note);
         return selection;
       }
@@ -116,47 +147,46 @@ KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> ou
   const int limit = settings.get("autotune_limit");
   const size_t wanted = !tuning ? 1 : limit == 0 ? SIZE_MAX : static_cast<size_t>(limit);
   std::vector<Offer> offers;
-  for (const Backend* backend : candidate_backends(spec)) {
-    const int index = index_of(backend);
-    const std::string name(backend->name());
-    if (!settings.backend_enabled(index)) {
+  for (int position : candidate_backends(request)) {
+    const Backend& backend = *backend_list()[position];
+    const std::string name(backend.name());
+    if (!settings.backend_enabled(position)) {
       selection.rejected.push_back({name, "backend disabled"});
       continue;
     }
     if (settings.on("deterministic")) {
-      if (std::string why = deterministic_refusal(index, spec); !why.empty()) {
+      if (std::string why = deterministic_refusal(position, request); !why.empty()) {
         selection.rejected.push_back({name, std::move(why)});
         continue;
       }
     }
-    if (!backend->is_available()) {
+    if (!backend.is_built()) {
+      selection.rejected.push_back(
+          {name, str_cat("not built (kiln was configured with KILN_WITH_", upper(name), "=OFF)")});
+      continue;
+    }
+    if (!backend.is_available()) {
       selection.rejected.push_back({name, "backend not available on this machine"});
       continue;
     }
-    // Autotune also asks oneDNN for its alternative implementations of the same primitive.
-    const int alternatives = tuning && index == kOnednnIndex ? kMaxAutotuneLimit : 1;
+    const int alternatives = alternatives_for(position, request, tuning);
     for (int alternative = 0; alternative < alternatives && offers.size() < wanted; ++alternative) {
-      KernelOrReason offer = create(index, spec, outputs, alternative);
+      KernelOrReason offer = create(position, request, outputs, alternative);
       if (!offer.kernel) {
         if (alternative == 0) selection.rejected.push_back({name, std::move(offer.reason)});
         break;
       }
-      offers.push_back({std::move(offer.kernel), std::move(offer.note), index, alternative});
+      offers.push_back({std::move(offer.kernel), std::move(offer.note), position, alternative});
     }
     if (offers.size() >= wanted) break;
   }
-  if (offers.empty()) {
-    std::string reasons;
-    for (const RejectedCandidate& candidate : selection.rejected) {
-      reasons += str_cat(reasons.empty() ? "" : "; ", candidate.backend, ": ", candidate.reason);
-    }
-    fail(ErrorKind::not_implemented, "no backend can run ", spec.op_type, " (", reasons, ")");
-  }
+  if (offers.empty()) return selection;
   size_t best = 0;
   if (offers.size() > 1) {
     for (const Offer& offer : offers) {
-      selection.timed.push_back({std::string(offer.kernel->name()),
-                                 time_candidate(*offer.kernel, spec, outputs, *offers[0].kernel)});
+      selection.timed.push_back(
+          {std::string(offer.kernel->name()),
+           time_candidate(*offer.kernel, request, outputs, *offers[0].kernel, settings)});
     }
     for (size_t i = 1; i < offers.size(); ++i) {
       if (selection.timed[i].milliseconds < selection.timed[best].milliseconds) best = i;
@@ -170,10 +200,36 @@ KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> ou
     }
   }
   if (tuning) autotune_cache->remember(tuning_key, {offers[best].backend, offers[best].alternative});
-  selection.backend = backend_list()[offers[best].backend];
+  selection.backend = offers[best].backend;
   selection.kernel = std::move(offers[best].kernel);
   selection.note = std::move(offers[best].note);
   return selection;
+}
+
+KernelSelection select_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs,
+                              const Settings& settings, AutotuneCache* autotune_cache) {
+  KernelSelection selection = find_kernel(request, outputs, settings, autotune_cache);
+  KILN_CHECK(selection.kernel != nullptr, not_implemented, "no backend can run ", request.op.op_type, " (",
+             selection.refusals(), ")");
+  return selection;
+}
+
+KernelRequest reorder_request(const Shape& shape, DType dtype, Layout from, Layout to) {
+  KernelRequest request;
+  request.op.op_type = "Reorder";
+  request.op.inputs = {TensorInfo{dtype, shape, {}}};
+  request.input_layouts = {from};
+  request.output_layouts = {to};
+  return request;
+}
+
+KernelSelection select_reorder(const Shape& shape, DType dtype, Layout from, Layout to,
+                               const Settings& settings) {
+  const KernelRequest request = reorder_request(shape, dtype, from, to);
+  const TensorInfo output{dtype, shape, {}};
+  Settings untuned = settings;
+  untuned.set(SettingKey("autotune"), 0);
+  return find_kernel(request, std::span(&output, 1), untuned);
 }
 
 }  // namespace kiln

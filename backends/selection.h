@@ -1,5 +1,7 @@
-// Kernel selection: walks the backends in preference order, keeps the first kernel offered and
-// records why each earlier candidate refused (plans, `kiln explain` and verbose show the reasons).
+// Kernel selection: for one kernel request, walks the backend registry's rows (backends/registry.h)
+// in candidate order, keeps the first kernel offered (or with autotune, the fastest of several) and
+// records why each other candidate refused; plans, `kiln explain` and verbose show the reasons.
+// Nothing here names a backend: what differs between backends is in their rows.
 #pragma once
 
 #include <memory>
@@ -8,7 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/backend.h"
+#include "backends/base/backend.h"
+#include "backends/base/kernel_request.h"
+#include "backends/registry.h"
 #include "backends/settings.h"
 
 namespace kiln {
@@ -27,34 +31,46 @@ struct TimedCandidate {
 };
 
 struct KernelSelection {
-  std::unique_ptr<Kernel> kernel;
-  const Backend* backend = nullptr;
+  std::unique_ptr<Kernel> kernel;  // null when no candidate takes the request: `rejected` says why
+  int backend = -1;                // the chosen backend's row position
   std::vector<RejectedCandidate> rejected;
   std::string note;                   // e.g. why a requested precision was not used
   std::vector<TimedCandidate> timed;  // autotune's measurements, fastest kept (empty when off)
+
+  // "onednn: reason; native: reason", every refusal in candidate order.
+  std::string refusals() const;
 };
 
-// Positions in all_backends() (and in the per-backend settings).
-inline constexpr int kOnednnIndex = backend_position("onednn");
-inline constexpr int kBlasIndex = backend_position("blas");
-inline constexpr int kNativeIndex = backend_position("native");
-
-// Every backend kiln was built with, in kBackendNames' order: oneDNN, BLAS, native.
+// Every backend in kBackendRows' order (built or not: a backend left out at configure time is
+// there, and says so through Backend::is_built).
 std::span<const Backend* const> all_backends();
 const Backend* find_backend(std::string_view name);
-
-// all_backends()'s index of a backend (kOnednnIndex etc.); throws kiln::Error (invalid_argument)
-// listing the known names for an unknown one.
+// A backend's row position; throws kiln::Error (invalid_argument) listing the known names.
 int backend_index(std::string_view name);
 
-// The candidate list for one node, in preference order; the native reference is always last.
-std::vector<const Backend*> candidate_backends(const OpSpec& spec);
+// Row positions of the backends that are candidates for `request`, in the order they are asked.
+std::vector<int> candidate_backends(const KernelRequest& request);
 
-// The kernel for `spec` under `settings`: the first enabled candidate that offers one, or with
-// autotune on, the fastest of up to `autotune_limit` offers (0: all), remembered in `autotune_cache`
-// (required with autotune on). Throws kiln::Error (not_implemented) listing every candidate's
-// reason when none can run `spec`.
-KernelSelection select_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs,
+// What the backends enabled under `settings` can fuse into `op_type` (the union of their rules).
+FusionRule fusion_offered(std::string_view op_type, const Settings& settings);
+
+// The kernel for `request` under `settings`: the first enabled candidate that offers one, or with
+// autotune on, the fastest of up to `autotune_limit` offers (0: all), remembered in
+// `autotune_cache` (required with autotune on). When no candidate takes the request the selection
+// has no kernel; backends throw kiln::Error only for invalid nodes.
+KernelSelection find_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs,
+                            const Settings& settings, AutotuneCache* autotune_cache = nullptr);
+// find_kernel, throwing kiln::Error (not_implemented) listing every candidate's reason when no
+// candidate takes the request.
+KernelSelection select_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs,
                               const Settings& settings, AutotuneCache* autotune_cache = nullptr);
+
+// The request for a Reorder step converting a value of logical `shape` and `dtype` stored in `from`
+// into `to`. Reorders are kernels like any other; the op type is kiln's own (ONNX has none, and
+// the planner refuses op types without a schema, so a model cannot name it).
+KernelRequest reorder_request(const Shape& shape, DType dtype, Layout from, Layout to);
+// The Reorder kernel for that conversion (autotune off: one conversion has one kernel worth having).
+KernelSelection select_reorder(const Shape& shape, DType dtype, Layout from, Layout to,
+                               const Settings& settings);
 
 }  // namespace kiln

@@ -3,8 +3,8 @@
 // else is derived from the rows: the Settings value and its guards (settings.h), the CLI options
 // (tools/setting_options.cpp), the Python keyword arguments and current() (python/), the
 // "unknown setting" messages and the plan key (plan_key.h). Rows marked per_backend are expanded
-// once per backend ("enabled" becomes onednn_enabled, blas_enabled, native_enabled), so the table
-// names no backend. docs/settings.md says how to add a row.
+// once per backend row of backends/registry.h ("enabled" becomes onednn_enabled, blas_enabled,
+// native_enabled), so the table names no backend. docs/settings.md says how to add a row.
 #pragma once
 
 #include <array>
@@ -13,20 +13,11 @@
 #include <string>
 #include <string_view>
 
-#include "ops/op_spec.h"
+#include "backends/base/kernel_request.h"
+#include "backends/registry.h"
 #include "runtime/threads.h"
 
 namespace kiln {
-
-// Backends in kernel-selection preference order (all_backends() holds them in this order).
-inline constexpr std::array<std::string_view, 3> kBackendNames = {"onednn", "blas", "native"};
-inline constexpr int kBackendCount = static_cast<int>(kBackendNames.size());
-consteval int backend_position(std::string_view name) {
-  for (int i = 0; i < kBackendCount; ++i) {
-    if (kBackendNames[i] == name) return i;
-  }
-  throw "no such backend in kBackendNames";
-}
 
 enum class SettingType : uint8_t {
   boolean,    // 0 or 1

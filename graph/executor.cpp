@@ -44,8 +44,8 @@ std::shared_ptr<RunContext> create_context(const Plan& plan) {
     // Values set per run (inputs, outputs) are assigned into tensors of their final shape, so even
     // a context's first run only copies shapes into existing vectors; these hold no data.
     if (!context->fixed[s]) {
-      context->values[s] = Tensor::wrap(nullptr, stored_dtype(slot.info.dtype, slot.info.layout),
-                                        stored_shape(slot.info.shape, slot.info.layout));
+      context->values[s] = Tensor::wrap(nullptr, stored_dtype(slot.info.dtype, slot.layout),
+                                        stored_shape(slot.info.shape, slot.layout));
     }
   }
   context->step_inputs.resize(steps.size());

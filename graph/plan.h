@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/autotune.h"
 #include "backends/selection.h"
 #include "graph/executor.h"
 #include "graph/graph.h"
@@ -41,8 +42,8 @@ struct PlanStep {
   std::vector<int> outputs;              // slot per node output; -1 for an unused optional output
   std::vector<int> release_after;        // slots whose last reader is this step
   std::vector<TensorInfo> output_infos;  // every declared output as stored: stored shape and dtype
-  int in_place_input = -1;           // input whose storage output 0 takes over (see Kernel::in_place_input)
-  int backend_index = kNativeIndex;  // the record's backend as a Settings index (verbose levels)
+  int in_place_input = -1;  // input whose storage output 0 takes over (see Kernel::in_place_input)
+  int backend_index = -1;   // the record's backend as a registry row position (verbose levels)
   StepRecord record;
 };
 
@@ -52,7 +53,8 @@ enum class SlotOrigin { constant, graph_input, computed };
 
 struct Slot {
   std::string name;
-  TensorInfo info;  // dtype, shape; value for constants
+  TensorInfo info;                // logical dtype and shape; value for constants
+  Layout layout = Layout::plain;  // how the value is stored
   SlotOrigin origin = SlotOrigin::computed;
 };
 
@@ -97,8 +99,6 @@ class Plan {
                                            AutotuneCache* autotune_cache = nullptr);
 
  private:
-  friend class PlanBuilder;
-
   std::vector<PlanStep> steps_;
   std::vector<Slot> slots_;
   std::vector<int> input_slots_;

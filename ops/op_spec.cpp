@@ -4,64 +4,6 @@
 
 namespace kiln {
 
-const char* layout_name(Layout layout) {
-  switch (layout) {
-    case Layout::plain:
-      return "plain";
-    case Layout::nhwc:
-      return "nhwc";
-    case Layout::plain_bf16:
-      return "plain_bf16";
-    case Layout::nhwc_bf16:
-      return "nhwc_bf16";
-  }
-  return "?";
-}
-
-bool is_channels_last(Layout layout) {
-  return layout == Layout::nhwc || layout == Layout::nhwc_bf16;
-}
-
-bool is_bf16(Layout layout) {
-  return layout == Layout::plain_bf16 || layout == Layout::nhwc_bf16;
-}
-
-Shape stored_shape(const Shape& shape, Layout layout) {
-  if (!is_channels_last(layout)) return shape;
-  KILN_ASSERT(shape.size() == 4);  // channels-last storage is only chosen for 4-D values
-  return {shape[0], shape[2], shape[3], shape[1]};
-}
-
-DType stored_dtype(DType dtype, Layout layout) {
-  return is_bf16(layout) ? DType::bf16 : dtype;
-}
-
-const char* precision_name(Precision precision) {
-  return precision == Precision::bf16 ? "bf16" : "fp32";
-}
-
-const char* post_op_name(PostOp::Kind kind) {
-  switch (kind) {
-    case PostOp::Kind::relu:
-      return "relu";
-    case PostOp::Kind::leaky_relu:
-      return "leaky_relu";
-    case PostOp::Kind::clip:
-      return "clip";
-    case PostOp::Kind::sigmoid:
-      return "sigmoid";
-    case PostOp::Kind::tanh:
-      return "tanh";
-    case PostOp::Kind::gelu_erf:
-      return "gelu_erf";
-    case PostOp::Kind::bias:
-      return "bias";
-    case PostOp::Kind::sum:
-      return "sum";
-  }
-  return "?";
-}
-
 const TensorInfo& OpSpec::input(int index) const {
   KILN_CHECK(has_input(index), invalid_model, op_type, " expects input ", index, " but it is missing");
   return inputs[static_cast<size_t>(index)];

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "backends/native/kernel_util.h"
+#include "backends/base/function_kernel.h"
 #include "runtime/call_log.h"
 
 #ifdef _OPENMP
@@ -106,7 +106,7 @@ KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outpu
         "batch dims differ between the operands (broadcast batches are not supported)");
   }
   if (std::string reason = check_size(g); !reason.empty()) return KernelOrReason::rejected(reason);
-  return native::make_kernel("blas:sgemm", [g](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+  return make_kernel("blas:sgemm", [g](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
     run_gemm(g, inputs[0].data<float>(), inputs[1].data<float>(), outputs[0].data<float>());
   });
 }
@@ -128,20 +128,20 @@ KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs
   const bool has_c = spec.has_input(2) && beta != 0.0f;
   if (has_c && spec.input(2).dtype != DType::f32) return KernelOrReason::rejected("C must be float32");
   const Shape c_shape = has_c ? spec.input(2).shape : Shape{};
-  return native::make_kernel(
-      "blas:sgemm", [g, has_c, beta, c_shape](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
-        float* c = outputs[0].data<float>();
-        run_gemm(g, inputs[0].data<float>(), inputs[1].data<float>(), c);
-        if (!has_c) return;
-        // beta * C, broadcast (unidirectionally) to [M, N].
-        const float* bias = inputs[2].data<float>();
-        const int64_t rows = c_shape.size() == 2 ? c_shape[0] : 1;
-        const int64_t cols = c_shape.empty() ? 1 : c_shape.back();
-        for (int64_t i = 0; i < g.m; ++i) {
-          for (int64_t j = 0; j < g.n; ++j)
-            c[i * g.n + j] += beta * bias[(rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j)];
-        }
-      });
+  return make_kernel("blas:sgemm",
+                     [g, has_c, beta, c_shape](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+                       float* c = outputs[0].data<float>();
+                       run_gemm(g, inputs[0].data<float>(), inputs[1].data<float>(), c);
+                       if (!has_c) return;
+                       // beta * C, broadcast (unidirectionally) to [M, N].
+                       const float* bias = inputs[2].data<float>();
+                       const int64_t rows = c_shape.size() == 2 ? c_shape[0] : 1;
+                       const int64_t cols = c_shape.empty() ? 1 : c_shape.back();
+                       for (int64_t i = 0; i < g.m; ++i) {
+                         for (int64_t j = 0; j < g.n; ++j)
+                           c[i * g.n + j] += beta * bias[(rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j)];
+                       }
+                     });
 }
 
 class BlasBackend final : public Backend {
@@ -155,11 +155,14 @@ class BlasBackend final : public Backend {
     const size_t second_space = config.find(' ', config.find(' ') + 1);
     return config.substr(0, second_space);
   }
-  KernelOrReason create_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs) const override {
+  KernelOrReason create_kernel(const KernelRequest& request,
+                               std::span<const TensorInfo> outputs) const override {
+    const OpSpec& spec = request.op;
     if (!spec.domain.empty() && spec.domain != "ai.onnx")
       return KernelOrReason::rejected("not an ONNX-domain op");
-    if (!spec.post_ops.empty()) return KernelOrReason::rejected("BLAS kernels do not fuse post-ops");
-    if (spec.precision != Precision::fp32)
+    if (request.alternative > 0) return KernelOrReason::rejected("BLAS has one implementation per product");
+    if (!request.post_ops.empty()) return KernelOrReason::rejected("BLAS kernels do not fuse post-ops");
+    if (request.precision != Precision::fp32)
       return KernelOrReason::rejected("BLAS computes float32 only (bf16 precision runs on oneDNN)");
     if (spec.op_type == "MatMul") return make_matmul(spec, outputs);
     if (spec.op_type == "Gemm") return make_gemm(spec, outputs);

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "backends/backend.h"
+#include "backends/base/backend.h"
 
 namespace kiln {
 

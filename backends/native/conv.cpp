@@ -2,6 +2,8 @@
 // multiplied by the weights on the native sgemm, with the bias added as the product is written;
 // constant weights are packed for the sgemm once, at plan time. Depthwise convs (one input and one
 // output channel per group) run a direct loop, where im2col would cost more than the product.
+#include "ops/conv.h"
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -9,12 +11,11 @@
 #include <new>
 #include <vector>
 
+#include "backends/base/function_kernel.h"
 #include "backends/native/gemm.h"
 #include "backends/native/isa_variant.h"
-#include "backends/native/kernel_util.h"
 #include "backends/native/native_backend.h"
 #include "backends/native/spatial3d.h"
-#include "ops/conv.h"
 #include "runtime/parallel.h"
 #include "runtime/threads.h"
 

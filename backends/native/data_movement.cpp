@@ -7,8 +7,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "backends/base/function_kernel.h"
 #include "backends/native/element_math.h"
-#include "backends/native/kernel_util.h"
 #include "backends/native/native_backend.h"
 #include "backends/native/strided_copy.h"
 #include "core/error.h"

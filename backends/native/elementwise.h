@@ -11,7 +11,7 @@
 #include <string>
 #include <type_traits>
 
-#include "backends/kernel.h"
+#include "backends/base/kernel.h"
 #include "ops/op_spec.h"
 
 namespace kiln::native::elementwise {

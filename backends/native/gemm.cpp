@@ -5,6 +5,7 @@
 #include <new>
 
 #include "backends/native/isa_variant.h"
+#include "backends/native/simd.h"
 #include "core/allocator.h"
 #include "runtime/parallel.h"
 
@@ -19,9 +20,9 @@ constexpr int64_t kMcTarget = 96;
 constexpr int64_t kTaskColumns = 256;
 constexpr size_t kAlignment = 64;
 
-using Vec16 = float __attribute__((vector_size(64)));  // one zmm (AVX-512)
-using Vec8 = float __attribute__((vector_size(32)));   // one ymm (AVX2)
-using Vec4 = float __attribute__((vector_size(16)));   // one xmm (SSE2, baseline x86-64)
+using Vec16 = Simd<16>::F;
+using Vec8 = Simd<8>::F;
+using Vec4 = Simd<4>::F;
 
 int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 int64_t ceil_div(int64_t value, int64_t divisor) { return (value + divisor - 1) / divisor; }

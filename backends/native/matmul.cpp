@@ -1,12 +1,13 @@
 // Native MatMul and Gemm on the native sgemm (float32), with a plain loop for float64/float16.
-#include "backends/native/gemm.h"
+#include "ops/matmul.h"
+
+#include "backends/base/function_kernel.h"
 #include "backends/native/broadcast_loop.h"
 #include "backends/native/element_math.h"
-#include "backends/native/kernel_util.h"
+#include "backends/native/gemm.h"
 #include "backends/native/native_backend.h"
 #include "core/error.h"
 #include "ops/broadcast.h"
-#include "ops/matmul.h"
 #include "runtime/parallel.h"
 #include "runtime/threads.h"
 

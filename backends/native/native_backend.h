@@ -5,7 +5,8 @@
 #include <span>
 #include <string_view>
 
-#include "backends/backend.h"
+#include "backends/base/backend.h"
+#include "backends/base/kernel_table.h"
 
 namespace kiln {
 
@@ -13,18 +14,8 @@ const Backend& native_backend();
 
 namespace native {
 
-using KernelFactory = KernelOrReason (*)(const OpSpec& spec, std::span<const TensorInfo> outputs);
-
-struct KernelEntry {
-  std::string_view op_type;
-  KernelFactory create;
-};
-
-// A backend's kernels as family tables (also the shape of the oneDNN backend's).
-using FamilyTable = std::span<const KernelEntry> (*)();
-
-// The factory of the first entry for `op_type` across `families`, or null.
-KernelFactory find_kernel_factory(std::span<const FamilyTable> families, std::string_view op_type);
+// Native kernels need only the node: their factories take its OpSpec.
+using KernelEntry = kiln::KernelEntry<OpSpec>;
 
 // Family tables, one per file under backends/native/ (mirroring ops/).
 std::span<const KernelEntry> conv_kernels();

@@ -1,16 +1,17 @@
 // Native pooling: MaxPool (with optional Indices), AveragePool, GlobalAveragePool, GlobalMaxPool.
 // Each (image, channel) plane is independent, so planes are the unit of parallel work.
+#include "ops/pool.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
+#include "backends/base/function_kernel.h"
 #include "backends/native/element_math.h"
-#include "backends/native/kernel_util.h"
 #include "backends/native/native_backend.h"
 #include "backends/native/spatial3d.h"
-#include "ops/pool.h"
 #include "runtime/parallel.h"
 
 namespace kiln::native {

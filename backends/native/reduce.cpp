@@ -5,6 +5,8 @@
 //   strided  anything else           each output walks its reduced sub-space with an odometer.
 // Rows and columns vectorize: runs accumulate into kLanes independent lanes (floats in double,
 // integers in wrapping 64-bit), which also keeps float sums of long runs accurate.
+#include "ops/reduce.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -13,17 +15,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/base/function_kernel.h"
 #include "backends/native/element_math.h"
 #include "backends/native/elementwise.h"
 #include "backends/native/isa_variant.h"
-#include "backends/native/kernel_util.h"
 #include "backends/native/native_backend.h"
-#include "ops/reduce.h"
+#include "backends/native/simd.h"
 #include "runtime/parallel.h"
-
-// The vector helpers below take and return GCC vectors wider than the baseline ABI's, but they are
-// always inlined into functions compiled for a matching target, so no call ever passes one.
-#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace kiln::native {
 namespace {
@@ -161,31 +159,6 @@ typename R::Acc reduce_run(const T* src, int64_t n, int64_t stride, double shift
 // ---- float rows with GCC vectors ---------------------------------------------------------------
 // The transformer's ReduceMean over the last axis (and the other sums, max and min of float rows)
 // in vectors of the widest ISA the CPU has, chosen once like gemm.cpp's micro-kernels.
-
-template <int kWidth>
-struct Simd;
-// F: one register of floats; U: the same bits as integers; H: half of F; D: H widened to double.
-template <>
-struct Simd<4> {  // SSE2, baseline x86-64
-  using F = float __attribute__((vector_size(16)));
-  using U = uint32_t __attribute__((vector_size(16)));
-  using H = float __attribute__((vector_size(8)));
-  using D = double __attribute__((vector_size(16)));
-};
-template <>
-struct Simd<8> {  // AVX2
-  using F = float __attribute__((vector_size(32)));
-  using U = uint32_t __attribute__((vector_size(32)));
-  using H = float __attribute__((vector_size(16)));
-  using D = double __attribute__((vector_size(32)));
-};
-template <>
-struct Simd<16> {  // AVX-512
-  using F = float __attribute__((vector_size(64)));
-  using U = uint32_t __attribute__((vector_size(64)));
-  using H = float __attribute__((vector_size(32)));
-  using D = double __attribute__((vector_size(64)));
-};
 
 constexpr bool has_float_rows(Reduction kind) {
   return kind == Reduction::mean || kind == Reduction::sum || kind == Reduction::sum_square || kind == Reduction::l1 ||

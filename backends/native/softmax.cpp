@@ -15,16 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "backends/base/function_kernel.h"
 #include "backends/native/element_math.h"
 #include "backends/native/elementwise.h"
 #include "backends/native/isa_variant.h"
-#include "backends/native/kernel_util.h"
 #include "backends/native/native_backend.h"
+#include "backends/native/simd.h"
 #include "runtime/parallel.h"
-
-// The vector helpers below take and return GCC vectors wider than the baseline ABI's, but they are
-// always inlined into functions compiled for a matching target, so no call ever passes one.
-#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace kiln::native {
 namespace {
@@ -82,36 +79,6 @@ inline C max_of(C a, C b) {
 }
 
 // ---- float rows with GCC vectors ---------------------------------------------------------------
-
-template <int kWidth>
-struct Simd;
-template <>
-struct Simd<4> {  // SSE2, baseline x86-64
-  using F = float __attribute__((vector_size(16)));
-  using U = uint32_t __attribute__((vector_size(16)));
-};
-template <>
-struct Simd<8> {  // AVX2
-  using F = float __attribute__((vector_size(32)));
-  using U = uint32_t __attribute__((vector_size(32)));
-};
-template <>
-struct Simd<16> {  // AVX-512
-  using F = float __attribute__((vector_size(64)));
-  using U = uint32_t __attribute__((vector_size(64)));
-};
-
-template <typename S>
-[[gnu::always_inline]] inline typename S::F load(const float* src) {
-  typename S::F v;
-  std::memcpy(&v, src, sizeof(v));
-  return v;
-}
-
-template <typename S>
-[[gnu::always_inline]] inline void store(float* dst, typename S::F v) {
-  std::memcpy(dst, &v, sizeof(v));
-}
 
 template <typename S>
 [[gnu::always_inline]] inline typename S::F splat(float value) {

@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <limits>
 
+#include "backends/base/function_kernel.h"
 #include "backends/native/element_math.h"
 #include "backends/native/elementwise.h"
-#include "backends/native/kernel_util.h"
 #include "runtime/parallel.h"
 
 namespace kiln::native::elementwise {

@@ -10,8 +10,9 @@ using dnnl::memory;
 
 class ConcatKernel final : public PrimitiveKernel {
  public:
-  ConcatKernel(const OpSpec& spec, int axis, const Shape& output_shape) {
-    const Layout layout = spec.input(0).layout;
+  ConcatKernel(const KernelRequest& request, int axis, const Shape& output_shape) {
+    const OpSpec& spec = request.op;
+    const Layout layout = request.input_layout(0);
     std::vector<memory::desc> sources;
     for (const TensorInfo& input : spec.inputs) sources.push_back(value_desc(input.shape, layout));
     const memory::desc dst_desc = value_desc(output_shape, layout);
@@ -27,7 +28,8 @@ class ConcatKernel final : public PrimitiveKernel {
   }
 };
 
-KernelOrReason make_concat(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+KernelOrReason make_concat(const KernelRequest& request, std::span<const TensorInfo> outputs) {
+  const OpSpec& spec = request.op;
   const Shape& shape = outputs[0].shape;
   if (shape.empty() || shape.size() > 6)
     return KernelOrReason::rejected("oneDNN Concat here runs ranks 1 to 6");
@@ -37,14 +39,14 @@ KernelOrReason make_concat(const OpSpec& spec, std::span<const TensorInfo> outpu
   }
   const int axis =
       static_cast<int>(normalize_axis(spec.attrs().require_int("axis"), static_cast<int64_t>(shape.size())));
-  return create_primitive_kernel([&] { return std::make_unique<ConcatKernel>(spec, axis, shape); });
+  return create_primitive_kernel([&] { return std::make_unique<ConcatKernel>(request, axis, shape); });
 }
 
-constexpr native::KernelEntry kConcatKernels[] = {{"Concat", make_concat}};
+constexpr KernelEntry kConcatKernels[] = {{"Concat", make_concat}};
 
 }  // namespace
 
-std::span<const native::KernelEntry> concat_kernels() {
+std::span<const KernelEntry> concat_kernels() {
   return kConcatKernels;
 }
 

@@ -15,7 +15,8 @@ using dnnl::memory;
 
 class ConvKernel final : public PrimitiveKernel {
  public:
-  ConvKernel(const OpSpec& spec, const ConvParams& params, const Shape& output_shape) {
+  ConvKernel(const KernelRequest& request, const ConvParams& params, const Shape& output_shape) {
+    const OpSpec& spec = request.op;
     const Shape& x_shape = spec.input(0).shape;
     const Tensor& weights = spec.input(1).value;
     const int64_t group = params.group;
@@ -23,7 +24,7 @@ class ConvKernel final : public PrimitiveKernel {
                                          : Shape{group, params.out_channels / group, weights.dim(1),
                                                  weights.dim(2), weights.dim(3)};
     // Reduced precision: bf16 activations and weights, float32 accumulation and bias.
-    const bool bf16 = spec.precision == Precision::bf16;
+    const bool bf16 = request.precision == Precision::bf16;
     const Layout layout = bf16 ? Layout::nhwc_bf16 : Layout::nhwc;
     const memory::desc src_desc = value_desc(x_shape, layout);
     const memory::desc dst_desc = value_desc(output_shape, layout);
@@ -37,10 +38,11 @@ class ConvKernel final : public PrimitiveKernel {
     const dnnl::convolution_forward::desc desc(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_desc, any_weights,
         bias_desc, dst_desc, w.strides, dilations, w.pads_begin, w.pads_end);
-    dnnl::primitive_attr attr = make_attr(spec.post_ops);
+    dnnl::primitive_attr attr = make_attr(request.post_ops);
     dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
-    select_alternative(pd, spec.alternative);
-    name_ = "onednn:" + implementation_name(pd) + (bf16 ? ":bf16" : "") + post_ops_suffix(spec.post_ops);
+    select_alternative(pd, request.alternative);
+    name_ = "onednn:" + implementation_name(pd) + (bf16 ? ":bf16" : "") + post_ops_suffix(request.post_ops) +
+            alternative_suffix(request.alternative);
     primitive_ = dnnl::convolution_forward(pd);
     scratchpad_desc_ = pd.scratchpad_desc();
 
@@ -55,7 +57,7 @@ class ConvKernel final : public PrimitiveKernel {
     }
 
     input_layouts_ = {layout, Layout::plain, Layout::plain};
-    residual_input_ = sum_input(spec.post_ops);
+    residual_input_ = sum_input(request.post_ops);
     if (residual_input_ >= 0) {
       input_layouts_.resize(static_cast<size_t>(residual_input_) + 1, Layout::plain);
       input_layouts_[static_cast<size_t>(residual_input_)] = layout;
@@ -75,7 +77,8 @@ class ConvKernel final : public PrimitiveKernel {
   int residual_input_ = -1;
 };
 
-KernelOrReason make_conv(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+KernelOrReason make_conv(const KernelRequest& request, std::span<const TensorInfo> outputs) {
+  const OpSpec& spec = request.op;
   if (spec.input(0).dtype != DType::f32)
     return KernelOrReason::rejected("oneDNN Conv here runs float32 only");
   if (spec.input(0).shape.size() != 4)
@@ -88,16 +91,16 @@ KernelOrReason make_conv(const OpSpec& spec, std::span<const TensorInfo> outputs
   OpSpec conv_spec = spec;
   conv_spec.inputs.resize(std::min<size_t>(conv_spec.inputs.size(), 3));
   const ConvParams params = conv_params(conv_spec);
-  return create_reduced_precision_kernel(spec, [&](const OpSpec& chosen) {
+  return create_reduced_precision_kernel(request, [&](const KernelRequest& chosen) {
     return std::make_unique<ConvKernel>(chosen, params, outputs[0].shape);
   });
 }
 
-constexpr native::KernelEntry kConvKernels[] = {{"Conv", make_conv}};
+constexpr KernelEntry kConvKernels[] = {{"Conv", make_conv}};
 
 }  // namespace
 
-std::span<const native::KernelEntry> conv_kernels() {
+std::span<const KernelEntry> conv_kernels() {
   return kConvKernels;
 }
 

@@ -2,7 +2,6 @@
 // layout it is stored in and write that layout, so activations between oneDNN ops cost no reorder.
 #include "backends/onednn/onednn_common.h"
 #include "backends/onednn/post_ops.h"
-#include "ops/activation.h"
 
 namespace kiln::onednn {
 namespace {
@@ -11,22 +10,23 @@ using dnnl::memory;
 
 class EltwiseKernel final : public PrimitiveKernel {
  public:
-  EltwiseKernel(const Eltwise& eltwise, const TensorInfo& input) {
-    const memory::desc data_desc = value_desc(input.shape, input.layout);
+  EltwiseKernel(const Eltwise& eltwise, const TensorInfo& input, Layout layout) {
+    const memory::desc data_desc = value_desc(input.shape, layout);
     const dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, eltwise.algorithm, data_desc,
                                            eltwise.alpha, eltwise.beta);
     const dnnl::eltwise_forward::primitive_desc pd(desc, make_attr({}), engine());
     name_ = "onednn:" + implementation_name(pd);
     primitive_ = dnnl::eltwise_forward(pd);
     scratchpad_desc_ = pd.scratchpad_desc();
-    input_layouts_ = {input.layout};
-    output_layouts_ = {input.layout};
+    input_layouts_ = {layout};
+    output_layouts_ = {layout};
     bind_input(DNNL_ARG_SRC, 0, data_desc);
     bind_output(DNNL_ARG_DST, 0, data_desc);
   }
 };
 
-KernelOrReason make_activation(const OpSpec& spec, std::span<const TensorInfo>) {
+KernelOrReason make_activation(const KernelRequest& request, std::span<const TensorInfo>) {
+  const OpSpec& spec = request.op;
   const std::optional<PostOp> activation = activation_post_op(spec);
   if (!activation) {
     return KernelOrReason::rejected(spec.input(0).dtype != DType::f32
@@ -34,33 +34,35 @@ KernelOrReason make_activation(const OpSpec& spec, std::span<const TensorInfo>) 
                                         : "Clip bounds are not plan-time constants");
   }
   const Eltwise eltwise = eltwise_for(*activation);
-  return create_primitive_kernel([&] { return std::make_unique<EltwiseKernel>(eltwise, spec.input(0)); });
+  return create_primitive_kernel(
+      [&] { return std::make_unique<EltwiseKernel>(eltwise, spec.input(0), request.input_layout(0)); });
 }
 
 class BinaryKernel final : public PrimitiveKernel {
  public:
-  BinaryKernel(dnnl::algorithm algorithm, const TensorInfo& a, const TensorInfo& b) {
+  BinaryKernel(dnnl::algorithm algorithm, const TensorInfo& a, Layout a_layout, const TensorInfo& b) {
     // src1 broadcasts: its dims are right-aligned to src0's rank, missing ones are 1.
     Shape b_dims(a.shape.size() - b.shape.size(), 1);
     b_dims.insert(b_dims.end(), b.shape.begin(), b.shape.end());
-    const Layout b_layout = b_dims == a.shape ? a.layout : Layout::plain;
-    const memory::desc a_desc = value_desc(a.shape, a.layout);
+    const Layout b_layout = b_dims == a.shape ? a_layout : Layout::plain;
+    const memory::desc a_desc = value_desc(a.shape, a_layout);
     const memory::desc b_desc = value_desc(b_dims, b_layout);
     const dnnl::binary::desc desc(algorithm, a_desc, b_desc, a_desc);
     const dnnl::binary::primitive_desc pd(desc, make_attr({}), engine());
     name_ = "onednn:" + implementation_name(pd);
     primitive_ = dnnl::binary(pd);
     scratchpad_desc_ = pd.scratchpad_desc();
-    input_layouts_ = {a.layout, b_layout};
-    output_layouts_ = {a.layout};
+    input_layouts_ = {a_layout, b_layout};
+    output_layouts_ = {a_layout};
     bind_input(DNNL_ARG_SRC_0, 0, a_desc);
     bind_input(DNNL_ARG_SRC_1, 1, b_desc);
     bind_output(DNNL_ARG_DST, 0, a_desc);
   }
 };
 
-KernelOrReason make_binary(const OpSpec& spec, std::span<const TensorInfo> outputs,
+KernelOrReason make_binary(const KernelRequest& request, std::span<const TensorInfo> outputs,
                            dnnl::algorithm algorithm) {
+  const OpSpec& spec = request.op;
   if (spec.num_inputs() != 2) return KernelOrReason::rejected("oneDNN binary takes exactly two inputs");
   const TensorInfo& a = spec.input(0);
   const TensorInfo& b = spec.input(1);
@@ -72,15 +74,16 @@ KernelOrReason make_binary(const OpSpec& spec, std::span<const TensorInfo> outpu
     return KernelOrReason::rejected(
         "the second input broadcasts the first (oneDNN broadcasts only the second)");
   }
-  return create_primitive_kernel([&] { return std::make_unique<BinaryKernel>(algorithm, a, b); });
+  return create_primitive_kernel(
+      [&] { return std::make_unique<BinaryKernel>(algorithm, a, request.input_layout(0), b); });
 }
 
 template <dnnl::algorithm kAlgorithm>
-KernelOrReason make_binary_for(const OpSpec& spec, std::span<const TensorInfo> outputs) {
-  return make_binary(spec, outputs, kAlgorithm);
+KernelOrReason make_binary_for(const KernelRequest& request, std::span<const TensorInfo> outputs) {
+  return make_binary(request, outputs, kAlgorithm);
 }
 
-constexpr native::KernelEntry kElementwiseKernels[] = {
+constexpr KernelEntry kElementwiseKernels[] = {
     {"Relu", make_activation},
     {"LeakyRelu", make_activation},
     {"Clip", make_activation},
@@ -94,7 +97,7 @@ constexpr native::KernelEntry kElementwiseKernels[] = {
 
 }  // namespace
 
-std::span<const native::KernelEntry> elementwise_kernels() {
+std::span<const KernelEntry> elementwise_kernels() {
   return kElementwiseKernels;
 }
 

@@ -39,7 +39,7 @@ class MatmulKernel final : public PrimitiveKernel {
     dnnl::matmul::primitive_desc pd(desc, make_attr(problem.post_ops), engine());
     select_alternative(pd, alternative);
     name_ = "onednn:" + implementation_name(pd) + (problem.bf16 ? ":bf16" : "") +
-            post_ops_suffix(problem.post_ops);
+            post_ops_suffix(problem.post_ops) + alternative_suffix(alternative);
     primitive_ = dnnl::matmul(pd);
     scratchpad_desc_ = pd.scratchpad_desc();
     input_layouts_ = {operand_layout, packed ? Layout::plain : operand_layout};
@@ -68,10 +68,10 @@ class MatmulKernel final : public PrimitiveKernel {
 };
 
 // The fused bias of a MatMul (a constant with N elements), as the [1, N] bias oneDNN adds.
-Tensor fused_bias(const OpSpec& spec, int64_t n) {
-  for (const PostOp& op : spec.post_ops) {
+Tensor fused_bias(const KernelRequest& request, int64_t n) {
+  for (const PostOp& op : request.post_ops) {
     if (op.kind != PostOp::Kind::bias) continue;
-    const TensorInfo& bias = spec.inputs.at(static_cast<size_t>(op.input));
+    const TensorInfo& bias = request.op.inputs.at(static_cast<size_t>(op.input));
     KILN_CHECK(bias.is_constant() && bias.dtype == DType::f32 && checked_numel(bias.shape) == n,
                not_implemented, "a fused bias must be a float32 constant with ", n, " elements");
     return bias.value.reshaped({1, n});
@@ -83,14 +83,15 @@ memory::desc strided_desc(const Shape& dims, const Shape& strides) {
   return memory::desc(dims, memory::data_type::f32, strides);
 }
 
-KernelOrReason create_matmul_kernel(const OpSpec& spec, MatmulProblem problem) {
-  return create_reduced_precision_kernel(spec, [&](const OpSpec& chosen) {
+KernelOrReason create_matmul_kernel(const KernelRequest& request, MatmulProblem problem) {
+  return create_reduced_precision_kernel(request, [&](const KernelRequest& chosen) {
     problem.bf16 = chosen.precision == Precision::bf16;
     return std::make_unique<MatmulKernel>(problem, chosen.alternative);
   });
 }
 
-KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+KernelOrReason make_matmul(const KernelRequest& request, std::span<const TensorInfo> outputs) {
+  const OpSpec& spec = request.op;
   const TensorInfo& a = spec.input(0);
   const TensorInfo& b = spec.input(1);
   if (a.dtype != DType::f32 || b.dtype != DType::f32)
@@ -100,7 +101,7 @@ KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outpu
   const int64_t k = a.shape.back();
   const int64_t n = b.shape.back();
   MatmulProblem problem;
-  problem.post_ops = spec.post_ops;
+  problem.post_ops = request.post_ops;
   if (b.shape.size() == 2 && b.is_constant()) {
     // Every leading dim of A folds into M: one 2-D product against prepacked weights.
     const int64_t m = checked_numel(a.shape) / std::max<int64_t>(k, 1);
@@ -108,10 +109,10 @@ KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outpu
     problem.b_desc = plain_desc(b.shape);
     problem.dst_desc = plain_desc({m, n});
     problem.constant_b = b.value;
-    problem.bias = fused_bias(spec, n);
-    problem.residual_input = sum_input(spec.post_ops);
+    problem.bias = fused_bias(request, n);
+    problem.residual_input = sum_input(request.post_ops);
     problem.copied_inputs = {1};
-    for (const PostOp& op : spec.post_ops) {
+    for (const PostOp& op : request.post_ops) {
       if (op.kind == PostOp::Kind::bias) problem.copied_inputs.push_back(static_cast<size_t>(op.input));
     }
   } else {
@@ -125,20 +126,21 @@ KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outpu
     problem.a_desc = plain_desc({batch, m, k});
     problem.b_desc = plain_desc({batch, k, n});
     problem.dst_desc = plain_desc({batch, m, n});
-    if (fused_bias(spec, n).defined() || sum_input(spec.post_ops) >= 0) {
+    if (fused_bias(request, n).defined() || sum_input(request.post_ops) >= 0) {
       return KernelOrReason::rejected("a bias or sum fuses only with a constant 2-D B");
     }
   }
   if (checked_numel(outputs[0].shape) == 0 || k == 0) return KernelOrReason::rejected("empty product");
-  return create_matmul_kernel(spec, problem);
+  return create_matmul_kernel(request, problem);
 }
 
-KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+KernelOrReason make_gemm(const KernelRequest& request, std::span<const TensorInfo> outputs) {
+  const OpSpec& spec = request.op;
   const TensorInfo& a = spec.input(0);
   const TensorInfo& b = spec.input(1);
   if (a.dtype != DType::f32 || b.dtype != DType::f32)
     return KernelOrReason::rejected("oneDNN Gemm here runs float32 only");
-  for (const PostOp& op : spec.post_ops) {
+  for (const PostOp& op : request.post_ops) {
     if (op.kind == PostOp::Kind::bias || op.kind == PostOp::Kind::sum) {
       return KernelOrReason::rejected("Gemm fuses activations only (it has its own bias)");
     }
@@ -154,7 +156,7 @@ KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs
   if (m == 0 || n == 0 || k == 0) return KernelOrReason::rejected("empty product");
 
   MatmulProblem problem;
-  problem.post_ops = spec.post_ops;
+  problem.post_ops = request.post_ops;
   problem.a_desc = trans_a ? strided_desc({m, k}, {1, m}) : plain_desc({m, k});
   problem.b_desc = trans_b ? strided_desc({k, n}, {1, k}) : plain_desc({k, n});
   problem.dst_desc = plain_desc({m, n});
@@ -178,14 +180,14 @@ KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs
     for (int64_t j = 0; j < n; ++j)
       problem.bias.data<float>()[j] = beta * c.value.data<float>()[scalar ? 0 : j];
   }
-  return create_matmul_kernel(spec, problem);
+  return create_matmul_kernel(request, problem);
 }
 
-constexpr native::KernelEntry kMatmulKernels[] = {{"MatMul", make_matmul}, {"Gemm", make_gemm}};
+constexpr KernelEntry kMatmulKernels[] = {{"MatMul", make_matmul}, {"Gemm", make_gemm}};
 
 }  // namespace
 
-std::span<const native::KernelEntry> matmul_kernels() {
+std::span<const KernelEntry> matmul_kernels() {
   return kMatmulKernels;
 }
 

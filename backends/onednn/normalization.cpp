@@ -25,7 +25,9 @@ class SoftmaxKernel final : public PrimitiveKernel {
   }
 };
 
-KernelOrReason make_softmax(const OpSpec& spec, std::span<const TensorInfo>, dnnl::algorithm algorithm) {
+KernelOrReason make_softmax(const KernelRequest& request, std::span<const TensorInfo>,
+                            dnnl::algorithm algorithm) {
+  const OpSpec& spec = request.op;
   const TensorInfo& x = spec.input(0);
   if (x.dtype != DType::f32) return KernelOrReason::rejected("oneDNN Softmax here runs float32 only");
   if (x.shape.empty() || x.shape.size() > 6)
@@ -35,7 +37,7 @@ KernelOrReason make_softmax(const OpSpec& spec, std::span<const TensorInfo>, dnn
   const int64_t axis =
       normalize_axis(spec.attrs().get_int("axis", spec.opset < 13 ? 1 : -1), rank, "Softmax axis");
   // Softmax stays float32 under reduced precision: a bf16 input is converted before it.
-  const Layout layout = float32_layout(x.layout);
+  const Layout layout = float32_layout(request.input_layout(0));
   memory::desc desc = value_desc(x.shape, layout);
   int softmax_axis = static_cast<int>(axis);
   if (spec.opset < 13) {
@@ -79,7 +81,8 @@ class LayerNormKernel final : public PrimitiveKernel {
   }
 };
 
-KernelOrReason make_layer_norm(const OpSpec& spec, std::span<const TensorInfo>) {
+KernelOrReason make_layer_norm(const KernelRequest& request, std::span<const TensorInfo>) {
+  const OpSpec& spec = request.op;
   const TensorInfo& x = spec.input(0);
   if (x.dtype != DType::f32)
     return KernelOrReason::rejected("oneDNN LayerNormalization here runs float32 only");
@@ -105,21 +108,21 @@ KernelOrReason make_layer_norm(const OpSpec& spec, std::span<const TensorInfo>) 
   return create_primitive_kernel([&] { return std::make_unique<LayerNormKernel>(spec, epsilon); });
 }
 
-constexpr native::KernelEntry kNormalizationKernels[] = {
+constexpr KernelEntry kNormalizationKernels[] = {
     {"Softmax",
-     [](const OpSpec& spec, std::span<const TensorInfo> outputs) {
-       return make_softmax(spec, outputs, dnnl::algorithm::softmax_accurate);
+     [](const KernelRequest& request, std::span<const TensorInfo> outputs) {
+       return make_softmax(request, outputs, dnnl::algorithm::softmax_accurate);
      }},
     {"LogSoftmax",
-     [](const OpSpec& spec, std::span<const TensorInfo> outputs) {
-       return make_softmax(spec, outputs, dnnl::algorithm::softmax_log);
+     [](const KernelRequest& request, std::span<const TensorInfo> outputs) {
+       return make_softmax(request, outputs, dnnl::algorithm::softmax_log);
      }},
     {"LayerNormalization", make_layer_norm},
 };
 
 }  // namespace
 
-std::span<const native::KernelEntry> normalization_kernels() {
+std::span<const KernelEntry> normalization_kernels() {
   return kNormalizationKernels;
 }
 

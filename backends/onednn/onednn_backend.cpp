@@ -14,9 +14,10 @@ dnnl_status_t get_primitive_cache_size(int* size);
 namespace kiln {
 namespace {
 
-constexpr std::array<native::FamilyTable, 6> kFamilies = {
+constexpr std::array<FamilyTable<KernelRequest>, 7> kFamilies = {
     onednn::conv_kernels,        onednn::pool_kernels,   onednn::matmul_kernels,
-    onednn::elementwise_kernels, onednn::concat_kernels, onednn::normalization_kernels};
+    onednn::elementwise_kernels, onednn::concat_kernels, onednn::normalization_kernels,
+    onednn::reorder_kernels};
 
 class OnednnBackend final : public Backend {
  public:
@@ -27,14 +28,17 @@ class OnednnBackend final : public Backend {
     return str_cat(v->major, ".", v->minor, ".", v->patch);
   }
 
-  KernelOrReason create_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs) const override {
+  KernelOrReason create_kernel(const KernelRequest& request,
+                               std::span<const TensorInfo> outputs) const override {
+    const OpSpec& spec = request.op;
     if (!spec.domain.empty() && spec.domain != "ai.onnx")
       return KernelOrReason::rejected("not an ONNX-domain op");
     // Autotune's alternatives exist for the primitives with several implementations per shape.
-    if (spec.alternative > 0 && spec.op_type != "Conv" && spec.op_type != "MatMul" && spec.op_type != "Gemm")
+    if (request.alternative > 0 && spec.op_type != "Conv" && spec.op_type != "MatMul" &&
+        spec.op_type != "Gemm")
       return KernelOrReason::rejected("oneDNN has one implementation of " + spec.op_type + " here");
-    if (native::KernelFactory create = native::find_kernel_factory(kFamilies, spec.op_type)) {
-      return create(spec, outputs);
+    if (auto create = find_kernel_factory<KernelRequest>(kFamilies, spec.op_type)) {
+      return create(request, outputs);
     }
     return KernelOrReason::rejected("no oneDNN kernel for " + spec.op_type);
   }
@@ -118,10 +122,6 @@ void clear_onednn_primitive_cache() {
   const int capacity = onednn_primitive_cache_capacity();
   dnnl::set_primitive_cache_capacity(0);
   dnnl::set_primitive_cache_capacity(capacity);
-}
-
-std::unique_ptr<Kernel> make_layout_reorder(const Shape& shape, Layout from, Layout to) {
-  return onednn::make_reorder_kernel(shape, from, to);
 }
 
 }  // namespace kiln

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "backends/backend.h"
+#include "backends/base/backend.h"
 
 namespace kiln {
 
@@ -26,9 +26,5 @@ int onednn_primitive_cache_size();
 int onednn_primitive_cache_capacity();
 void set_onednn_primitive_cache_capacity(int capacity);
 void clear_onednn_primitive_cache();
-
-// A kernel converting a float32 value of logical `shape` between layouts, for the planner's
-// reorder steps (layouts other than plain only come from oneDNN kernels).
-std::unique_ptr<Kernel> make_layout_reorder(const Shape& shape, Layout from, Layout to);
 
 }  // namespace kiln

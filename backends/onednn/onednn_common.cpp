@@ -91,6 +91,10 @@ Layout float32_layout(Layout layout) {
   return layout;
 }
 
+std::string alternative_suffix(int alternative) {
+  return alternative > 0 ? str_cat("#", alternative) : std::string();
+}
+
 std::string implementation_name(const dnnl::primitive_desc_base& pd) {
   return pd.impl_info_str();
 }

@@ -9,8 +9,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/kernel.h"
-#include "backends/native/native_backend.h"
+#include "backends/base/kernel.h"
+#include "backends/base/kernel_request.h"
+#include "backends/base/kernel_table.h"
 
 namespace kiln::onednn {
 
@@ -41,6 +42,11 @@ void select_alternative(PrimitiveDesc& pd, int alternative) {
     if (!pd.next_impl()) throw dnnl::error(dnnl_unimplemented, "oneDNN lists no further implementation");
   }
 }
+
+// "#2" for the alternative-th implementation in oneDNN's list, "" for its first choice. oneDNN
+// gives several of its implementations one name (brgconv:avx512_core for different blockings), so
+// autotune's timings and plans could not tell them apart without it.
+std::string alternative_suffix(int alternative);
 
 // "brgconv:avx512_core" for conv primitives, as oneDNN names its implementations.
 std::string implementation_name(const dnnl::primitive_desc_base& pd);
@@ -131,15 +137,15 @@ KernelOrReason create_primitive_kernel(MakeKernel make) {
   }
 }
 
-// Creates a Conv/MatMul/Gemm kernel with `make(spec)` at spec.precision; where oneDNN refuses the
-// bf16 primitive, creates the float32 one and says why in the offer's note. (The planner asks for
-// bf16 only where the ISA tier in effect has bf16 dot products.)
+// Creates a Conv/MatMul/Gemm kernel with `make(request)` at request.precision; where oneDNN refuses
+// the bf16 primitive, creates the float32 one and says why in the offer's note. (The planner asks
+// for bf16 only where the ISA tier in effect has bf16 dot products.)
 template <typename MakeKernel>
-KernelOrReason create_reduced_precision_kernel(const OpSpec& spec, MakeKernel make) {
-  KernelOrReason offer = create_primitive_kernel([&] { return make(spec); });
-  if (offer.kernel || spec.precision == Precision::fp32) return offer;
+KernelOrReason create_reduced_precision_kernel(const KernelRequest& request, MakeKernel make) {
+  KernelOrReason offer = create_primitive_kernel([&] { return make(request); });
+  if (offer.kernel || request.precision == Precision::fp32) return offer;
   const std::string why = std::move(offer.reason);
-  OpSpec fp32 = spec;
+  KernelRequest fp32 = request;
   fp32.precision = Precision::fp32;
   offer = create_primitive_kernel([&] { return make(fp32); });
   if (offer.kernel) offer.note = str_cat("precision bf16 requested, float32 used: ", why);
@@ -149,15 +155,16 @@ KernelOrReason create_reduced_precision_kernel(const OpSpec& spec, MakeKernel ma
 // `desc` with its elements of `type` (a plain or strided layout keeps its strides).
 dnnl::memory::desc with_type(const dnnl::memory::desc& desc, dnnl::memory::data_type type);
 
-// Family tables, one per file under backends/onednn/, with the same entry type as native's.
-std::span<const native::KernelEntry> conv_kernels();
-std::span<const native::KernelEntry> pool_kernels();
-std::span<const native::KernelEntry> matmul_kernels();
-std::span<const native::KernelEntry> elementwise_kernels();
-std::span<const native::KernelEntry> concat_kernels();
-std::span<const native::KernelEntry> normalization_kernels();
+// oneDNN's factories read the whole request: layouts, precision, post-ops, alternative.
+using KernelEntry = kiln::KernelEntry<KernelRequest>;
 
-// A kernel converting a float value between layouts (the planner's reorder steps).
-std::unique_ptr<Kernel> make_reorder_kernel(const Shape& shape, Layout from, Layout to);
+// Family tables, one per file under backends/onednn/.
+std::span<const KernelEntry> conv_kernels();
+std::span<const KernelEntry> pool_kernels();
+std::span<const KernelEntry> matmul_kernels();
+std::span<const KernelEntry> elementwise_kernels();
+std::span<const KernelEntry> concat_kernels();
+std::span<const KernelEntry> normalization_kernels();
+std::span<const KernelEntry> reorder_kernels();  // layout conversions: the planner's Reorder steps
 
 }  // namespace kiln::onednn

@@ -17,9 +17,8 @@ struct PoolGeometry {
 
 class PoolKernel final : public PrimitiveKernel {
  public:
-  PoolKernel(dnnl::algorithm algorithm, const TensorInfo& input, const Shape& output_shape,
+  PoolKernel(dnnl::algorithm algorithm, const TensorInfo& input, Layout layout, const Shape& output_shape,
              const PoolGeometry& g) {
-    const Layout layout = input.layout;
     const memory::desc src_desc = value_desc(input.shape, layout);
     const memory::desc dst_desc = value_desc(output_shape, layout);
     const dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm, src_desc,
@@ -42,7 +41,9 @@ std::string check_input(const OpSpec& spec) {
   return {};
 }
 
-KernelOrReason make_window_pool(const OpSpec& spec, std::span<const TensorInfo> outputs, bool is_max) {
+KernelOrReason make_window_pool(const KernelRequest& request, std::span<const TensorInfo> outputs,
+                                bool is_max) {
+  const OpSpec& spec = request.op;
   if (std::string reason = check_input(spec); !reason.empty()) return KernelOrReason::rejected(reason);
   if (is_max && spec.num_outputs > 1)
     return KernelOrReason::rejected("MaxPool's Indices output is not supported");
@@ -70,39 +71,44 @@ KernelOrReason make_window_pool(const OpSpec& spec, std::span<const TensorInfo> 
     algorithm = params.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
                                          : dnnl::algorithm::pooling_avg_exclude_padding;
   }
-  return create_primitive_kernel(
-      [&] { return std::make_unique<PoolKernel>(algorithm, spec.input(0), outputs[0].shape, g); });
+  return create_primitive_kernel([&] {
+    return std::make_unique<PoolKernel>(algorithm, spec.input(0), request.input_layout(0), outputs[0].shape,
+                                        g);
+  });
 }
 
-KernelOrReason make_global_pool(const OpSpec& spec, std::span<const TensorInfo> outputs,
+KernelOrReason make_global_pool(const KernelRequest& request, std::span<const TensorInfo> outputs,
                                 dnnl::algorithm algorithm) {
+  const OpSpec& spec = request.op;
   if (std::string reason = check_input(spec); !reason.empty()) return KernelOrReason::rejected(reason);
   const Shape& shape = spec.input(0).shape;
   const PoolGeometry g{{shape[2], shape[3]}, {1, 1}, {0, 0}, {0, 0}, {0, 0}};
-  return create_primitive_kernel(
-      [&] { return std::make_unique<PoolKernel>(algorithm, spec.input(0), outputs[0].shape, g); });
+  return create_primitive_kernel([&] {
+    return std::make_unique<PoolKernel>(algorithm, spec.input(0), request.input_layout(0), outputs[0].shape,
+                                        g);
+  });
 }
 
-constexpr native::KernelEntry kPoolKernels[] = {
-    {"MaxPool", [](const OpSpec& spec,
-                   std::span<const TensorInfo> outputs) { return make_window_pool(spec, outputs, true); }},
+constexpr KernelEntry kPoolKernels[] = {
+    {"MaxPool", [](const KernelRequest& request,
+                   std::span<const TensorInfo> outputs) { return make_window_pool(request, outputs, true); }},
     {"AveragePool",
-     [](const OpSpec& spec, std::span<const TensorInfo> outputs) {
-       return make_window_pool(spec, outputs, false);
+     [](const KernelRequest& request, std::span<const TensorInfo> outputs) {
+       return make_window_pool(request, outputs, false);
      }},
     {"GlobalAveragePool",
-     [](const OpSpec& spec, std::span<const TensorInfo> outputs) {
-       return make_global_pool(spec, outputs, dnnl::algorithm::pooling_avg_exclude_padding);
+     [](const KernelRequest& request, std::span<const TensorInfo> outputs) {
+       return make_global_pool(request, outputs, dnnl::algorithm::pooling_avg_exclude_padding);
      }},
     {"GlobalMaxPool",
-     [](const OpSpec& spec, std::span<const TensorInfo> outputs) {
-       return make_global_pool(spec, outputs, dnnl::algorithm::pooling_max);
+     [](const KernelRequest& request, std::span<const TensorInfo> outputs) {
+       return make_global_pool(request, outputs, dnnl::algorithm::pooling_max);
      }},
 };
 
 }  // namespace
 
-std::span<const native::KernelEntry> pool_kernels() {
+std::span<const KernelEntry> pool_kernels() {
   return kPoolKernels;
 }
 

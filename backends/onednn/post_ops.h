@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/op_spec.h"
+#include "backends/base/post_op.h"
 
 namespace kiln::onednn {
 

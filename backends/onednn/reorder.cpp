@@ -42,14 +42,30 @@ class ReinterpretKernel final : public Kernel {
   Layout to_;
 };
 
+KernelOrReason make_reorder(const KernelRequest& request, std::span<const TensorInfo>) {
+  const TensorInfo& value = request.op.input(0);
+  const Layout from = request.input_layout(0);
+  if (!request.wants_output_layout(0)) return KernelOrReason::rejected("a Reorder needs its target layout");
+  const Layout to = request.output_layouts[0];
+  if (value.dtype != DType::f32) return KernelOrReason::rejected("layouts convert float32 values only");
+  if ((is_channels_last(from) || is_channels_last(to)) && value.shape.size() != 4)
+    return KernelOrReason::rejected("channels-last layouts hold rank-4 values only");
+  const Shape& shape = value.shape;
+  return create_primitive_kernel([&]() -> std::unique_ptr<Kernel> {
+    // A free view only between layouts of one dtype that order this value's elements alike.
+    const bool same_order =
+        is_bf16(from) == is_bf16(to) && shape.size() == 4 && (shape[1] == 1 || shape[2] * shape[3] == 1);
+    if (same_order) return std::make_unique<ReinterpretKernel>(shape, from, to);
+    return std::make_unique<ReorderKernel>(shape, from, to);
+  });
+}
+
+constexpr KernelEntry kReorderKernels[] = {{"Reorder", make_reorder}};
+
 }  // namespace
 
-std::unique_ptr<Kernel> make_reorder_kernel(const Shape& shape, Layout from, Layout to) {
-  // A free view only between layouts of one dtype that order this value's elements alike.
-  const bool same_order =
-      is_bf16(from) == is_bf16(to) && shape.size() == 4 && (shape[1] == 1 || shape[2] * shape[3] == 1);
-  if (same_order) return std::make_unique<ReinterpretKernel>(shape, from, to);
-  return std::make_unique<ReorderKernel>(shape, from, to);
+std::span<const KernelEntry> reorder_kernels() {
+  return kReorderKernels;
 }
 
 }  // namespace kiln::onednn

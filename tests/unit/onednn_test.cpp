@@ -33,10 +33,11 @@ struct Outcome {
 
 // Runs with only `backend` (or nothing but native, when empty) enabled besides the native reference.
 Outcome run_model(const Model& model, const Tensor& x, const std::string& backend, int threads) {
-  const ScopedSettings only(Settings()
-                                .set(BackendSettingKey("enabled"), kOnednnIndex, backend == "onednn")
-                                .set(BackendSettingKey("enabled"), kBlasIndex, backend == "blas")
-                                .set("threads", threads));
+  const ScopedSettings only(
+      Settings()
+          .set(BackendSettingKey("enabled"), backend_position("onednn"), backend == "onednn")
+          .set(BackendSettingKey("enabled"), backend_position("blas"), backend == "blas")
+          .set("threads", threads));
   Session session(model);
   TensorMap result = session.run({{"x", x}});
   Outcome outcome;

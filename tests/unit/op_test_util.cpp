@@ -29,7 +29,9 @@ std::vector<Tensor> run_op(const OpRun& run) {
   }
   std::vector<TensorInfo> output_infos = schema->infer(spec);
   // Op tests check the native reference; faster backends are tested against it (onednn_test.cpp).
-  KernelOrReason selection = native_backend().create_kernel(spec, output_infos);
+  KernelRequest request;
+  request.op = spec;
+  KernelOrReason selection = native_backend().create_kernel(request, output_infos);
   KILN_CHECK(selection.kernel != nullptr, not_implemented, "no native kernel: ", selection.reason);
   std::vector<Tensor> outputs(output_infos.size());
   if (!selection.kernel->is_view()) {

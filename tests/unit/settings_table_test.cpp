@@ -161,7 +161,7 @@ TEST(RunScope, OverlappingThreadScopesEachSeeTheirOwnCount) {
 
 // libdnnl has one verbose switch per process: it runs at the highest level any open scope asks.
 TEST(LibraryVerbose, OverlappingScopesOnTwoThreadsAreReferenceCounted) {
-  ASSERT_EQ(library_verbose_requested(kOnednnIndex), 0);
+  ASSERT_EQ(library_verbose_requested(backend_position("onednn")), 0);
   std::promise<void> a_open, b_open, a_closed;
   auto a_opened = a_open.get_future().share();
   auto b_opened = b_open.get_future().share();
@@ -172,7 +172,7 @@ TEST(LibraryVerbose, OverlappingScopesOnTwoThreadsAreReferenceCounted) {
       ScopedSettings one(Settings().set_by_name("onednn_verbose", 1));
       a_open.set_value();
       b_opened.wait();
-      while_both = library_verbose_requested(kOnednnIndex);
+      while_both = library_verbose_requested(backend_position("onednn"));
     }
     a_closed.set_value();
   });
@@ -181,22 +181,22 @@ TEST(LibraryVerbose, OverlappingScopesOnTwoThreadsAreReferenceCounted) {
     ScopedSettings two(Settings().set_by_name("onednn_verbose", 2));
     b_open.set_value();
     a_done.wait();
-    after_a = library_verbose_requested(kOnednnIndex);
+    after_a = library_verbose_requested(backend_position("onednn"));
   });
   a.join();
   b.join();
   EXPECT_EQ(while_both, 2);
   EXPECT_EQ(after_a, 2);  // b's scope is still open
-  EXPECT_EQ(library_verbose_requested(kOnednnIndex), 0);
+  EXPECT_EQ(library_verbose_requested(backend_position("onednn")), 0);
   {
     ScopedSettings low(Settings().set_by_name("onednn_verbose", 1));
     {
       ScopedSettings high(Settings().set_by_name("onednn_verbose", 2));
-      EXPECT_EQ(library_verbose_requested(kOnednnIndex), 2);
+      EXPECT_EQ(library_verbose_requested(backend_position("onednn")), 2);
     }
-    EXPECT_EQ(library_verbose_requested(kOnednnIndex), 1);
+    EXPECT_EQ(library_verbose_requested(backend_position("onednn")), 1);
   }
-  EXPECT_EQ(library_verbose_requested(kOnednnIndex), 0);
+  EXPECT_EQ(library_verbose_requested(backend_position("onednn")), 0);
 }
 
 // A batched MatMul BLAS takes makes one cblas_sgemm call per batch: one line each.

@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "backends/base/layout.h"
 #include "core/tensor.h"
-#include "ops/op_spec.h"
 
 namespace kiln {
 

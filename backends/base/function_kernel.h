@@ -1,13 +1,14 @@
-// Small helpers shared by native kernels.
+// Kernels written as a callable: the factory computes what it can at plan time and captures it in
+// the lambda that runs. Any backend may use them (native and BLAS do).
 #pragma once
 
 #include <memory>
 #include <string>
 #include <utility>
 
-#include "backends/kernel.h"
+#include "backends/base/kernel.h"
 
-namespace kiln::native {
+namespace kiln {
 
 // A kernel whose run() is a callable capturing what the factory computed at plan time.
 template <typename RunFn>
@@ -39,4 +40,4 @@ KernelOrReason make_view_kernel(std::string name, RunFn run) {
   return {std::make_unique<FunctionKernel<RunFn>>(std::move(name), std::move(run), true), {}, {}};
 }
 
-}  // namespace kiln::native
+}  // namespace kiln

@@ -1,13 +1,19 @@
-#include "ops/activation.h"
+#include "backends/base/post_op.h"
 
 #include <limits>
 
 namespace kiln {
 namespace {
 
+PostOp post_op_of(PostOp::Kind kind) {
+  PostOp op;
+  op.kind = kind;
+  return op;
+}
+
 // Clip's bounds are attributes before opset 11 and optional scalar inputs from 11 on.
 std::optional<PostOp> clip_post_op(const OpSpec& spec) {
-  PostOp op{PostOp::Kind::clip};
+  PostOp op = post_op_of(PostOp::Kind::clip);
   op.alpha = -std::numeric_limits<float>::infinity();
   op.beta = std::numeric_limits<float>::infinity();
   if (spec.opset < 11) {
@@ -26,22 +32,44 @@ std::optional<PostOp> clip_post_op(const OpSpec& spec) {
 
 }  // namespace
 
+const char* post_op_name(PostOp::Kind kind) {
+  switch (kind) {
+    case PostOp::Kind::relu:
+      return "relu";
+    case PostOp::Kind::leaky_relu:
+      return "leaky_relu";
+    case PostOp::Kind::clip:
+      return "clip";
+    case PostOp::Kind::sigmoid:
+      return "sigmoid";
+    case PostOp::Kind::tanh:
+      return "tanh";
+    case PostOp::Kind::gelu_erf:
+      return "gelu_erf";
+    case PostOp::Kind::bias:
+      return "bias";
+    case PostOp::Kind::sum:
+      return "sum";
+  }
+  return "?";
+}
+
 std::optional<PostOp> activation_post_op(const OpSpec& spec) {
   if (!spec.domain.empty() && spec.domain != "ai.onnx") return std::nullopt;
   if (spec.inputs.empty() || spec.inputs[0].dtype != DType::f32) return std::nullopt;
   const std::string& op = spec.op_type;
   std::optional<PostOp> result;
   if (op == "Relu") {
-    result = PostOp{PostOp::Kind::relu};
+    result = post_op_of(PostOp::Kind::relu);
   } else if (op == "LeakyRelu") {
-    result = PostOp{PostOp::Kind::leaky_relu};
+    result = post_op_of(PostOp::Kind::leaky_relu);
     result->alpha = spec.attrs().get_float("alpha", 0.01f);
   } else if (op == "Clip") {
     result = clip_post_op(spec);
   } else if (op == "Sigmoid") {
-    result = PostOp{PostOp::Kind::sigmoid};
+    result = post_op_of(PostOp::Kind::sigmoid);
   } else if (op == "Tanh") {
-    result = PostOp{PostOp::Kind::tanh};
+    result = post_op_of(PostOp::Kind::tanh);
   }
   if (result) {
     result->node_name = spec.node_name;

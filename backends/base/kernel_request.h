@@ -1,0 +1,41 @@
+// What kernel selection asks a backend for: one node's semantics (an OpSpec, all that shape
+// inference sees) plus how to execute it: the layouts its inputs are stored in, the precision, the
+// fused post-ops and which of the backend's implementations (autotune's alternatives).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backends/base/layout.h"
+#include "backends/base/post_op.h"
+#include "ops/op_spec.h"
+
+namespace kiln {
+
+// The arithmetic a convolution or matrix product may use. bf16: weights converted once at plan
+// time, activations stored as bfloat16 between such ops, accumulation in float32.
+enum class Precision : uint8_t { fp32, bf16 };
+const char* precision_name(Precision precision);
+
+struct KernelRequest {
+  // The node. Post-op operands (a residual for sum, a bias) are appended to op.inputs, after
+  // any absent optional inputs the op has before them.
+  OpSpec op;
+  std::vector<Layout> input_layouts;  // per op.inputs entry; entries past the end are plain
+  // The layouts the outputs must be written in, where the caller needs particular ones (a Reorder's
+  // target); empty: the kernel chooses and says so through Kernel::output_layout.
+  std::vector<Layout> output_layouts;
+  // Set by the planner for the op families that have a precision setting (Conv, MatMul, Gemm).
+  Precision precision = Precision::fp32;
+  std::vector<PostOp> post_ops;
+  // Which of a backend's implementations to create: 0 is its first choice; autotune asks for the
+  // alternatives a backend lists (backends/registry.h). A backend with fewer refuses.
+  int alternative = 0;
+
+  Layout input_layout(size_t index) const {
+    return index < input_layouts.size() ? input_layouts[index] : Layout::plain;
+  }
+  bool wants_output_layout(size_t index) const { return index < output_layouts.size(); }
+};
+
+}  // namespace kiln

@@ -1,0 +1,56 @@
+#include <algorithm>
+
+#include "backends/selection.h"
+#include "graph/passes/passes.h"
+#include "ops/op_schema.h"
+
+namespace kiln {
+namespace {
+
+// Runs a node whose inputs are all constants with the native reference kernel, at plan time.
+void fold(const OpSpec& spec, std::vector<TensorInfo>& outputs) {
+  KernelRequest request;
+  request.op = spec;
+  KernelOrReason offer = native_backend().create_kernel(request, outputs);
+  KILN_CHECK(offer.kernel != nullptr, not_implemented, "cannot fold ", spec.op_type, ": ", offer.reason);
+  std::vector<Tensor> inputs;
+  for (const TensorInfo& info : spec.inputs) inputs.push_back(info.value);
+  std::vector<Tensor> values(outputs.size());
+  if (!offer.kernel->is_view()) {
+    for (size_t i = 0; i < outputs.size(); ++i) values[i] = Tensor::empty(outputs[i].dtype, outputs[i].shape);
+  }
+  offer.kernel->run(inputs, values);
+  for (size_t i = 0; i < outputs.size(); ++i) outputs[i].value = values[i];
+}
+
+}  // namespace
+
+bool remove_pass_through(PlanState& state, const Node& node) {
+  if (!is_default_domain(node.domain)) return false;
+  // Dropout in inference forwards its input; its optional mask output must be unused.
+  const bool forwards = node.op_type == "Identity" ||
+                        (node.op_type == "Dropout" && (node.outputs.size() < 2 || node.outputs[1].empty()));
+  if (!forwards) return false;
+  state.slot_by_name[node.outputs[0]] = state.slot_of(node.inputs.at(0));
+  ++state.removed_nodes;
+  return true;
+}
+
+bool fold_constants(PlanState& state, const Node& node, const OpSpec& spec,
+                    std::vector<TensorInfo>& outputs) {
+  const bool all_inputs_constant =
+      std::all_of(spec.inputs.begin(), spec.inputs.end(),
+                  [](const TensorInfo& info) { return !info.present() || info.is_constant(); });
+  const bool values_known =
+      std::all_of(outputs.begin(), outputs.end(), [](const TensorInfo& info) { return info.is_constant(); });
+  const OpSchema* schema = find_op_schema(node.op_type, node.domain);
+  if (!values_known && !(schema->foldable && all_inputs_constant)) return false;
+  if (!values_known) fold(spec, outputs);
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    if (!node.outputs[i].empty()) state.add_slot(node.outputs[i], outputs[i], SlotOrigin::constant);
+  }
+  ++state.folded_nodes;
+  return true;
+}
+
+}  // namespace kiln

@@ -1,0 +1,76 @@
+// The planning passes, in the order graph/plan.cpp runs them (ARCHITECTURE.md draws the pipeline).
+// Each reads and extends the shared PlanState; one file each.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/base/kernel_request.h"
+#include "backends/selection.h"
+#include "graph/passes/plan_state.h"
+
+namespace kiln {
+
+// order.cpp: checks that every value is defined once and read only after it is defined, drops the
+// nodes no graph output depends on, fills state.readers, and returns the remaining node indices in
+// a topological order (nodes without inputs first, then file order among ready nodes).
+std::vector<size_t> order_live_nodes(PlanState& state);
+
+// bind.cpp: the values a plan starts from and ends with. Initializers become constant slots; graph
+// inputs are checked against their declarations (a symbol such as "batch" takes one size
+// everywhere) and bound; graph outputs are converted to plain storage and checked against their
+// declared dtypes.
+void bind_constants(PlanState& state);
+void bind_inputs(PlanState& state);
+void bind_outputs(PlanState& state);
+
+// infer.cpp: the node's outputs from shape inference (its op schema), as many as it declares.
+// Throws NeedsInputValue where a shape-defining value derives from an unbound graph input.
+std::vector<TensorInfo> infer_outputs(const PlanState& state, const Node& node, const OpSpec& spec);
+
+// fold.cpp: nodes that vanish at plan time. Identity and inference Dropout map their output onto
+// their input's slot; a node whose outputs shape inference computed, or a foldable node whose inputs
+// are all constants (run now with the native kernel), becomes constant slots. True when the node
+// was handled so.
+bool remove_pass_through(PlanState& state, const Node& node);
+bool fold_constants(PlanState& state, const Node& node, const OpSpec& spec, std::vector<TensorInfo>& outputs);
+
+// What one step computes: a node alone, or with the nodes fused into it.
+struct NodeForm {
+  std::string op_type;           // as plans show it: LayerNormalization for a synthesized one
+  KernelRequest request;         // its inputs: the node's, then post-op operands
+  std::vector<int> input_slots;  // per request input: its slot, -1 when absent
+  std::vector<std::string> output_names;
+  std::vector<TensorInfo> outputs;
+  std::vector<const Node*> fused;          // the nodes planned inside this step, in order
+  std::string note;                        // what planning changed from what the settings asked
+  std::unique_ptr<Attributes> attributes;  // a synthesized node's own (request.op points at them)
+};
+
+// steps.cpp: the form of `node` planned alone, with the precision the settings ask of it.
+NodeForm unfused_form(const PlanState& state, const Node& node, const OpSpec& spec,
+                      std::vector<TensorInfo> outputs);
+
+// fusion.cpp: a fused form starting at `node`, where a pattern matches and some enabled backend
+// fuses what it needs (backends/registry.h): a decomposed LayerNorm becomes LayerNormalization; a
+// Conv, Gemm or MatMul takes its followers as post-ops (activations, GELU, a MatMul's constant
+// bias, a residual sum) and a Conv an inference BatchNormalization into its weights. Nothing when
+// no pattern applies. Whether a backend takes the form is selection's answer.
+std::optional<NodeForm> propose_fusion(PlanState& state, const Node& node, const NodeForm& alone);
+
+// steps.cpp: adds the step computing `form` with the selected kernel: its record, its inputs in
+// the layouts the kernel reads (Reorder steps where needed), its output slots.
+void add_step(PlanState& state, NodeForm form, KernelSelection selection, double selection_ms);
+
+// layout.cpp: `slot`'s value stored in `layout`: the slot itself, or a slot a Reorder step fills
+// (one per slot and layout, shared by every reader); the Reorder kernel is selected like any other.
+int slot_in_layout(PlanState& state, int slot, Layout layout);
+
+// liveness.cpp: releases each computed value after its last reader (graph outputs excepted), lets
+// kernels compute output 0 in place of a dying input nothing else sees, and drops constants no
+// step reads at run time (weights copied into kernels, values used only for folding).
+void plan_liveness(PlanState& state);
+
+}  // namespace kiln

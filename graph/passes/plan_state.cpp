@@ -1,0 +1,66 @@
+#include "graph/passes/plan_state.h"
+
+#include <algorithm>
+
+namespace kiln {
+
+std::string node_label(const Node& node) {
+  return str_cat("node '", node.name, "' (", node.op_type, ")");
+}
+
+bool is_default_domain(const std::string& domain) {
+  return domain.empty() || domain == "ai.onnx";
+}
+
+int PlanState::add_slot(const std::string& name, TensorInfo info, SlotOrigin origin, Layout layout,
+                        std::vector<size_t> dependencies) {
+  const int slot = static_cast<int>(slots.size());
+  slots.push_back({name, std::move(info), layout, origin});
+  input_dependencies.push_back(std::move(dependencies));
+  if (!name.empty()) slot_by_name[name] = slot;
+  return slot;
+}
+
+int PlanState::slot_of(const std::string& name) const {
+  auto it = slot_by_name.find(name);
+  KILN_CHECK(it != slot_by_name.end(), runtime, "value '", name, "' is read before it is planned");
+  return it->second;
+}
+
+const Slot* PlanState::planned(const std::string& name) const {
+  auto it = slot_by_name.find(name);
+  return it == slot_by_name.end() ? nullptr : &slots[static_cast<size_t>(it->second)];
+}
+
+std::vector<size_t> PlanState::dependencies_of(const std::vector<int>& slot_ids) const {
+  std::vector<size_t> dependencies;
+  for (int slot : slot_ids) {
+    if (slot < 0) continue;
+    for (size_t input : input_dependencies[static_cast<size_t>(slot)]) {
+      if (std::find(dependencies.begin(), dependencies.end(), input) == dependencies.end())
+        dependencies.push_back(input);
+    }
+  }
+  return dependencies;
+}
+
+OpSpec PlanState::op_spec_without_inputs(const Node& node) const {
+  OpSpec spec;
+  spec.op_type = node.op_type;
+  spec.domain = node.domain;
+  spec.node_name = node.name;
+  auto opset = model.opsets.find(is_default_domain(node.domain) ? "" : node.domain);
+  spec.opset = opset == model.opsets.end() ? 0 : opset->second;
+  spec.attributes = &node.attributes;
+  spec.num_outputs = static_cast<int>(node.outputs.size());
+  return spec;
+}
+
+OpSpec PlanState::op_spec(const Node& node) const {
+  OpSpec spec = op_spec_without_inputs(node);
+  for (const std::string& input : node.inputs)
+    spec.inputs.push_back(input.empty() ? TensorInfo{} : slots[static_cast<size_t>(slot_of(input))].info);
+  return spec;
+}
+
+}  // namespace kiln

@@ -1,0 +1,73 @@
+// What the planning passes share while one plan is built: the model, input shapes and settings it
+// is built for, the plan's parts as they fill up (slots, steps, counters), and the indexes the
+// passes keep over them: which slot holds each value name, which live nodes read each value,
+// which nodes were planned inside another, which converted copies of values exist already.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "backends/autotune.h"
+#include "backends/settings.h"
+#include "graph/graph.h"
+#include "graph/plan.h"
+
+namespace kiln {
+
+struct PlanState {
+  PlanState(const Model& model, const std::vector<Shape>& input_shapes,
+            const std::vector<Tensor>& input_values, const Settings& settings, AutotuneCache& autotune_cache)
+      : model(model),
+        graph(model.graph),
+        input_shapes(input_shapes),
+        input_values(input_values),
+        settings(settings),
+        autotune_cache(autotune_cache) {}
+
+  const Model& model;
+  const Graph& graph;
+  const std::vector<Shape>& input_shapes;
+  const std::vector<Tensor>& input_values;  // empty, or one per graph input (bound values)
+  const Settings& settings;
+  AutotuneCache& autotune_cache;
+
+  // The plan's parts (Plan::build moves them into the Plan).
+  std::vector<Slot> slots;
+  std::vector<PlanStep> steps;
+  std::vector<int> input_slots;
+  std::vector<int> output_slots;
+  int folded_nodes = 0;
+  int removed_nodes = 0;
+  int fused_nodes = 0;
+  int reorder_steps = 0;
+
+  std::unordered_map<std::string, int> slot_by_name;
+  std::vector<std::vector<size_t>> input_dependencies;           // per slot: graph inputs it derives from
+  std::unordered_map<std::string, std::vector<size_t>> readers;  // value name -> live reader nodes
+  std::unordered_set<const Node*> fused;                         // nodes planned inside another
+  std::map<std::pair<int, Layout>, int> reordered;               // (slot, layout) -> converted slot
+
+  // Adds a slot; a non-empty `name` becomes the value name readers find it by.
+  int add_slot(const std::string& name, TensorInfo info, SlotOrigin origin, Layout layout = Layout::plain,
+               std::vector<size_t> dependencies = {});
+  // The slot of a planned value; throws kiln::Error (runtime) for a name planning has not reached.
+  int slot_of(const std::string& name) const;
+  // A planned value's slot, or null when it is not planned (yet).
+  const Slot* planned(const std::string& name) const;
+  // The graph inputs the values in `slots` derive from, each once.
+  std::vector<size_t> dependencies_of(const std::vector<int>& slots) const;
+
+  // What the op layer sees of `node`: type, domain, opset, attributes and its planned inputs.
+  OpSpec op_spec(const Node& node) const;
+  OpSpec op_spec_without_inputs(const Node& node) const;
+};
+
+std::string node_label(const Node& node);
+bool is_default_domain(const std::string& domain);
+
+}  // namespace kiln

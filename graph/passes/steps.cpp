@@ -1,0 +1,121 @@
+#include <chrono>
+
+#include "graph/passes/passes.h"
+#include "runtime/cpu_info.h"
+
+namespace kiln {
+namespace {
+
+// The precision the settings ask of a node: Conv follows conv_precision, MatMul and Gemm
+// matmul_precision, everything else computes in float32.
+Precision requested_precision(const Node& node, const Settings& settings) {
+  if (!is_default_domain(node.domain)) return Precision::fp32;
+  if (node.op_type == "Conv") return settings.precision("conv_precision");
+  if (node.op_type == "MatMul" || node.op_type == "Gemm") return settings.precision("matmul_precision");
+  return Precision::fp32;
+}
+
+// bf16 runs only where the ISA tier in effect has bf16 dot products (AVX512_BF16 or AMX); a library
+// would emulate it elsewhere, slower than float32. There the plan is exactly the float32 plan (the
+// same kernels on every backend), and each affected step carries this note.
+bool bf16_in_effect() {
+  return isa_in_effect() >= Isa::avx512_bf16;
+}
+
+std::string bf16_fallback_note() {
+  const IsaChoice& isa = isa_choice();
+  return str_cat("precision bf16 requested, float32 used: the ISA in effect (", isa_name(isa.isa), ", from ",
+                 isa.source, ") has no bf16 dot products (AVX512_BF16 or AMX)");
+}
+
+// How a step's output of logical `info` in `layout` is stored: shape and dtype of the tensor it writes.
+TensorInfo stored_info(const TensorInfo& info, Layout layout) {
+  return TensorInfo{stored_dtype(info.dtype, layout), stored_shape(info.shape, layout), {}};
+}
+
+}  // namespace
+
+NodeForm unfused_form(const PlanState& state, const Node& node, const OpSpec& spec,
+                      std::vector<TensorInfo> outputs) {
+  NodeForm form;
+  form.op_type = node.op_type;
+  form.request.op = spec;
+  const Precision requested = requested_precision(node, state.settings);
+  form.request.precision = requested;
+  if (requested == Precision::bf16 && !bf16_in_effect()) {
+    form.request.precision = Precision::fp32;
+    form.note = bf16_fallback_note();
+  }
+  for (const std::string& input : node.inputs) {
+    const int slot = input.empty() ? -1 : state.slot_of(input);
+    form.input_slots.push_back(slot);
+    form.request.input_layouts.push_back(slot < 0 ? Layout::plain
+                                                  : state.slots[static_cast<size_t>(slot)].layout);
+  }
+  form.output_names = node.outputs;
+  form.outputs = std::move(outputs);
+  return form;
+}
+
+void add_step(PlanState& state, NodeForm form, KernelSelection selection, double selection_ms) {
+  PlanStep step;
+  StepRecord& record = step.record;
+  record.node_name = form.request.op.node_name;
+  record.op_type = form.op_type;
+  record.backend = std::string(kBackendRows[static_cast<size_t>(selection.backend)].name);
+  step.backend_index = selection.backend;
+  record.kernel = std::string(selection.kernel->name());
+  record.rejected = std::move(selection.rejected);
+  record.note = std::move(selection.note);
+  if (!form.note.empty()) record.note = std::move(form.note);
+  record.timed = std::move(selection.timed);
+  record.creation_ms = selection_ms;
+  for (const Node* follower : form.fused)
+    record.fused.push_back(str_cat(follower->op_type, " '", follower->name, "'"));
+
+  const Kernel& kernel = *selection.kernel;
+  const std::vector<TensorInfo>& inputs = form.request.op.inputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    int slot = i < form.input_slots.size() ? form.input_slots[i] : -1;
+    // A constant the kernel copied (reordered weights) is not needed at run time.
+    if (slot >= 0 && kernel.copied_at_plan_time(i) &&
+        state.slots[static_cast<size_t>(slot)].origin == SlotOrigin::constant)
+      slot = -1;
+    // A constant the form made (folded weights) gets a slot when the kernel reads it at run time.
+    if (slot < 0 && inputs[i].is_constant() && !kernel.copied_at_plan_time(i)) {
+      slot = state.add_slot({}, inputs[i], SlotOrigin::constant);
+      state.slots[static_cast<size_t>(slot)].name = str_cat(record.node_name, ":input", i);
+    }
+    if (slot >= 0) slot = slot_in_layout(state, slot, kernel.input_layout(i));
+    step.inputs.push_back(slot);
+    record.input_shapes.push_back(inputs[i].shape);
+    record.input_dtypes.push_back(inputs[i].dtype);
+    record.input_layouts.push_back(slot >= 0 ? state.slots[static_cast<size_t>(slot)].layout : Layout::plain);
+  }
+  const std::vector<size_t> dependencies = state.dependencies_of(step.inputs);
+  for (size_t i = 0; i < form.output_names.size(); ++i) {
+    const Layout layout = kernel.output_layout(i);
+    const TensorInfo info{form.outputs[i].dtype, form.outputs[i].shape, {}};
+    record.output_shapes.push_back(info.shape);
+    record.output_dtypes.push_back(info.dtype);
+    record.output_layouts.push_back(layout);
+    step.output_infos.push_back(stored_info(info, layout));
+    if (form.output_names[i].empty()) {
+      step.outputs.push_back(-1);
+      continue;
+    }
+    // A view shares its first input's storage, so it inherits that input's origin.
+    const SlotOrigin origin = kernel.is_view() && step.inputs.at(0) >= 0
+                                  ? state.slots[static_cast<size_t>(step.inputs[0])].origin
+                                  : SlotOrigin::computed;
+    step.outputs.push_back(state.add_slot(form.output_names[i], info, origin, layout, dependencies));
+  }
+  // The values inside a fused chain vanish; readers of the chain's last value find the step's output.
+  for (const Node* follower : form.fused) state.slot_by_name[follower->outputs[0]] = step.outputs[0];
+  state.fused_nodes += static_cast<int>(form.fused.size());
+  for (const Node* follower : form.fused) state.fused.insert(follower);
+  step.kernel = std::move(selection.kernel);
+  state.steps.push_back(std::move(step));
+}
+
+}  // namespace kiln
