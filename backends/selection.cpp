@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdint>
 
 #include "backends/autotune.h"
@@ -67,13 +68,13 @@ KernelOrReason create(int backend, const KernelRequest& request, std::span<const
   return backend_list()[backend]->create_kernel(alternative_request, outputs);
 }
 
-std::string upper(std::string_view text) {
-  std::string result(text);
-  for (char& c : result) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return result;
-}
-
 }  // namespace
+
+std::string build_option(std::string_view backend) {
+  std::string option = str_cat("KILN_WITH_", backend);
+  for (char& c : option) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return option;
+}
 
 std::string KernelSelection::refusals() const {
   std::string reasons;
@@ -162,7 +163,7 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
     }
     if (!backend.is_built()) {
       selection.rejected.push_back(
-          {name, str_cat("not built (kiln was configured with KILN_WITH_", upper(name), "=OFF)")});
+          {name, str_cat("not built (kiln was configured with ", build_option(name), "=OFF)")});
       continue;
     }
     if (!backend.is_available()) {

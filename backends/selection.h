@@ -48,6 +48,9 @@ const Backend* find_backend(std::string_view name);
 // A backend's row position; throws kiln::Error (invalid_argument) listing the known names.
 int backend_index(std::string_view name);
 
+// The CMake option that builds a backend: "KILN_WITH_ONEDNN" for "onednn".
+std::string build_option(std::string_view backend);
+
 // Row positions of the backends that are candidates for `request`, in the order they are asked.
 std::vector<int> candidate_backends(const KernelRequest& request);
 

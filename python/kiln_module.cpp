@@ -259,8 +259,9 @@ std::string parallel_info() {
   text << "OpenMP: "
        << (backends::openmp::is_available() ? std::to_string(backends::openmp::version()) : "not built")
        << "\n";
-  text << "oneDNN: " << backends::info("onednn").version << " (OpenMP runtime)\n";
-  text << "BLAS: " << backends::blas::library() << "\n";
+  const backends::BackendInfo onednn = backends::info("onednn");
+  text << "oneDNN: " << (onednn.built ? onednn.version + " (OpenMP runtime)" : "not built") << "\n";
+  text << "BLAS: " << (backends::info("blas").built ? backends::blas::library() : "not built") << "\n";
   text << "CPU: " << cpu_capability().description() << ", ISA in effect " << isa_name(isa_in_effect())
        << " (from " << isa_choice().source << ")\n";
   text << "precedence: a scope or session setting > set_num_threads > KILN_NUM_THREADS > OMP_NUM_THREADS > "

@@ -5,7 +5,9 @@
 #
 #   scripts/test.sh          default tier (< 25 minutes on 2 cores)
 #   scripts/test.sh --slow   slow tier: sanitizers over the whole suite, vgg16/inception_v3 at batch 4,
-#                            and a bounded libFuzzer run over model loading and planning
+#                            a bounded libFuzzer run over model loading and planning, and a build
+#                            with only the native backend (oneDNN and BLAS configured out) running
+#                            the unit tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +36,9 @@ else
   cmake --preset fuzz >/dev/null
   cmake --build --preset fuzz -j "$jobs"
   scripts/fuzz.sh "${KILN_FUZZ_SECONDS:-600}"
+  cmake --preset native-only >/dev/null
+  cmake --build --preset native-only -j "$jobs"
+  ctest --preset native-only -L unit -j "$jobs"
   cmake --preset default >/dev/null
   cmake --build --preset default -j "$jobs"
   KILN_SLOW=1 ctest --preset asan -j "$jobs"

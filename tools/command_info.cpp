@@ -67,14 +67,22 @@ int command_info(const std::vector<std::string>& args) {
   std::printf("backends:\n");
   for (int i = 0; i < kBackendCount; ++i) {
     const Backend* backend = all_backends()[i];
+    if (!backend->is_built()) {
+      std::printf("  %-8s not built (%s=OFF)\n", std::string(backend->name()).c_str(),
+                  build_option(backend->name()).c_str());
+      continue;
+    }
     std::printf("  %-8s %-13s %-9s version %s\n", std::string(backend->name()).c_str(),
                 backend->is_available() ? "available" : "unavailable",
                 settings.backend_enabled(i) ? "enabled" : "disabled", backend->version().c_str());
   }
   std::printf("  cuda     not built\n");
-  std::printf("blas library: %s\n", backends::blas::library().c_str());
-  std::printf("oneDNN primitive cache: %d of %d entries\n", backends::onednn::primitive_cache::size(),
-              backends::onednn::primitive_cache::capacity());
+  const bool has_onednn = backends::info("onednn").built;
+  if (backends::info("blas").built) std::printf("blas library: %s\n", backends::blas::library().c_str());
+  if (has_onednn) {
+    std::printf("oneDNN primitive cache: %d of %d entries\n", backends::onednn::primitive_cache::size(),
+                backends::onednn::primitive_cache::capacity());
+  }
   std::printf("plan settings: %s\n", settings.describe_plan_settings().c_str());
   std::printf("ops: %zu (ONNX opsets 7-17)\n", all_op_schemas().size());
   std::string extensions;
@@ -82,8 +90,12 @@ int command_info(const std::vector<std::string>& args) {
   std::printf("cpu: %s\n", cpu.description().c_str());
   std::printf("cpu capability: %s (extensions:%s)\n", std::string(isa_name(cpu.best_isa())).c_str(),
               extensions.c_str());
-  std::printf("isa in effect: %s; oneDNN dispatches up to %s\n", describe_isa_choice().c_str(),
-              backends::onednn::isa().c_str());
+  if (has_onednn) {
+    std::printf("isa in effect: %s; oneDNN dispatches up to %s\n", describe_isa_choice().c_str(),
+                backends::onednn::isa().c_str());
+  } else {
+    std::printf("isa in effect: %s\n", describe_isa_choice().c_str());
+  }
 #ifdef _OPENMP
   std::printf("threads: %d (from %s; %d cores available), OpenMP %d\n", get_num_threads(),
               num_threads_source().c_str(), available_cores(), _OPENMP);

@@ -25,7 +25,10 @@ class NativeBackend final : public Backend {
     // The reference kernels stay one op each; the planner runs fused followers as their own steps.
     if (!request.post_ops.empty()) return KernelOrReason::rejected("native kernels do not fuse post-ops");
     if (auto create = find_kernel_factory<OpSpec>(kFamilies, request.op.op_type)) {
-      return create(request.op, outputs);
+      KernelOrReason offer = create(request.op, outputs);
+      if (offer.kernel && request.precision != Precision::fp32)
+        offer.note = "precision bf16 requested, float32 used: the native kernels compute in float32";
+      return offer;
     }
     return KernelOrReason::rejected("no native kernel for " + request.op.op_type);
   }

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "backend_test_util.h"
 #include "backends/autotune.h"
 #include "backends/backends.h"
 #include "backends/selection.h"
@@ -138,6 +139,7 @@ TEST_F(BackendSettingsTest, InvalidSettingsAreRejectedWithTheirName) {
 }
 
 TEST_F(BackendSettingsTest, DisablingOnednnInAScopeReplansOnceAndKeepsResults) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
   Session session(small_cnn());
   const Tensor x = random_tensor({1, 3, 16, 16}, 3);
   const Tensor fast = run_once(session, x);
@@ -178,9 +180,12 @@ TEST_F(BackendSettingsTest, VerboseOnlyChangesLinesNotPlans) {
   // kiln_verbose,exec,<backend>,<op>,<node>,<kernel>,<dtypes>,<layouts>,<shapes>,<fused>,<ms>
   const std::string& first = exec.front();
   EXPECT_EQ(std::count(first.begin(), first.end(), ','), 10) << first;
-  const PlanStep& step0 = plan->steps()[0];
-  EXPECT_NE(first.find(str_cat(",", step0.record.backend, ",", step0.record.op_type, ",",
-                               step0.record.node_name, ",", step0.record.kernel, ",in:float32 out:float32,")),
+  const StepRecord& step0 = plan->steps()[0].record;
+  std::string dtypes = "in:";
+  for (size_t i = 0; i < step0.input_dtypes.size(); ++i) dtypes += str_cat(i == 0 ? "" : ";", "float32");
+  dtypes += " out:float32";
+  EXPECT_NE(first.find(str_cat(",", step0.backend, ",", step0.op_type, ",", step0.node_name, ",",
+                               step0.kernel, ",", dtypes, ",")),
             std::string::npos)
       << first;
 }
@@ -316,6 +321,7 @@ TEST_F(BackendSettingsTest, DeterministicModeIsBitwiseStableAcrossRunsAndThreads
 // Conv and Gemm in bf16, close to float32. Elsewhere (an AVX2 CPU, or KILN_ISA=avx512 / avx2, which
 // the isa_* test runs set) the plan is exactly the float32 plan, each product noting why.
 TEST_F(BackendSettingsTest, Bf16RunsInReducedPrecisionOrFallsBackToTheFp32Plan) {
+  KILN_SKIP_UNLESS_BUILT("onednn");  // the bf16 kernels are oneDNN's
   Session session(small_cnn());
   const Tensor x = random_tensor({1, 3, 16, 16}, 11);
   const Tensor fp32 = run_once(session, x);
@@ -358,6 +364,7 @@ TEST_F(BackendSettingsTest, Bf16RunsInReducedPrecisionOrFallsBackToTheFp32Plan) 
 }
 
 TEST_F(BackendSettingsTest, AutotuneTimesCandidatesAndRemembersTheChoiceInTheSession) {
+  KILN_SKIP_UNLESS_BUILT("onednn");  // timing needs more than one candidate
   std::optional<ScopedSettings> autotune(std::in_place,
                                          Settings().set("autotune", 1).set("autotune_limit", 4));
   // A 24x24x24 product: BLAS and oneDNN both offer it (and oneDNN perhaps alternatives).
@@ -396,6 +403,7 @@ TEST_F(BackendSettingsTest, AutotuneTimesCandidatesAndRemembersTheChoiceInTheSes
 }
 
 TEST_F(BackendSettingsTest, AutotuneLimitZeroTimesEveryCandidate) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
   GraphBuilder g({24, 24});
   Model model = g.finish({g.add("MatMul", {"x", g.weights({24, 24})})});
   const Tensor x = random_tensor({24, 24}, 2);
@@ -412,6 +420,7 @@ TEST_F(BackendSettingsTest, AutotuneLimitZeroTimesEveryCandidate) {
 }
 
 TEST_F(BackendSettingsTest, PrimitiveCacheReportsAndClears) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
   Session session(small_cnn());
   run_once(session, random_tensor({1, 3, 16, 16}, 3));
   EXPECT_GT(backends::onednn::primitive_cache::size(), 0);
@@ -429,11 +438,26 @@ TEST_F(BackendSettingsTest, InfoFunctionsDescribeTheBuild) {
   EXPECT_TRUE(backends::info("native").available);
   EXPECT_FALSE(backends::cuda::is_built());
   EXPECT_FALSE(backends::cuda::is_available());
-  EXPECT_EQ(backends::info("onednn").version.rfind("2.", 0), 0u);
+  // Built is what CMake configured (KILN_WITH_ONEDNN, KILN_WITH_BLAS); a backend left out is still
+  // listed, unavailable, and its own calls say it was not built.
+  EXPECT_EQ(backends::info("onednn").built, KILN_WITH_ONEDNN == 1);
+  EXPECT_EQ(backends::info("blas").built, KILN_WITH_BLAS == 1);
+  EXPECT_TRUE(backends::info("native").built);
+  if (KILN_WITH_ONEDNN) {
+    EXPECT_EQ(backends::info("onednn").version.rfind("2.", 0), 0u);
+  } else {
+    EXPECT_FALSE(backends::info("onednn").available);
+    EXPECT_THROW(backends::onednn::isa(), Error);
+  }
+  if (KILN_WITH_BLAS) {
+    EXPECT_NE(backends::blas::library().find("OpenBLAS"), std::string::npos);
+  } else {
+    EXPECT_FALSE(backends::info("blas").available);
+    EXPECT_THROW(backends::blas::library(), Error);
+  }
   ASSERT_EQ(backends::list().size(), static_cast<size_t>(kBackendCount));
   for (int i = 0; i < kBackendCount; ++i) EXPECT_EQ(backends::list()[i].name, kBackendNames[i]);
   EXPECT_THROW(backends::info("cudnn"), Error);
-  EXPECT_NE(backends::blas::library().find("OpenBLAS"), std::string::npos);
   EXPECT_TRUE(backends::openmp::is_available());
   const std::vector<std::string> capability = backends::cpu::capability();
   if (cpu_capability().avx512f) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "backend_test_util.h"
 #include "backends/backends.h"
 #include "backends/native/gemm.h"
 #include "core/error.h"
@@ -75,6 +76,7 @@ TEST(CpuInfo, NativeKernelsRunTheVariantOfTheTierInEffect) {
 }
 
 TEST(CpuInfo, OnednnDispatchesWithinTheTierInEffect) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
   const std::string onednn = backends::onednn::isa();
   const IsaChoice& choice = isa_choice();
   // oneDNN's names for kiln's tiers, in Isa order: exactly what a cap sets where the tier is below the

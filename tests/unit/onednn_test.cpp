@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_test_util.h"
 #include "backends/selection.h"
 #include "graph/session.h"
 #include "graph_builder.h"
@@ -102,6 +103,7 @@ void PrintTo(const ConvCase& c, std::ostream* out) {
 class OnednnConv : public ::testing::TestWithParam<ConvCase> {};
 
 TEST_P(OnednnConv, MatchesNativeWithFusedActivationAndResidual) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
   const ConvCase& c = GetParam();
   GraphBuilder g(c.input);
   const std::string w = g.weights({c.out_channels, c.input[1] / c.group, c.kernel[0], c.kernel[1]});
@@ -154,6 +156,7 @@ void PrintTo(const PoolCase& c, std::ostream* out) {
 class OnednnPool : public ::testing::TestWithParam<PoolCase> {};
 
 TEST_P(OnednnPool, MatchesNativeOnChannelsLastAndPlainInputs) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
   const PoolCase& c = GetParam();
   const Shape input = {2, 16, 13, 11};
   GraphBuilder g(input);
@@ -183,6 +186,7 @@ INSTANTIATE_TEST_SUITE_P(Windows, OnednnPool,
                          });
 
 TEST(Onednn, GemmWithTransposesAlphaBetaAndFusedRelu) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
   const Shape input = {5, 12};
   GraphBuilder g(input);
   Attributes attributes;
@@ -201,6 +205,7 @@ TEST(Onednn, GemmWithTransposesAlphaBetaAndFusedRelu) {
 }
 
 TEST(Onednn, MatMulWithConstantAndComputedRightHandSides) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
   const Shape input = {2, 3, 6, 8};
   GraphBuilder g(input);
   const std::string projected = g.add("MatMul", {"x", g.weights({8, 8})});
@@ -217,6 +222,7 @@ TEST(Onednn, MatMulWithConstantAndComputedRightHandSides) {
 }
 
 TEST(Onednn, ConcatBinaryAndEltwiseFollowChannelsLast) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
   const Shape input = {1, 8, 9, 9};
   GraphBuilder g(input);
   const std::string a =
@@ -242,6 +248,7 @@ TEST(Onednn, ConcatBinaryAndEltwiseFollowChannelsLast) {
 
 // A BatchNormalization after a Conv (with and without a bias) is folded into the conv's weights.
 TEST(Onednn, BatchNormAfterConvIsFoldedIntoItsWeights) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
   const Shape input = {2, 6, 7, 7};
   GraphBuilder g(input);
   auto batch_norm = [&](const std::string& x) {
@@ -259,6 +266,7 @@ TEST(Onednn, BatchNormAfterConvIsFoldedIntoItsWeights) {
 }
 
 TEST(Onednn, SoftmaxLogSoftmaxAndLayerNormMatchNative) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
   const Shape input = {2, 8, 5, 6};
   GraphBuilder g(input);
   g.set_opset(17);
@@ -280,6 +288,7 @@ TEST(Onednn, SoftmaxLogSoftmaxAndLayerNormMatchNative) {
 
 // MatMul + bias Add + GELU (as PyTorch exports it) and a second MatMul + bias + residual Add.
 TEST(Onednn, MatMulFusesBiasGeluAndResidual) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
   const Shape input = {2, 5, 16};
   GraphBuilder g(input);
   const std::string hidden = g.add("Add", {g.weights({32}), g.add("MatMul", {"x", g.weights({16, 32})})});
@@ -338,6 +347,7 @@ TEST(Onednn, DecomposedLayerNormBecomesOneStep) {
 
 // Tiny products run on BLAS; larger ones are refused by BLAS with the size rule and go to oneDNN.
 TEST(Blas, TinyProductsMatchNativeAndLargeOnesAreRefused) {
+  KILN_SKIP_UNLESS_BUILT("blas");
   const Shape input = {3, 4, 16};
   GraphBuilder g(input);
   const std::string small = g.add("MatMul", {"x", g.weights({16, 8})});  // 3*4 x 8 x 16 products
@@ -362,6 +372,7 @@ TEST(Blas, TinyProductsMatchNativeAndLargeOnesAreRefused) {
 }
 
 TEST(Onednn, RejectionReasonsAreRecorded) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
   const Shape input = {1, 4, 5, 5};
   GraphBuilder h(input);
   const std::string conv_ok =
@@ -404,6 +415,7 @@ TEST(Onednn, RejectionReasonsAreRecorded) {
 // Weights oneDNN reordered into its kernels are not kept twice: the session releases the model's
 // copies once no plan holds them, and reloads them from the file when a new plan needs them.
 TEST(Onednn, CopiedWeightsAreReleasedAndReloadedForANewPlan) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
   Session session(KILN_DEMO_MODEL);
   Tensor input = random_tensor({1, 3, 64, 64}, 5);
   const Tensor fast = session.run({{"input", input}}).at("logits");
@@ -421,6 +433,7 @@ TEST(Onednn, CopiedWeightsAreReleasedAndReloadedForANewPlan) {
 }
 
 TEST(Onednn, DisablingOnednnReplansTheSession) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
   const Shape input = {1, 4, 5, 5};
   GraphBuilder g(input);
   const Model model =

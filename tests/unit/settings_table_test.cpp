@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "backend_test_util.h"
 #include "backends/backends.h"
 #include "backends/selection.h"
 #include "graph/plan_key.h"
@@ -201,6 +202,7 @@ TEST(LibraryVerbose, OverlappingScopesOnTwoThreadsAreReferenceCounted) {
 
 // A batched MatMul BLAS takes makes one cblas_sgemm call per batch: one line each.
 TEST(BlasVerbose, OneLinePerCblasSgemmCall) {
+  KILN_SKIP_UNLESS_BUILT("blas");
   GraphBuilder g({3, 4, 5});
   Model model = g.finish({g.add("MatMul", {"x", g.weights({3, 5, 6})})});
   Session session(model);
