@@ -187,7 +187,8 @@ _BACKENDS = {info["name"]: _SPECIAL.get(info["name"], _Backend)(info) for info i
 
 
 def list_backends():
-    """The backends kiln was built with, in kernel-selection preference order."""
+    """Every backend kiln knows, in its registry order (backends/registry.h), built or not:
+    is_built() says which were configured in."""
     return list(_BACKENDS.values())
 
 
