@@ -69,7 +69,7 @@ Allocator& allocator() {
 
 // What only one backend has exists only where that backend was built; elsewhere it says so.
 namespace {
-[[noreturn]] void not_built(const char* backend, const char* option) {
+[[noreturn, maybe_unused]] void not_built(const char* backend, const char* option) {
   fail(ErrorKind::not_implemented, "kiln was built without ", backend, " (", option,
        "=OFF at configure time)");
 }

@@ -15,7 +15,7 @@
 namespace kiln {
 
 class Observer;
-struct Settings;
+class Settings;
 class Plan;
 struct RunContext;
 

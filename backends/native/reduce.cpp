@@ -180,9 +180,9 @@ template <typename S, Reduction kKind>
 template <typename S, Reduction kKind>
 [[gnu::always_inline]] inline typename S::F vector_combine(typename S::F a, typename S::F b) {
   if constexpr (kKind == Reduction::max) {
-    return (b > a) | (b != b) ? b : a;  // a NaN wins, as in numpy
+    return ((b > a) | (b != b)) ? b : a;  // a NaN wins, as in numpy
   } else if constexpr (kKind == Reduction::min) {
-    return (b < a) | (b != b) ? b : a;
+    return ((b < a) | (b != b)) ? b : a;
   } else {
     return a + b;
   }

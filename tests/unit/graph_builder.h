@@ -31,7 +31,9 @@ class GraphBuilder {
   }
 
   std::string constant(const Tensor& value) {
-    const std::string name = "c" + std::to_string(model_.graph.initializers.size());
+    // Appended rather than "c" + to_string(...), which trips GCC 12's false -Wrestrict warning.
+    std::string name = "c";
+    name += std::to_string(model_.graph.initializers.size());
     model_.graph.initializers[name] = value;
     return name;
   }

@@ -133,7 +133,9 @@ TEST(Registry, ABackendLeftOutRefusesEveryNodeAndSaysSo) {
   for (const Backend* backend : all_backends()) {
     const backends::BackendInfo info = backends::info(backend->name());
     EXPECT_EQ(info.built, backend->is_built());
-    if (!info.built) EXPECT_FALSE(info.available) << info.name;
+    if (!info.built) {
+      EXPECT_FALSE(info.available) << info.name;
+    }
   }
 }
 
