@@ -1,5 +1,3 @@
-#include <chrono>
-
 #include "graph/passes/passes.h"
 #include "runtime/cpu_info.h"
 
