@@ -1,6 +1,7 @@
-// `kiln conformance [DIR]`: runs ONNX's operator test suite (one folder per case: model.onnx and
-// test_data_set_*/{input,output}_N.pb) and compares kiln's outputs with ONNX's within ONNX's own
-// tolerances. A case is skipped only when its model uses an op kiln does not implement.
+// `kiln conformance [DIR] [settings options]`: runs ONNX's operator test suite (one folder per case:
+// model.onnx and test_data_set_*/{input,output}_N.pb) and compares kiln's outputs with ONNX's within
+// ONNX's own tolerances, under the settings given (e.g. --disable onednn --disable blas runs it on the
+// native kernels alone). A case is skipped only when its model uses an op kiln does not implement.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "ops/op_schema.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
+#include "tools/setting_options.h"
 
 namespace kiln {
 namespace {
@@ -37,8 +39,7 @@ struct CaseResult {
 // Every op type used by `graph`, including nested graphs, as "Op" or "domain:Op".
 void collect_ops(const Graph& graph, std::set<std::string>& ops) {
   for (const Node& node : graph.nodes) {
-    const bool default_domain = node.domain.empty() || node.domain == "ai.onnx";
-    ops.insert(default_domain ? node.op_type : node.domain + ":" + node.op_type);
+    ops.insert(is_default_domain(node.domain) ? node.op_type : node.domain + ":" + node.op_type);
     for (const auto& [name, attribute] : node.attributes.all()) {
       if (attribute.g) collect_ops(*attribute.g, ops);
       for (const auto& subgraph : attribute.graphs) collect_ops(*subgraph, ops);
@@ -167,12 +168,13 @@ struct Tally {
 }  // namespace
 
 int command_conformance(const std::vector<std::string>& args) {
-  const std::vector<OptionSpec> specs = {
+  const std::vector<OptionSpec> specs = with_setting_options({
       {"filter", true, "SUBSTR: run only cases whose folder name contains SUBSTR"},
-      {"verbose", false, "print every case, not only failures and skips"},
-      {"known-failures", true, "FILE: cases expected to fail (one name per line, # comments); exit 0 when exactly those fail"},
+      {"show-passes", false, "print every case, not only failures and skips"},
+      {"known-failures", true,
+       "FILE: cases expected to fail (one name per line, # comments); exit 0 when exactly those fail"},
       {"help", false, "show this help"},
-  };
+  });
   const ParsedArgs parsed = parse_args("conformance", args, specs);
   if (parsed.has("help")) {
     std::printf("usage: kiln conformance [DIR] [options]\n\nRuns ONNX's node test suite (default %s).\n\n%s",
@@ -185,7 +187,9 @@ int command_conformance(const std::vector<std::string>& args) {
              "' does not exist (install Debian's libonnx-testdata)");
   const std::string filter = parsed.value("filter");
   const std::map<std::string, std::string> known_failures = read_known_failures(parsed.value("known-failures"));
-  const bool verbose = parsed.has("verbose");
+  const bool show_passes = parsed.has("show-passes");
+  apply_setting_options(parsed);
+  std::printf("plan settings: %s\n", settings_summary().c_str());
 
   std::vector<fs::path> cases;
   for (const auto& entry : fs::directory_iterator(suite)) {
@@ -214,7 +218,7 @@ int command_conformance(const std::vector<std::string>& args) {
       ++unexpected;
     }
     const char* label = result.outcome == Outcome::passed ? "pass" : result.outcome == Outcome::failed ? "FAIL" : "skip";
-    if (!known && (verbose || result.outcome != Outcome::passed)) {
+    if (!known && (show_passes || result.outcome != Outcome::passed)) {
       std::printf("%s %s%s%s\n", label, name.c_str(), result.detail.empty() ? "" : ": ", result.detail.c_str());
     }
     Tally* tallies[] = {&total};

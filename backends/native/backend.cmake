@@ -2,3 +2,9 @@
 # tested against). It links neither oneDNN nor BLAS, so comparing a fast kernel with it never
 # compares a library with itself.
 kiln_add_backend(native)
+
+# Plain-loop conv, gemm and pooling (backends/native/ref/): the oracle the tuned native kernels are
+# tested against. Only the tests link it.
+file(GLOB KILN_NATIVE_REFERENCE_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/backends/native/ref/*.cpp)
+add_library(kiln_native_reference STATIC ${KILN_NATIVE_REFERENCE_SOURCES})
+target_link_libraries(kiln_native_reference PUBLIC kiln_ops)

@@ -96,8 +96,8 @@ template <typename Vec, int64_t kMr>
       int64_t cols, float alpha, float beta, const float *__restrict bias
 #define KILN_MICRO_KERNEL_ARGUMENTS kc, a, b, c, ldc, rows, cols, alpha, beta, bias
 
-// Register blocks per ISA: 8 x 32 on AVX-512 (16 zmm accumulators), 6 x 16 on AVX2 and 6 x 8 on
-// SSE2 (12 accumulators of their 16 registers).
+// Register blocks (kMr x nr) per ISA: 14 x 32 on AVX-512 (28 of the 32 zmm registers accumulate),
+// 6 x 16 on AVX2 and 6 x 8 on SSE2 (12 of their 16 ymm or xmm registers accumulate).
 constexpr int64_t kMrAvx512 = 14;
 constexpr int64_t kMrAvx2 = 6;
 constexpr int64_t kMrBaseline = 6;
@@ -377,22 +377,6 @@ void sgemm_packed(const PackedA& a, const PackedBSource& b, int64_t n, float* c,
     return;
   }
   gemm_packed_a(kernel_set(), a.data(), m, k, b, n, c, ldc, epilogue);
-}
-
-void sgemm_reference(bool transpose_a, bool transpose_b, GemmShape shape, float alpha, const float* a, int64_t lda,
-                     const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  for (int64_t i = 0; i < shape.m; ++i) {
-    for (int64_t j = 0; j < shape.n; ++j) {
-      double sum = 0;
-      for (int64_t p = 0; p < shape.k; ++p) {
-        const float x = transpose_a ? a[p * lda + i] : a[i * lda + p];
-        const float y = transpose_b ? b[j * ldb + p] : b[p * ldb + j];
-        sum += static_cast<double>(x) * y;
-      }
-      float& out = c[i * ldc + j];
-      out = static_cast<float>(alpha * sum + (beta == 0.0f ? 0.0 : beta * static_cast<double>(out)));
-    }
-  }
 }
 
 GemmKernelInfo gemm_kernel_info() {

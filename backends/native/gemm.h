@@ -3,8 +3,9 @@
 // Row-major with leading dimensions; op() transposes when asked. A is packed into row slivers and
 // B into column slivers (cache-blocked along K), and a register-blocked micro-kernel written in
 // plain C++ vector code runs over them. The micro-kernel is compiled for AVX-512, AVX2 and baseline
-// x86-64 and picked once at start-up, so the binary stays portable. Work is split over blocks of
-// rows and columns of C through kiln::parallel_for.
+// x86-64 and picked once, on first use, for the ISA tier in effect (backends/native/isa_variant.h),
+// so the binary stays portable. Work is split over blocks of rows and columns of C through
+// kiln::parallel_for.
 #pragma once
 
 #include <cstdint>
@@ -80,11 +81,8 @@ void sgemm(bool transpose_a, bool transpose_b, GemmShape shape, const float* a, 
 void sgemm_packed(const PackedA& a, const PackedBSource& b, int64_t n, float* c, int64_t ldc,
                   const GemmEpilogue& epilogue);
 
-// The straightforward triple loop (accumulating in double), for tests.
-void sgemm_reference(bool transpose_a, bool transpose_b, GemmShape shape, float alpha, const float* a, int64_t lda,
-                     const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-
-// Which micro-kernel this CPU runs ("avx512", "avx2" or "baseline") and its register block.
+// Which micro-kernel runs under the ISA tier in effect ("avx512", "avx2" or "baseline") and its
+// register block (mr x nr).
 struct GemmKernelInfo {
   const char* isa;
   int64_t mr;

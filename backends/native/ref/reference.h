@@ -1,0 +1,36 @@
+// Plain loops for the ops whose native kernels are tuned engines (packed-panel GEMM with ISA-cloned
+// micro-kernels, im2col written into packed panels, ISA-cloned depthwise loops, windowed pooling):
+// the oracle those kernels are tested against. Written for obviousness, not speed; float32 inputs,
+// sums in double. Not linked into kiln, only into its tests (kiln_native_reference).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ops/conv.h"
+#include "ops/pool.h"
+
+namespace kiln::native::ref {
+
+// A result in double, and per element the sum of |terms| that formed it: a float32 kernel's
+// rounding error grows with that sum, so tests scale their tolerance by it.
+struct Values {
+  std::vector<double> value;
+  std::vector<double> magnitude;
+};
+
+// C[m, n] = alpha * op(A) op(B) + beta * C, row-major with leading dimensions; `c` is read only when
+// beta is not 0.
+Values gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+            int64_t lda, const float* b, int64_t ldb, float beta, const float* c, int64_t ldc);
+
+// 2-D convolution of NCHW `x` with OIHW `w` (I = channels per group) and optional `bias`, as `p`
+// describes it (groups, strides, pads, dilations, output size).
+Values conv(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvParams& p);
+
+// 2-D max or average pooling of NCHW `x` as `p` describes it; outside the input, max ignores the
+// window and average counts the padding only with count_include_pad.
+Values pool(const Tensor& x, const PoolParams& p, bool is_max);
+
+}  // namespace kiln::native::ref

@@ -1,0 +1,266 @@
+// The tuned native kernels against the plain loops of backends/native/ref/, swept over the shapes
+// that reach every path: GEMM's small-M kernel, register blocks cut at the edges (m, n not multiples
+// of mr, nr), K just past a cache block, transposes, alpha/beta, a row bias and prepacked A; Conv's
+// depthwise, grouped, pointwise and im2col paths with pads, strides and dilations, with constant and
+// run-time weights; max and average pooling with pads, ceil_mode, count_include_pad and dilations.
+// Each runs at 1 and 2 threads. The isa_avx2.* and isa_baseline.* runs (tests/CMakeLists.txt)
+// repeat them with KILN_ISA set, so every compiled variant is checked on a CPU that has the widest.
+// Shapes stay small (at most 32 channels, 16x16) so the sweep is quick under the sanitizers too.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/native/gemm.h"
+#include "backends/native/ref/reference.h"
+#include "core/tensor.h"
+#include "graph_builder.h"
+#include "op_test_util.h"
+#include "runtime/threads.h"
+
+namespace kiln {
+namespace {
+
+using testing::conv_attrs;
+using testing::int_attr;
+using testing::ints_attr;
+using testing::OpRun;
+using testing::run_op;
+using testing::sample_values;
+
+// A float32 result may differ from the double reference by a few ulps of the sum of |terms|.
+constexpr double kRelativeTolerance = 1e-5;
+constexpr int kThreadCounts[] = {1, 2};
+
+void expect_close(std::span<const float> actual, const native::ref::Values& expected,
+                  const std::string& where) {
+  ASSERT_EQ(actual.size(), expected.value.size()) << where;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    ASSERT_NEAR(actual[i], expected.value[i], kRelativeTolerance * (expected.magnitude[i] + 1))
+        << where << ", element " << i;
+  }
+}
+
+// ---- GEMM ------------------------------------------------------------------------------------
+
+struct GemmCase {
+  int64_t m, n, k;
+  bool transpose_a, transpose_b;
+  float alpha, beta;
+};
+
+std::string describe(const GemmCase& c) {
+  return str_cat(c.m, "x", c.n, "x", c.k, c.transpose_a ? " A'" : "", c.transpose_b ? " B'" : "", " alpha ",
+                 c.alpha, " beta ", c.beta);
+}
+
+// Edges of every micro-kernel's register block (mr 14/6/4 rows, nr 32/16/8 columns for AVX-512,
+// AVX2, baseline), the small-M path (m <= 4 untransposed), and K across the 256-deep cache block.
+std::vector<GemmCase> gemm_cases() {
+  std::vector<GemmCase> cases;
+  for (int64_t m : {1, 4, 5, 7, 14, 15, 29})
+    for (int64_t n : {1, 9, 16, 17, 33, 47})
+      for (int64_t k : {1, 19, 257})
+        for (int transposes = 0; transposes < 4; ++transposes) {
+          const bool beta = (m + n + k + transposes) % 2 == 0;
+          cases.push_back({m, n, k, (transposes & 1) != 0, (transposes & 2) != 0, beta ? 0.5f : 1.0f,
+                           beta ? 1.5f : 0.0f});
+        }
+  return cases;
+}
+
+TEST(NativeGemmVsReference, EveryEdgeTileTransposeAndKBlock) {
+  const std::vector<float> values = sample_values(29 * 257 + 47 * 257 + 29 * 47, -1, 1, 3);
+  for (int threads : kThreadCounts) {
+    const ScopedIntraOpThreads scoped(threads);
+    for (const GemmCase& c : gemm_cases()) {
+      const float* a = values.data();
+      const float* b = a + 29 * 257;
+      const std::vector<float> c0(values.end() - c.m * c.n, values.end());
+      const int64_t lda = c.transpose_a ? c.m : c.k;
+      const int64_t ldb = c.transpose_b ? c.k : c.n;
+      std::vector<float> actual = c0;
+      native::sgemm(c.transpose_a, c.transpose_b, {c.m, c.n, c.k}, c.alpha, a, lda, b, ldb, c.beta,
+                    actual.data(), c.n);
+      expect_close(actual,
+                   native::ref::gemm(c.transpose_a, c.transpose_b, c.m, c.n, c.k, c.alpha, a, lda, b, ldb,
+                                     c.beta, c0.data(), c.n),
+                   str_cat(describe(c), ", ", threads, " threads"));
+    }
+  }
+}
+
+TEST(NativeGemmVsReference, PrepackedAWithRowBias) {
+  for (int threads : kThreadCounts) {
+    const ScopedIntraOpThreads scoped(threads);
+    for (int64_t m : {3, 14, 31}) {
+      for (int64_t k : {5, 257}) {
+        const int64_t n = 45;
+        const std::vector<float> a = sample_values(m * k, -1, 1, 11);
+        const std::vector<float> b = sample_values(k * n, -1, 1, 13);
+        const std::vector<float> bias = sample_values(m, -1, 1, 17);
+        const native::PackedA packed(false, m, k, a.data(), k);
+        std::vector<float> actual(static_cast<size_t>(m * n));
+        native::sgemm_packed(packed, native::MatrixB(b.data(), n, false), n, actual.data(), n,
+                             native::GemmEpilogue{1.0f, 0.0f, bias.data()});
+        native::ref::Values expected =
+            native::ref::gemm(false, false, m, n, k, 1, a.data(), k, b.data(), n, 0, nullptr, n);
+        for (int64_t i = 0; i < m * n; ++i)
+          expected.value[static_cast<size_t>(i)] += bias[static_cast<size_t>(i / n)];
+        expect_close(actual, expected, str_cat(m, "x", n, "x", k, ", ", threads, " threads"));
+      }
+    }
+  }
+}
+
+// ---- Conv ------------------------------------------------------------------------------------
+
+struct ConvCase {
+  Shape input;  // N, C, H, W
+  int64_t out_channels;
+  std::vector<int64_t> kernel, strides, pads, dilations;
+  int64_t group;
+  bool bias;
+};
+
+std::string describe(const ConvCase& c) {
+  return str_cat(shape_to_compact_string(c.input), " -> ", c.out_channels, " kernel ",
+                 shape_to_compact_string(c.kernel), " strides ", shape_to_compact_string(c.strides), " pads ",
+                 shape_to_compact_string(c.pads), " dilations ", shape_to_compact_string(c.dilations),
+                 " group ", c.group);
+}
+
+// Depthwise (the 3x3 fast paths at stride 1 and 2, and the generic one), grouped, pointwise and
+// im2col convolutions, each with and without pads, strides and dilations.
+std::vector<ConvCase> conv_cases() {
+  std::vector<ConvCase> cases;
+  struct Grouping {
+    int64_t channels, out_channels, group;
+  };
+  const Grouping groupings[] = {{8, 8, 8}, {8, 12, 2}, {5, 7, 1}, {24, 32, 1}};
+  const std::vector<int64_t> kernels[] = {{1, 1}, {3, 3}, {5, 3}};
+  for (const Grouping& g : groupings)
+    for (const std::vector<int64_t>& kernel : kernels)
+      for (int64_t stride : {1, 2})
+        for (int64_t dilation : {1, 2})
+          for (bool padded : {false, true}) {
+            const std::vector<int64_t> pads =
+                padded ? std::vector<int64_t>{1, 2, 2, 1} : std::vector<int64_t>{0, 0, 0, 0};
+            const int64_t height = 13 + stride, width = 11;
+            cases.push_back({{stride == 1 ? 2 : 1, g.channels, height, width},
+                             g.out_channels,
+                             kernel,
+                             {stride, stride},
+                             pads,
+                             {dilation, dilation},
+                             g.group,
+                             (stride + dilation) % 2 == 0});
+          }
+  cases.push_back(
+      {{1, 16, 16, 16}, 16, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 16, true});  // depthwise 3x3 stride 2
+  cases.push_back({{1, 32, 8, 8}, 32, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 32, true});  // depthwise 3x3
+  return cases;
+}
+
+ConvParams conv_params_of(const ConvCase& c, const Shape& w_shape, const Attributes& attributes) {
+  OpSpec spec;
+  spec.op_type = "Conv";
+  spec.opset = 17;
+  spec.attributes = &attributes;
+  spec.inputs = {TensorInfo{DType::f32, c.input, {}}, TensorInfo{DType::f32, w_shape, {}}};
+  return conv_params(spec);
+}
+
+TEST(NativeConvVsReference, DepthwiseGroupedPointwiseAndIm2colWithPadsStridesDilations) {
+  for (const ConvCase& c : conv_cases()) {
+    const Shape w_shape{c.out_channels, c.input[1] / c.group, c.kernel[0], c.kernel[1]};
+    const Tensor x = Tensor::from_vector(sample_values(checked_numel(c.input), -1, 1, 19), c.input);
+    const Tensor w = Tensor::from_vector(sample_values(checked_numel(w_shape), -1, 1, 23), w_shape);
+    const Tensor bias =
+        c.bias ? Tensor::from_vector(sample_values(c.out_channels, -1, 1, 29), {c.out_channels}) : Tensor{};
+    const Attributes attributes = conv_attrs(c.kernel, c.strides, c.pads, c.group, c.dilations);
+    const native::ref::Values expected =
+        native::ref::conv(x, w, bias, conv_params_of(c, w_shape, attributes));
+    for (int threads : kThreadCounts) {
+      const ScopedIntraOpThreads scoped(threads);
+      for (bool constant_weights : {true, false}) {  // prepacked weights, and weights packed per run
+        OpRun run;
+        run.op_type = "Conv";
+        run.attributes = attributes;
+        run.inputs = {x, w};
+        if (c.bias) run.inputs.push_back(bias);
+        run.inputs_are_constants = constant_weights;
+        expect_close(run_op(run).at(0).values<float>(), expected,
+                     str_cat(describe(c), constant_weights ? ", constant" : ", run-time", " weights, ",
+                             threads, " threads"));
+      }
+    }
+  }
+}
+
+// ---- Pooling ---------------------------------------------------------------------------------
+
+struct PoolCase {
+  bool is_max;
+  std::vector<int64_t> kernel, strides, pads, dilations;
+  bool ceil_mode;
+  bool count_include_pad;
+};
+
+std::string describe(const PoolCase& c) {
+  return str_cat(c.is_max ? "MaxPool" : "AveragePool", " kernel ", shape_to_compact_string(c.kernel),
+                 " strides ", shape_to_compact_string(c.strides), " pads ", shape_to_compact_string(c.pads),
+                 " dilations ", shape_to_compact_string(c.dilations), c.ceil_mode ? " ceil" : "",
+                 c.count_include_pad ? " count_include_pad" : "");
+}
+
+std::vector<PoolCase> pool_cases() {
+  std::vector<PoolCase> cases;
+  const std::vector<int64_t> kernels[] = {{2, 2}, {3, 3}, {3, 2}};
+  for (bool is_max : {true, false})
+    for (const std::vector<int64_t>& kernel : kernels)
+      for (int64_t stride : {1, 2})
+        for (bool padded : {false, true})
+          for (bool ceil_mode : {false, true}) {
+            const std::vector<int64_t> pads =
+                padded ? std::vector<int64_t>{1, 0, 1, 1} : std::vector<int64_t>{0, 0, 0, 0};
+            // Dilation is MaxPool's; count_include_pad AveragePool's.
+            const int64_t dilation = is_max && stride == 1 ? 2 : 1;
+            const bool include = !is_max && padded && stride == 2;
+            cases.push_back(
+                {is_max, kernel, {stride, stride}, pads, {dilation, dilation}, ceil_mode, include});
+          }
+  return cases;
+}
+
+TEST(NativePoolVsReference, MaxAndAverageWithPadsCeilModeAndDilations) {
+  const Shape input{2, 3, 11, 10};
+  const Tensor x = Tensor::from_vector(sample_values(checked_numel(input), -1, 1, 31), input);
+  for (const PoolCase& c : pool_cases()) {
+    OpRun run;
+    run.op_type = c.is_max ? "MaxPool" : "AveragePool";
+    run.attributes.set("kernel_shape", ints_attr(c.kernel));
+    run.attributes.set("strides", ints_attr(c.strides));
+    run.attributes.set("pads", ints_attr(c.pads));
+    run.attributes.set("ceil_mode", int_attr(c.ceil_mode));
+    if (c.is_max) run.attributes.set("dilations", ints_attr(c.dilations));
+    if (!c.is_max) run.attributes.set("count_include_pad", int_attr(c.count_include_pad));
+    run.inputs = {x};
+    OpSpec spec;
+    spec.op_type = run.op_type;
+    spec.opset = 17;
+    spec.attributes = &run.attributes;
+    spec.inputs = {TensorInfo{DType::f32, input, {}}};
+    const native::ref::Values expected = native::ref::pool(x, pool_params(spec), c.is_max);
+    for (int threads : kThreadCounts) {
+      const ScopedIntraOpThreads scoped(threads);
+      expect_close(run_op(run).at(0).values<float>(), expected,
+                   str_cat(describe(c), ", ", threads, " threads"));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln
