@@ -28,10 +28,6 @@ bool contains(std::span<const std::string_view> names, std::string_view name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
-bool is_onnx_domain(const OpSpec& spec) {
-  return spec.domain.empty() || spec.domain == "ai.onnx";
-}
-
 // Why deterministic mode keeps backend `position` away from `request`, or empty.
 std::string deterministic_refusal(int position, const KernelRequest& request) {
   const BackendRow& row = kBackendRows[position];
@@ -105,7 +101,7 @@ std::vector<int> candidate_backends(const KernelRequest& request) {
   std::vector<int> positions;
   for (int i = 0; i < kBackendCount; ++i) {
     const BackendRow& row = kBackendRows[i];
-    if (row.ops.empty() || (is_onnx_domain(request.op) && contains(row.ops, request.op.op_type)))
+    if (row.ops.empty() || (is_default_domain(request.op.domain) && contains(row.ops, request.op.op_type)))
       positions.push_back(i);
   }
   std::stable_sort(positions.begin(), positions.end(),
@@ -155,12 +151,6 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
       selection.rejected.push_back({name, "backend disabled"});
       continue;
     }
-    if (settings.on("deterministic")) {
-      if (std::string why = deterministic_refusal(position, request); !why.empty()) {
-        selection.rejected.push_back({name, std::move(why)});
-        continue;
-      }
-    }
     if (!backend.is_built()) {
       selection.rejected.push_back(
           {name, str_cat("not built (kiln was configured with ", build_option(name), "=OFF)")});
@@ -170,11 +160,16 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
       selection.rejected.push_back({name, "backend not available on this machine"});
       continue;
     }
+    // Deterministic mode refuses what the backend offers, so the recorded reason is the true one:
+    // a backend with no kernel for the node says so itself.
+    const std::string nondeterministic =
+        settings.on("deterministic") ? deterministic_refusal(position, request) : std::string();
     const int alternatives = alternatives_for(position, request, tuning);
     for (int alternative = 0; alternative < alternatives && offers.size() < wanted; ++alternative) {
       KernelOrReason offer = create(position, request, outputs, alternative);
-      if (!offer.kernel) {
-        if (alternative == 0) selection.rejected.push_back({name, std::move(offer.reason)});
+      if (!offer.kernel || !nondeterministic.empty()) {
+        if (alternative == 0)
+          selection.rejected.push_back({name, offer.kernel ? nondeterministic : std::move(offer.reason)});
         break;
       }
       offers.push_back({std::move(offer.kernel), std::move(offer.note), position, alternative});

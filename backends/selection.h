@@ -54,13 +54,15 @@ std::string build_option(std::string_view backend);
 // Row positions of the backends that are candidates for `request`, in the order they are asked.
 std::vector<int> candidate_backends(const KernelRequest& request);
 
-// What the backends enabled under `settings` can fuse into `op_type` (the union of their rules).
+// What the backends enabled under `settings` and built can fuse into `op_type` (the union of their
+// rules).
 FusionRule fusion_offered(std::string_view op_type, const Settings& settings);
 
-// The kernel for `request` under `settings`: the first enabled candidate that offers one, or with
-// autotune on, the fastest of up to `autotune_limit` offers (0: all), remembered in
-// `autotune_cache` (required with autotune on). When no candidate takes the request the selection
-// has no kernel; backends throw kiln::Error only for invalid nodes.
+// The kernel for `request` under `settings`: the first candidate that is enabled, built and
+// available, that deterministic mode (when on) allows, and that offers one; or, with autotune on,
+// the fastest of up to `autotune_limit` offers (0: all), remembered in `autotune_cache` (required
+// with autotune on). When no candidate takes the request the selection has no kernel; backends
+// throw kiln::Error only for invalid nodes.
 KernelSelection find_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs,
                             const Settings& settings, AutotuneCache* autotune_cache = nullptr);
 // find_kernel, throwing kiln::Error (not_implemented) listing every candidate's reason when no
