@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "graph/tensor_proto.h"
+#include "ops/op_spec.h"
 
 namespace kiln {
 namespace {
@@ -20,10 +21,6 @@ namespace fs = std::filesystem;
 // Nested graphs (If/Loop bodies) deeper than this are rejected: real models nest a few levels, and
 // unbounded recursion would let a file overflow the stack.
 constexpr int kMaxGraphDepth = 32;
-
-bool is_default_domain(const std::string& domain) {
-  return domain.empty() || domain == "ai.onnx";
-}
 
 class Importer {
  public:

@@ -4,6 +4,10 @@
 
 namespace kiln {
 
+bool is_default_domain(std::string_view domain) {
+  return domain.empty() || domain == "ai.onnx";
+}
+
 const TensorInfo& OpSpec::input(int index) const {
   KILN_CHECK(has_input(index), invalid_model, op_type, " expects input ", index, " but it is missing");
   return inputs[static_cast<size_t>(index)];

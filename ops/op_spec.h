@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error.h"
@@ -55,6 +56,9 @@ class MissingConstantInput : public Error {
  private:
   int input_;
 };
+
+// ONNX's default domain, which a model may spell "" or "ai.onnx".
+bool is_default_domain(std::string_view domain);
 
 // Checks shared by many ops; each throws kiln::Error with the op's wording.
 void expect_inputs(const OpSpec& spec, int min_count, int max_count);

@@ -15,7 +15,7 @@ constexpr std::array kFamilies = {
 }  // namespace
 
 const OpSchema* find_op_schema(std::string_view op_type, std::string_view domain) {
-  if (!domain.empty() && domain != "ai.onnx") return nullptr;
+  if (!is_default_domain(domain)) return nullptr;
   for (FamilyTable family : kFamilies) {
     for (const OpSchema& schema : family()) {
       if (schema.op_type == op_type) return &schema;

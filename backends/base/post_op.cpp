@@ -55,7 +55,7 @@ const char* post_op_name(PostOp::Kind kind) {
 }
 
 std::optional<PostOp> activation_post_op(const OpSpec& spec) {
-  if (!spec.domain.empty() && spec.domain != "ai.onnx") return std::nullopt;
+  if (!is_default_domain(spec.domain)) return std::nullopt;
   if (spec.inputs.empty() || spec.inputs[0].dtype != DType::f32) return std::nullopt;
   const std::string& op = spec.op_type;
   std::optional<PostOp> result;

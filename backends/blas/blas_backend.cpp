@@ -158,8 +158,7 @@ class BlasBackend final : public Backend {
   KernelOrReason create_kernel(const KernelRequest& request,
                                std::span<const TensorInfo> outputs) const override {
     const OpSpec& spec = request.op;
-    if (!spec.domain.empty() && spec.domain != "ai.onnx")
-      return KernelOrReason::rejected("not an ONNX-domain op");
+    if (!is_default_domain(spec.domain)) return KernelOrReason::rejected("not an ONNX-domain op");
     if (request.alternative > 0) return KernelOrReason::rejected("BLAS has one implementation per product");
     if (!request.post_ops.empty()) return KernelOrReason::rejected("BLAS kernels do not fuse post-ops");
     if (request.precision != Precision::fp32)

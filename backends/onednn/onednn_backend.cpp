@@ -14,10 +14,10 @@ dnnl_status_t get_primitive_cache_size(int* size);
 namespace kiln {
 namespace {
 
-constexpr std::array<FamilyTable<KernelRequest>, 7> kFamilies = {
+constexpr std::array<FamilyTable<KernelRequest>, 8> kFamilies = {
     onednn::conv_kernels,        onednn::pool_kernels,   onednn::matmul_kernels,
     onednn::elementwise_kernels, onednn::concat_kernels, onednn::normalization_kernels,
-    onednn::reorder_kernels};
+    onednn::softmax_kernels,     onednn::reorder_kernels};
 
 class OnednnBackend final : public Backend {
  public:
@@ -31,8 +31,7 @@ class OnednnBackend final : public Backend {
   KernelOrReason create_kernel(const KernelRequest& request,
                                std::span<const TensorInfo> outputs) const override {
     const OpSpec& spec = request.op;
-    if (!spec.domain.empty() && spec.domain != "ai.onnx")
-      return KernelOrReason::rejected("not an ONNX-domain op");
+    if (!is_default_domain(spec.domain)) return KernelOrReason::rejected("not an ONNX-domain op");
     // Autotune's alternatives exist for the primitives with several implementations per shape.
     if (request.alternative > 0 && spec.op_type != "Conv" && spec.op_type != "MatMul" &&
         spec.op_type != "Gemm")

@@ -165,6 +165,7 @@ std::span<const KernelEntry> matmul_kernels();
 std::span<const KernelEntry> elementwise_kernels();
 std::span<const KernelEntry> concat_kernels();
 std::span<const KernelEntry> normalization_kernels();
+std::span<const KernelEntry> softmax_kernels();
 std::span<const KernelEntry> reorder_kernels();  // layout conversions: the planner's Reorder steps
 
 }  // namespace kiln::onednn

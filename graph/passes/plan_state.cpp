@@ -8,10 +8,6 @@ std::string node_label(const Node& node) {
   return str_cat("node '", node.name, "' (", node.op_type, ")");
 }
 
-bool is_default_domain(const std::string& domain) {
-  return domain.empty() || domain == "ai.onnx";
-}
-
 int PlanState::add_slot(const std::string& name, TensorInfo info, SlotOrigin origin, Layout layout,
                         std::vector<size_t> dependencies) {
   const int slot = static_cast<int>(slots.size());

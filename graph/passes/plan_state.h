@@ -68,6 +68,5 @@ struct PlanState {
 };
 
 std::string node_label(const Node& node);
-bool is_default_domain(const std::string& domain);
 
 }  // namespace kiln
