@@ -1,5 +1,6 @@
-// kiln._kiln: the C++ library as seen from Python. numpy arrays go in and come out without copies
-// (the buffer protocol; outputs keep kiln's storage alive through a capsule). kiln errors become
+// kiln._kiln: the C++ library as seen from Python. C-contiguous input arrays are read in place,
+// others are copied into contiguous ones first; outputs are arrays over kiln's storage (a capsule
+// keeps it alive), which the executor has already cloned where it would be shared. kiln errors become
 // ValueError, TypeError, NotImplementedError or RuntimeError by their kind. The `kiln` package
 // (python/kiln/*.py) builds the user-facing names on top of this.
 #include <pybind11/functional.h>
@@ -19,6 +20,8 @@
 #include "runtime/cpu_info.h"
 #include "runtime/threads.h"
 #include "tools/cli.h"
+#include "tools/explain_report.h"
+#include "tools/setting_options.h"
 
 namespace py = pybind11;
 
@@ -39,6 +42,12 @@ DType dtype_from_numpy(const py::dtype& dtype, const std::string& what) {
 Tensor tensor_from_array(const py::handle& object, const std::string& what, std::vector<py::object>& keep) {
   py::array array = py::array::ensure(object, py::array::c_style);
   if (!array) throw py::type_error(str_cat(what, " must be a numpy array (or convertible to one)"));
+  // A byte-swapped array ('>f4' here) has the same dtype name; its values are converted to this
+  // machine's byte order (a copy) instead of being read with their bytes swapped.
+  if (!array.dtype().attr("isnative").cast<bool>()) {
+    array =
+        py::array::ensure(array.attr("astype")(array.dtype().attr("newbyteorder")("=")), py::array::c_style);
+  }
   const DType dtype = dtype_from_numpy(array.dtype(), what);
   Shape shape(array.shape(), array.shape() + array.ndim());
   keep.push_back(array);
@@ -232,6 +241,25 @@ py::list value_infos(const std::vector<ValueInfo>& infos) {
   return list;
 }
 
+// A session's inputs for explain, by name and in input order; `keep` holds the numpy arrays.
+struct ExplainInputs {
+  TensorMap by_name;
+  std::vector<Tensor> ordered;
+  std::vector<py::object> keep;
+};
+
+ExplainInputs explain_inputs(const Session& session, const py::dict& inputs) {
+  ExplainInputs explained;
+  for (const ValueInfo& info : session.inputs()) {
+    if (!inputs.contains(info.name)) throw py::value_error(str_cat("missing input '", info.name, "'"));
+    const Tensor tensor =
+        tensor_from_array(inputs[py::str(info.name)], str_cat("input '", info.name, "'"), explained.keep);
+    explained.by_name[info.name] = tensor;
+    explained.ordered.push_back(tensor);
+  }
+  return explained;
+}
+
 py::dict run_session(Session& session, const py::dict& inputs) {
   TensorMap tensors;
   std::vector<py::object> keep;
@@ -320,35 +348,50 @@ PYBIND11_MODULE(_kiln, m) {
       .def_property_readonly("outputs", [](const Session& session) { return value_infos(session.outputs()); })
       .def(
           "explain",
-          [](Session& session, const py::dict& inputs) {
-            // Plan records for these inputs: (op, node, backend, kernel, note, rejected reasons).
-            std::vector<py::object> keep;
-            std::vector<Tensor> ordered;
-            for (const ValueInfo& info : session.inputs()) {
-              if (!inputs.contains(info.name))
-                throw py::value_error(str_cat("missing input '", info.name, "'"));
-              ordered.push_back(
-                  tensor_from_array(inputs[py::str(info.name)], str_cat("input '", info.name, "'"), keep));
-            }
-            const std::shared_ptr<const Plan> plan = session.plan_for(ordered);
+          [](Session& session, const py::dict& inputs, int profile) {
+            // The plan for these inputs as data: what `kiln explain` prints, per step.
+            ExplainInputs explained = explain_inputs(session, inputs);
+            const std::shared_ptr<const Plan> plan = session.plan_for(explained.ordered);
+            const std::vector<double> step_ms = profile_steps(session, explained.by_name, profile);
             py::list steps;
-            for (const PlanStep& step : plan->steps()) {
-              const StepRecord& r = step.record;
+            for (size_t s = 0; s < plan->steps().size(); ++s) {
+              const StepRecord& r = plan->steps()[s].record;
               py::dict entry;
               entry["op"] = r.op_type;
               entry["node"] = r.node_name;
               entry["backend"] = r.backend;
               entry["kernel"] = r.kernel;
+              entry["input_shapes"] = r.input_shapes;
+              entry["output_shapes"] = r.output_shapes;
+              py::list input_layouts, output_layouts;
+              for (Layout layout : r.input_layouts) input_layouts.append(layout_name(layout));
+              for (Layout layout : r.output_layouts) output_layouts.append(layout_name(layout));
+              entry["input_layouts"] = input_layouts;
+              entry["output_layouts"] = output_layouts;
+              entry["in_place"] = r.in_place;
+              entry["fused"] = r.fused;
               entry["note"] = r.note;
               py::list rejected;
               for (const RejectedCandidate& candidate : r.rejected)
                 rejected.append(py::make_tuple(candidate.backend, candidate.reason));
               entry["rejected"] = rejected;
+              entry["ms"] = step_ms.empty() ? py::object(py::none()) : py::object(py::float_(step_ms[s]));
               steps.append(entry);
             }
             return steps;
           },
-          py::arg("inputs"));
+          py::arg("inputs"), py::arg("profile") = 0)
+      .def(
+          "explain_text",
+          [](Session& session, const py::dict& inputs, int profile) {
+            // The same report `kiln explain` prints, from the same formatter.
+            ExplainInputs explained = explain_inputs(session, inputs);
+            const std::shared_ptr<const Plan> plan = session.plan_for(explained.ordered);
+            const std::vector<double> step_ms = profile_steps(session, explained.by_name, profile);
+            return explain_text(*plan, str_cat("plan (plan settings ", settings_summary(), ")"), step_ms,
+                                profile);
+          },
+          py::arg("inputs"), py::arg("profile") = 0);
 
   py::class_<SettingsContext>(m, "SettingsContext")
       .def(

@@ -6,7 +6,9 @@
     with kiln.backends.onednn.verbose(1):             # one line per executed step, this scope only
         session.run(...)
 
-Arrays go in and come out without copies; kiln errors raise ValueError (bad input or model),
+C-contiguous input arrays are read without a copy (others are copied into contiguous ones); outputs
+are arrays over the storage kiln computed them into, cloned first only when that storage is shared
+(a constant, an input, reused run buffers). kiln errors raise ValueError (bad input or model),
 TypeError (wrong dtype), NotImplementedError (unsupported op or dtype) or RuntimeError.
 """
 import os as _os
@@ -50,6 +52,12 @@ class Session:
     def autotune_cache_size(self):
         return self._session.autotune_cache_size
 
-    def explain(self, inputs):
-        """The plan for these inputs: per step op, node, backend, kernel, note and refusals."""
-        return self._session.explain(inputs)
+    def explain(self, inputs, profile=0):
+        """The plan for these inputs, per step: op, node, backend, kernel, input/output shapes and
+        layouts, in_place, fused nodes, note, rejected (backend, reason) pairs, and with profile=N
+        the median ms over N runs (else None)."""
+        return self._session.explain(inputs, profile)
+
+    def explain_text(self, inputs, profile=0):
+        """What `kiln explain` prints for these inputs (the same formatter), profiled over N runs."""
+        return self._session.explain_text(inputs, profile)

@@ -60,6 +60,16 @@ def test_non_contiguous_inputs_are_accepted(kiln):
                                   next(iter(session.run({name: x}).values())))
 
 
+def test_byte_swapped_inputs_are_read_by_value(kiln):
+    # '>f4' is named float32 too; its bytes must be converted, not read as they lie.
+    name, x = demo_input(kiln)
+    session = kiln.Session(DEMO)
+    swapped = x.astype(x.dtype.newbyteorder(">" if x.dtype.byteorder != ">" else "<"))
+    assert not swapped.dtype.isnative
+    np.testing.assert_array_equal(next(iter(session.run({name: swapped}).values())),
+                                  next(iter(session.run({name: x}).values())))
+
+
 def test_errors_map_to_python_exceptions(kiln):
     name, x = demo_input(kiln)
     session = kiln.Session(DEMO)
@@ -233,3 +243,27 @@ def test_python_dash_m_kiln_runs_the_cli(kiln_module):
     bad = subprocess.run([sys.executable, "-m", "kiln", "frobnicate"], env=env, capture_output=True, text=True,
                          timeout=120)
     assert bad.returncode == 2 and "unknown command 'frobnicate'" in bad.stderr
+
+
+def test_explain_gives_what_the_cli_prints(kiln_module, kiln):
+    # One formatter: the steps Python's explain_text() lists are the lines `kiln explain` prints.
+    name, x = demo_input(kiln)
+    session = kiln.Session(DEMO)
+    text = session.explain_text({name: x})
+    env = dict(os.environ, PYTHONPATH=str(os.path.dirname(os.path.dirname(kiln_module.__file__))))
+    cli = subprocess.run([sys.executable, "-m", "kiln", "explain", str(DEMO)], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    assert text.splitlines()[1:] == cli.stdout.splitlines()[1:]  # all but the title line
+
+    steps = session.explain({name: x}, profile=3)
+    assert len(steps) == int(text.splitlines()[1].split()[0])
+    for step in steps:
+        assert len(step["input_shapes"]) == len(step["input_layouts"])
+        assert len(step["output_shapes"]) == len(step["output_layouts"])
+        assert step["ms"] is not None and step["ms"] >= 0
+        assert f"{step['op']}" in text and step["kernel"] in text
+    fused = [f for step in steps for f in step["fused"]]
+    assert len(fused) == int(text.splitlines()[1].split(";")[1].split()[0])  # "N nodes fused"
+    profiled = session.explain_text({name: x}, profile=3)
+    assert "time by op (median of 3 runs):" in profiled and "most expensive steps" in profiled

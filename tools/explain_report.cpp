@@ -1,0 +1,122 @@
+#include "tools/explain_report.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <numeric>
+
+#include "graph/flops.h"
+#include "graph/observer.h"
+
+namespace kiln {
+namespace {
+
+// Per-step wall times of the runs it observes (one run at a time).
+class StepTimer final : public Observer {
+ public:
+  void on_step_begin(const Plan&, size_t) override { start_ = std::chrono::steady_clock::now(); }
+  void on_step_end(const Plan& plan, size_t step) override {
+    samples_.resize(plan.steps().size());
+    samples_[step].push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count());
+  }
+  double median_ms(size_t step) const {
+    if (step >= samples_.size() || samples_[step].empty()) return 0;
+    std::vector<double> sorted = samples_[step];
+    std::sort(sorted.begin(), sorted.end());
+    return sorted[sorted.size() / 2];
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+  std::vector<std::vector<double>> samples_;
+};
+
+// printf into a std::string.
+template <typename... Args>
+std::string format(const char* pattern, Args... args) {
+  const int size = std::snprintf(nullptr, 0, pattern, args...);
+  std::string text(static_cast<size_t>(std::max(size, 0)), '\0');
+  std::snprintf(text.data(), text.size() + 1, pattern, args...);
+  return text;
+}
+
+}  // namespace
+
+std::vector<double> profile_steps(Session& session, const TensorMap& inputs, int runs) {
+  if (runs <= 0) return {};
+  session.run(inputs);  // warm-up
+  StepTimer timer;
+  session.add_observer(&timer);
+  for (int i = 0; i < runs; ++i) session.run(inputs);
+  session.remove_observer(&timer);
+  std::vector<Tensor> ordered;
+  for (const ValueInfo& input : session.inputs()) ordered.push_back(inputs.at(input.name));
+  std::vector<double> step_ms(session.plan_for(ordered)->steps().size());
+  for (size_t s = 0; s < step_ms.size(); ++s) step_ms[s] = timer.median_ms(s);
+  return step_ms;
+}
+
+std::string shapes_text(const std::vector<Shape>& shapes, const std::vector<Layout>& layouts) {
+  std::string text;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    text += str_cat(i ? " " : "", shape_to_string(shapes[i]));
+    if (i < layouts.size() && layouts[i] != Layout::plain) text += str_cat(":", layout_name(layouts[i]));
+  }
+  return text;
+}
+
+std::string explain_text(const Plan& plan, const std::string& title, const std::vector<double>& step_ms,
+                         int runs) {
+  const bool profiled = step_ms.size() == plan.steps().size() && !step_ms.empty();
+  std::string text = title + "\n";
+  text += format("%zu steps; %d nodes fused, %d folded, %d removed; %d reorders; %.3f GFLOP per run\n\n",
+                 plan.steps().size(), plan.fused_nodes(), plan.folded_nodes(), plan.removed_nodes(),
+                 plan.reorder_steps(), static_cast<double>(plan_flops(plan)) * 1e-9);
+  for (size_t s = 0; s < plan.steps().size(); ++s) {
+    const StepRecord& r = plan.steps()[s].record;
+    text += format("%3zu %-10s %-32s %s\n", s, r.op_type.c_str(), r.node_name.c_str(), r.kernel.c_str());
+    text += format("      %s -> %s", shapes_text(r.input_shapes, r.input_layouts).c_str(),
+                   shapes_text(r.output_shapes, r.output_layouts).c_str());
+    if (r.in_place) text += "  (in place)";
+    if (profiled) text += format("  %.3f ms", step_ms[s]);
+    text += "\n";
+    for (const std::string& fused : r.fused) text += format("      fused: %s\n", fused.c_str());
+    if (!r.note.empty()) text += format("      note: %s\n", r.note.c_str());
+    for (const RejectedCandidate& rejected : r.rejected)
+      text += format("      not %s: %s\n", rejected.backend.c_str(), rejected.reason.c_str());
+  }
+  if (!profiled) return text;
+
+  const double total = std::accumulate(step_ms.begin(), step_ms.end(), 0.0);
+  std::map<std::string, std::pair<double, int>> by_op;  // op -> (ms, steps)
+  for (size_t s = 0; s < step_ms.size(); ++s) {
+    auto& entry = by_op[plan.steps()[s].record.op_type];
+    entry.first += step_ms[s];
+    entry.second += 1;
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> ops(by_op.begin(), by_op.end());
+  std::sort(ops.begin(), ops.end(),
+            [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  text += format("\ntime by op (median of %d runs):\n", runs);
+  for (const auto& [op, entry] : ops) {
+    text += format("  %-20s %8.3f ms %5.1f%%  %3d steps\n", op.c_str(), entry.first,
+                   total > 0 ? 100 * entry.first / total : 0, entry.second);
+  }
+  std::vector<size_t> order(step_ms.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return step_ms[a] > step_ms[b]; });
+  text += format("\nmost expensive steps (median of %d runs; steps sum to %.3f ms):\n", runs, total);
+  for (size_t i = 0; i < std::min<size_t>(order.size(), 15); ++i) {
+    const size_t s = order[i];
+    const StepRecord& r = plan.steps()[s].record;
+    const double ms = step_ms[s];
+    const double gflops = ms > 0 ? static_cast<double>(step_flops(r)) * 1e-6 / ms : 0;
+    text += format("  %3zu %-10s %-32s %8.3f ms %5.1f%%  %7.1f GFLOP/s  %s\n", s, r.op_type.c_str(),
+                   r.node_name.c_str(), ms, total > 0 ? 100 * ms / total : 0, gflops, r.kernel.c_str());
+  }
+  return text;
+}
+
+}  // namespace kiln

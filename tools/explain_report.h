@@ -1,0 +1,27 @@
+// What `kiln explain` shows of a plan, shared by the CLI and Python's Session.explain_text(): per
+// step the op and node, the backend's kernel, shapes with their storage layouts, in-place outputs,
+// fused nodes, notes and why each faster candidate refused; with profiling, each step's median time,
+// the time per op type and the most expensive steps.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/plan.h"
+#include "graph/session.h"
+
+namespace kiln {
+
+// Each step's median wall time over `runs` runs of `inputs` (after one warm-up run), in ms; empty
+// for 0 runs.
+std::vector<double> profile_steps(Session& session, const TensorMap& inputs, int runs);
+
+// "[1, 64, 56, 56]:nhwc [64, 64, 3, 3]": shapes, each with its layout unless plain.
+std::string shapes_text(const std::vector<Shape>& shapes, const std::vector<Layout>& layouts);
+
+// The report: `title` ("plan for MODEL (batch 1, plan settings ...)"), the plan's counts, each step,
+// and, when `step_ms` has a time per step, the profile over `runs` runs.
+std::string explain_text(const Plan& plan, const std::string& title, const std::vector<double>& step_ms,
+                         int runs);
+
+}  // namespace kiln
