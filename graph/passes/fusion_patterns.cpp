@@ -73,7 +73,8 @@ std::optional<LayerNormMatch> match_layer_norm(const PlanState& state, const Nod
     return node.inputs[0] == known ? node.inputs[1] : node.inputs[0];
   };
   auto is = [](const Node* node, const char* op) {
-    return node != nullptr && node->op_type == op && node->outputs.size() == 1 && node->domain.empty();
+    return node != nullptr && node->op_type == op && node->outputs.size() == 1 &&
+           is_default_domain(node->domain);
   };
   // The centred value d is read by Pow and by Div.
   auto readers = state.readers.find(mean.outputs[0]);
@@ -89,7 +90,7 @@ std::optional<LayerNormMatch> match_layer_norm(const PlanState& state, const Nod
   const Node* div = nullptr;
   for (size_t index : d_readers->second) {
     const Node* reader = &state.graph.nodes[index];
-    if (is(reader, "Pow") && reader->inputs[0] == sub->outputs[0]) pow = reader;
+    if (is(reader, "Pow") && reader->inputs.size() == 2 && reader->inputs[0] == sub->outputs[0]) pow = reader;
     if (is(reader, "Div") && reader->inputs.size() == 2 && reader->inputs[0] == sub->outputs[0]) div = reader;
   }
   if (pow == nullptr || div == nullptr || scalar_constant(state, pow->inputs.at(1)) != 2.0)

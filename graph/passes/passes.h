@@ -53,11 +53,12 @@ struct NodeForm {
 NodeForm unfused_form(const PlanState& state, const Node& node, const OpSpec& spec,
                       std::vector<TensorInfo> outputs);
 
-// fusion.cpp: a fused form starting at `node`, where a pattern matches and some enabled backend
-// fuses what it needs (backends/registry.h): a decomposed LayerNorm becomes LayerNormalization; a
+// fusion.cpp: a fused form starting at `node`, where a pattern matches. A decomposed LayerNorm
+// becomes LayerNormalization whichever backends are enabled (the native backend runs it too). A
 // Conv, Gemm or MatMul takes its followers as post-ops (activations, GELU, a MatMul's constant
-// bias, a residual sum) and a Conv an inference BatchNormalization into its weights. Nothing when
-// no pattern applies. Whether a backend takes the form is selection's answer.
+// bias, a residual sum) and a Conv an inference BatchNormalization into its weights, as far as some
+// enabled, built backend fuses them (fusion_offered over backends/registry.h). Nothing when no
+// pattern applies. Whether a backend takes the form is selection's answer.
 std::optional<NodeForm> propose_fusion(PlanState& state, const Node& node, const NodeForm& alone);
 
 // steps.cpp: adds the step computing `form` with the selected kernel: its record, its inputs in

@@ -47,9 +47,7 @@ Attributes attrs(std::initializer_list<std::pair<std::string, Attribute>> entrie
   return result;
 }
 
-Tensor sample_tensor(const Shape& shape, float low = -3, float high = 3, uint32_t seed = 1) {
-  return Tensor::from_vector(sample_values(checked_numel(shape), low, high, seed), shape);
-}
+using testing::sample_tensor;
 
 template <typename T>
 std::vector<T> values_of(const Tensor& tensor) {

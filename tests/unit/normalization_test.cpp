@@ -24,9 +24,7 @@ using testing::OpRun;
 using testing::run_op;
 using testing::sample_values;
 
-Tensor sample_tensor(const Shape& shape, float low, float high, uint32_t seed = 1) {
-  return Tensor::from_vector(sample_values(checked_numel(shape), low, high, seed), shape);
-}
+using testing::sample_tensor;
 
 void expect_matches(const Tensor& actual, const std::vector<double>& expected, double tolerance, const std::string& what) {
   ASSERT_EQ(static_cast<size_t>(actual.numel()), expected.size()) << what;

@@ -71,6 +71,10 @@ Attribute string_attr(std::string value) {
   return attribute;
 }
 
+Tensor sample_tensor(const Shape& shape, float low, float high, uint32_t seed) {
+  return Tensor::from_vector(sample_values(checked_numel(shape), low, high, seed), shape);
+}
+
 std::vector<float> sample_values(int64_t count, float low, float high, uint32_t seed) {
   std::vector<float> values(static_cast<size_t>(count));
   uint32_t state = seed;

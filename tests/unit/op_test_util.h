@@ -32,6 +32,9 @@ Attribute string_attr(std::string value);
 // Deterministic values in [low, high] (a fixed linear congruential sequence).
 std::vector<float> sample_values(int64_t count, float low, float high, uint32_t seed = 1);
 
+// A float32 tensor of `shape` filled with sample_values.
+Tensor sample_tensor(const Shape& shape, float low = -3, float high = 3, uint32_t seed = 1);
+
 // Max |a - b| over all elements (both float32, same shape; otherwise +inf).
 double max_abs_diff(const Tensor& a, const Tensor& b);
 
