@@ -1,5 +1,5 @@
 // Element types a Tensor can hold. The numbering is kiln's own; ONNX's TensorProto codes are mapped
-// in graph/tensor_proto.cpp.
+// in ops/onnx_dtype.cpp.
 #pragma once
 
 #include <cstddef>
@@ -62,8 +62,8 @@ template <> constexpr DType dtype_of<uint16_t>() { return DType::u16; }
 template <> constexpr DType dtype_of<uint8_t>() { return DType::u8; }
 template <> constexpr DType dtype_of<bool>() { return DType::boolean; }
 
-// Calls fn(T{}) with the C++ type of `dtype`; unsupported types reach `on_other(dtype)`.
-// Use it to write a kernel once as a template over its element type.
+// Calls fn(T{}) with the C++ type of `dtype`. DType::undefined has no type and gets fn(float{}), so
+// callers check dtypes first. Use it to write a kernel once as a template over its element type.
 template <typename Fn>
 decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
   switch (dtype) {

@@ -1,5 +1,7 @@
-// Observers watch a run step by step (verbose lines and the profiler are observers). The executor
-// calls them only when at least one is attached; with none the cost is one branch per run.
+// Observers watch a run step by step (the step timer of `kiln explain --profile` is one). The
+// executor calls them only when at least one is attached; with none the cost is a branch before and
+// after each step. Runtime verbose is not an observer: the executor reads the run's settings
+// snapshot and writes verbose lines itself (graph/verbose.h).
 #pragma once
 
 #include <cstddef>

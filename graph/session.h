@@ -29,9 +29,9 @@ class Session {
   explicit Session(const std::filesystem::path& model_path, const Settings& settings = {});
   explicit Session(Model model, const Settings& settings = {});
 
-  // The model. Initializers that every cached plan copied into its kernels (reordered weights) are
-  // released after planning when the session was loaded from a file, and reloaded from it when a
-  // new plan needs them: their entries then hold undefined tensors.
+  // The model. When the session was loaded from a file, initializers no cached plan reads at run time
+  // (weights its kernels copied, values used only for folding) are released after planning, their
+  // entries then holding undefined tensors, and reloaded from the file before any new plan is built.
   const Model& model() const { return model_; }
   const std::vector<ValueInfo>& inputs() const { return model_.graph.inputs; }
   const std::vector<ValueInfo>& outputs() const { return model_.graph.outputs; }
@@ -74,8 +74,8 @@ class Session {
   std::shared_ptr<const Plan> cached_plan(const PlanKey& key, const std::vector<Shape>& shapes,
                                           const std::vector<Tensor>& values, const Settings& settings);
 
-  // Frees initializers no plan holds (they live on as the kernels' reordered copies), so weights
-  // are not kept twice; reload_initializers() brings them back from the file before planning.
+  // Frees initializers no plan holds (copied weights live on as the kernels' reordered copies), so
+  // weights are not kept twice; reload_initializers() brings them back from the file before planning.
   void release_unreferenced_initializers();
   void reload_initializers();
 

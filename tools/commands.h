@@ -1,5 +1,6 @@
 // The `kiln` CLI's commands. Each takes the arguments after its name, prints its results to stdout
-// and returns the process exit code; errors are thrown as kiln::Error and reported by main().
+// and returns the process exit code; errors are thrown as kiln::Error and reported by run_cli()
+// (tools/cli.cpp).
 #pragma once
 
 #include <string>
