@@ -77,6 +77,16 @@ TEST(Registry, DeterministicRefusalsComeFromTheRows) {
   EXPECT_EQ(selection.rejected[1].reason,
             "deterministic mode: oneDNN's MatMul may sum in another order on another thread count");
 
+  // A backend with no kernel for the node gives its own reason, not deterministic mode's.
+  KernelRequest transpose = request_for("Transpose", {f32({2, 3})});
+  transpose.op.attributes = &none;
+  const TensorInfo transposed = f32({3, 2});
+  const KernelSelection moved = find_kernel(transpose, std::span(&transposed, 1), settings);
+  ASSERT_EQ(moved.rejected.size(), 1u);
+  EXPECT_EQ(moved.rejected[0].reason,
+            backends::info("onednn").built ? "no oneDNN kernel for Transpose"
+                                           : "not built (kiln was configured with KILN_WITH_ONEDNN=OFF)");
+
   // An exact op stays on oneDNN where it is built; with a post-op it would not be exact.
   KernelRequest relu = request_for("Relu", {f32({1, 8, 4, 4})});
   relu.op.attributes = &none;
