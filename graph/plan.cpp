@@ -15,9 +15,10 @@ namespace {
 // selection finds for its fused form, else for the node alone.
 void plan_node(PlanState& state, const Node& node) {
   const OpSpec spec = state.op_spec(node);
-  std::vector<TensorInfo> outputs = infer_outputs(state, node, spec);
+  const OpSchema& schema = node_schema(node, spec);
+  std::vector<TensorInfo> outputs = infer_outputs(state, node, spec, schema);
   if (remove_pass_through(state, node)) return;
-  if (fold_constants(state, node, spec, outputs)) return;
+  if (fold_constants(state, node, spec, schema, outputs)) return;
 
   NodeForm alone = unfused_form(state, node, spec, std::move(outputs));
   const auto start = std::chrono::steady_clock::now();

@@ -352,7 +352,7 @@ PYBIND11_MODULE(_kiln, m) {
             // The plan for these inputs as data: what `kiln explain` prints, per step.
             ExplainInputs explained = explain_inputs(session, inputs);
             const std::shared_ptr<const Plan> plan = session.plan_for(explained.ordered);
-            const std::vector<double> step_ms = profile_steps(session, explained.by_name, profile);
+            const std::vector<double> step_ms = profile_steps(session, explained.by_name, *plan, profile);
             py::list steps;
             for (size_t s = 0; s < plan->steps().size(); ++s) {
               const StepRecord& r = plan->steps()[s].record;
@@ -387,7 +387,7 @@ PYBIND11_MODULE(_kiln, m) {
             // The same report `kiln explain` prints, from the same formatter.
             ExplainInputs explained = explain_inputs(session, inputs);
             const std::shared_ptr<const Plan> plan = session.plan_for(explained.ordered);
-            const std::vector<double> step_ms = profile_steps(session, explained.by_name, profile);
+            const std::vector<double> step_ms = profile_steps(session, explained.by_name, *plan, profile);
             return explain_text(*plan, str_cat("plan (plan settings ", settings_summary(), ")"), step_ms,
                                 profile);
           },

@@ -37,7 +37,7 @@ int command_explain(const std::vector<std::string>& args) {
   Session session(parsed.positional[0]);
   const RandomInputs random = random_inputs(session.inputs(), batch);
   const std::shared_ptr<const Plan> plan = session.plan_for(random.ordered);
-  const std::vector<double> step_ms = profile_steps(session, random.by_name, profile_runs);
+  const std::vector<double> step_ms = profile_steps(session, random.by_name, *plan, profile_runs);
   const std::string title = str_cat("plan for ", parsed.positional[0], " (batch ", batch, ", plan settings ",
                                     settings_summary(), ")");
   std::fputs(explain_text(*plan, title, step_ms, profile_runs).c_str(), stdout);

@@ -2,7 +2,6 @@
 
 #include "backends/selection.h"
 #include "graph/passes/passes.h"
-#include "ops/op_schema.h"
 
 namespace kiln {
 namespace {
@@ -36,15 +35,14 @@ bool remove_pass_through(PlanState& state, const Node& node) {
   return true;
 }
 
-bool fold_constants(PlanState& state, const Node& node, const OpSpec& spec,
+bool fold_constants(PlanState& state, const Node& node, const OpSpec& spec, const OpSchema& schema,
                     std::vector<TensorInfo>& outputs) {
   const bool all_inputs_constant =
       std::all_of(spec.inputs.begin(), spec.inputs.end(),
                   [](const TensorInfo& info) { return !info.present() || info.is_constant(); });
   const bool values_known =
       std::all_of(outputs.begin(), outputs.end(), [](const TensorInfo& info) { return info.is_constant(); });
-  const OpSchema* schema = find_op_schema(node.op_type, node.domain);
-  if (!values_known && !(schema->foldable && all_inputs_constant)) return false;
+  if (!values_known && !(schema.foldable && all_inputs_constant)) return false;
   if (!values_known) fold(spec, outputs);
   for (size_t i = 0; i < node.outputs.size(); ++i) {
     if (!node.outputs[i].empty()) state.add_slot(node.outputs[i], outputs[i], SlotOrigin::constant);

@@ -1,9 +1,8 @@
 #include "graph/passes/passes.h"
-#include "ops/op_schema.h"
 
 namespace kiln {
 
-std::vector<TensorInfo> infer_outputs(const PlanState& state, const Node& node, const OpSpec& spec) {
+const OpSchema& node_schema(const Node& node, const OpSpec& spec) {
   const OpSchema* schema = find_op_schema(node.op_type, node.domain);
   if (schema == nullptr) {
     fail(ErrorKind::not_implemented, "unknown op '", node.op_type, "'",
@@ -12,9 +11,14 @@ std::vector<TensorInfo> infer_outputs(const PlanState& state, const Node& node, 
   }
   KILN_CHECK(spec.opset >= schema->since_opset, invalid_model, node.op_type, " needs opset ",
              schema->since_opset, " or later, the model imports opset ", spec.opset);
+  return *schema;
+}
+
+std::vector<TensorInfo> infer_outputs(const PlanState& state, const Node& node, const OpSpec& spec,
+                                      const OpSchema& schema) {
   std::vector<TensorInfo> outputs;
   try {
-    outputs = schema->infer(spec);
+    outputs = schema.infer(spec);
   } catch (const MissingConstantInput& missing) {
     // A shape-defining value computed from caller inputs: ask for one of those inputs' values to be
     // bound into the plan (the session retries until the value folds).

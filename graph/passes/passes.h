@@ -10,6 +10,7 @@
 #include "backends/base/kernel_request.h"
 #include "backends/selection.h"
 #include "graph/passes/plan_state.h"
+#include "ops/op_schema.h"
 
 namespace kiln {
 
@@ -26,16 +27,20 @@ void bind_constants(PlanState& state);
 void bind_inputs(PlanState& state);
 void bind_outputs(PlanState& state);
 
-// infer.cpp: the node's outputs from shape inference (its op schema), as many as it declares.
-// Throws NeedsInputValue where a shape-defining value derives from an unbound graph input.
-std::vector<TensorInfo> infer_outputs(const PlanState& state, const Node& node, const OpSpec& spec);
+// infer.cpp: the node's op schema; throws naming the node's op when kiln does not implement it or
+// the model's opset is older than the op. Then the node's outputs from shape inference, as many as
+// it declares; throws NeedsInputValue where a shape-defining value derives from an unbound graph input.
+const OpSchema& node_schema(const Node& node, const OpSpec& spec);
+std::vector<TensorInfo> infer_outputs(const PlanState& state, const Node& node, const OpSpec& spec,
+                                      const OpSchema& schema);
 
 // fold.cpp: nodes that vanish at plan time. Identity and inference Dropout map their output onto
 // their input's slot; a node whose outputs shape inference computed, or a foldable node whose inputs
 // are all constants (run now with the native kernel), becomes constant slots. True when the node
 // was handled so.
 bool remove_pass_through(PlanState& state, const Node& node);
-bool fold_constants(PlanState& state, const Node& node, const OpSpec& spec, std::vector<TensorInfo>& outputs);
+bool fold_constants(PlanState& state, const Node& node, const OpSpec& spec, const OpSchema& schema,
+                    std::vector<TensorInfo>& outputs);
 
 // What one step computes: a node alone, or with the nodes fused into it.
 struct NodeForm {
