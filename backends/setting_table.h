@@ -91,7 +91,8 @@ inline constexpr std::array kSettingRows = {
                .type = SettingType::integer,
                .max = kMaxThreads,
                .changes_plan = true,
-               .help = "intra-op threads (0: KILN_NUM_THREADS, else OMP_NUM_THREADS, else the cores)"},
+               .help = "intra-op threads (0: KILN_NUM_THREADS, else MKL_NUM_THREADS, else OMP_NUM_THREADS, "
+                       "else the cores)"},
     SettingRow{.name = "verbose",
                .type = SettingType::integer,
                .max = kMaxVerboseLevel,

@@ -115,7 +115,7 @@ class ScopedThreads : public ScopedSettings {
 void set_num_threads(int threads);
 int get_num_threads();
 // Where get_num_threads() took its value from: "scope", "api", "KILN_NUM_THREADS",
-// "OMP_NUM_THREADS" or "cores".
+// "MKL_NUM_THREADS", "OMP_NUM_THREADS" or "cores".
 std::string num_threads_source();
 
 // The level kiln last gave a library's own verbose switch for `backend` (0 when it never did).

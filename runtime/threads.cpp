@@ -16,7 +16,8 @@ namespace {
 std::atomic<int> process_threads{0};  // 0: the environment's
 thread_local int scoped_threads = 0;  // 0: no ScopedIntraOpThreads on this thread
 
-// Parses a positive thread count; `source` names where it came from for the error message.
+}  // namespace
+
 int parse_thread_count(std::string_view text, std::string_view source) {
   int value = 0;
   const char* end = text.data() + text.size();
@@ -27,8 +28,6 @@ int parse_thread_count(std::string_view text, std::string_view source) {
   }
   return value;
 }
-
-}  // namespace
 
 int available_cores() {
   cpu_set_t set;
@@ -47,6 +46,9 @@ ThreadCount thread_count_from_environment(EnvironmentLookup lookup) {
   };
   if (const char* text = value("KILN_NUM_THREADS")) {
     return {parse_thread_count(text, "KILN_NUM_THREADS"), "KILN_NUM_THREADS"};
+  }
+  if (const char* text = value("MKL_NUM_THREADS")) {
+    return {parse_thread_count(text, "MKL_NUM_THREADS"), "MKL_NUM_THREADS"};
   }
   if (const char* text = value("OMP_NUM_THREADS")) {
     const std::string_view list(text);  // may be a nested list ("4,2")

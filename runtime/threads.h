@@ -2,13 +2,16 @@
 // backends/setting_table.h); this layer holds what kernels read and where the default comes from:
 //   1. the setting, when set through the API, a scoped guard, a session or the CLI's --threads,
 //   2. the KILN_NUM_THREADS environment variable,
-//   3. the OMP_NUM_THREADS environment variable (first entry of a nested list),
-//   4. the number of cores this process may run on.
+//   3. the MKL_NUM_THREADS environment variable (kiln links no MKL: the variable is honoured
+//      because deployments tuned for MKL-based runtimes set it),
+//   4. the OMP_NUM_THREADS environment variable (first entry of a nested list),
+//   5. the number of cores this process may run on.
 // The environment is read once. A run installs its count for its thread (ScopedIntraOpThreads), so
 // parallel_for, oneDNN and the native kernels all use the count the run started with.
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace kiln {
 
@@ -17,10 +20,14 @@ inline constexpr int kMaxThreads = 4096;
 
 struct ThreadCount {
   int threads = 1;
-  std::string source;  // "KILN_NUM_THREADS", "OMP_NUM_THREADS" or "cores"
+  std::string source;  // the variable it came from, or "cores"
 };
 
-// Steps 2-4 from `lookup` (getenv for the process): throws kiln::Error (invalid_argument) naming the
+// A count from text: throws kiln::Error (invalid_argument) naming `source` unless it is an integer
+// in 1..kMaxThreads.
+int parse_thread_count(std::string_view text, std::string_view source);
+
+// Steps 2-5 from `lookup` (getenv for the process): throws kiln::Error (invalid_argument) naming the
 // variable when a value is zero, negative, too large or not a number.
 using EnvironmentLookup = const char* (*)(const char* name);
 ThreadCount thread_count_from_environment(EnvironmentLookup lookup);

@@ -25,17 +25,22 @@ const char* fake_lookup(const char* name) {
   return it == fake_environment().end() ? nullptr : it->second.c_str();
 }
 
-TEST(ThreadSettings, PrecedenceIsSettingThenKilnThenOmpThenCores) {
+TEST(ThreadSettings, PrecedenceIsSettingThenKilnThenMklThenOmpThenCores) {
   fake_environment().clear();
   EXPECT_EQ(thread_count_from_environment(fake_lookup).threads, available_cores());
   EXPECT_EQ(thread_count_from_environment(fake_lookup).source, "cores");
   fake_environment()["OMP_NUM_THREADS"] = "3,2";
   EXPECT_EQ(thread_count_from_environment(fake_lookup).threads, 3);
   EXPECT_EQ(thread_count_from_environment(fake_lookup).source, "OMP_NUM_THREADS");
+  fake_environment()["MKL_NUM_THREADS"] = "4";
+  EXPECT_EQ(thread_count_from_environment(fake_lookup).threads, 4);
+  EXPECT_EQ(thread_count_from_environment(fake_lookup).source, "MKL_NUM_THREADS");
   fake_environment()["KILN_NUM_THREADS"] = "5";
   EXPECT_EQ(thread_count_from_environment(fake_lookup).threads, 5);
   EXPECT_EQ(thread_count_from_environment(fake_lookup).source, "KILN_NUM_THREADS");
   fake_environment()["KILN_NUM_THREADS"] = "";  // empty counts as unset
+  EXPECT_EQ(thread_count_from_environment(fake_lookup).source, "MKL_NUM_THREADS");
+  fake_environment()["MKL_NUM_THREADS"] = "";
   EXPECT_EQ(thread_count_from_environment(fake_lookup).source, "OMP_NUM_THREADS");
   {
     ScopedThreads scoped(2);
@@ -60,6 +65,14 @@ TEST(ThreadSettings, InvalidValuesAreRejectedNamingTheirSource) {
   }
   fake_environment() = {{"OMP_NUM_THREADS", "x,2"}};
   EXPECT_THROW(thread_count_from_environment(fake_lookup), Error);
+  // A bad MKL_NUM_THREADS is an error even though OMP_NUM_THREADS is valid: it ranks above it.
+  fake_environment() = {{"MKL_NUM_THREADS", "many"}, {"OMP_NUM_THREADS", "2"}};
+  try {
+    thread_count_from_environment(fake_lookup);
+    ADD_FAILURE() << "MKL_NUM_THREADS=many accepted";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("MKL_NUM_THREADS='many'"), std::string::npos) << error.what();
+  }
 }
 
 TEST(ThreadSettings, ParallelForCoversEveryIndexOnceWithAnyThreadCount) {
