@@ -7,6 +7,9 @@
 #include "core/error.h"
 #include "graph/executor.h"
 #include "graph/onnx_import.h"
+#include "graph/verbose.h"
+#include "runtime/interop.h"
+#include "runtime/thread_budget.h"
 
 namespace kiln {
 namespace {
@@ -164,6 +167,17 @@ void Session::remove_observer(Observer* observer) {
 }
 
 TensorMap Session::run(const TensorMap& inputs) {
+  // The whole run, planning included, sees the settings in force now on this thread.
+  return run_with(inputs, settings());
+}
+
+Future<TensorMap> Session::run_async(TensorMap inputs, std::shared_ptr<const void> keep_alive) {
+  return fork([this, inputs = std::move(inputs), settings = settings(), keep_alive = std::move(keep_alive)] {
+    return run_with(inputs, settings);
+  });
+}
+
+TensorMap Session::run_with(const TensorMap& inputs, Settings settings) {
   // Up to kInlineInputs inputs are bound without allocating.
   constexpr size_t kInlineInputs = 16;
   std::array<const Tensor*, kInlineInputs> inline_bound{};
@@ -174,8 +188,14 @@ TensorMap Session::run(const TensorMap& inputs) {
                                              ? std::span<const Tensor*>(many_bound)
                                              : std::span<const Tensor*>(inline_bound).first(count);
   bind_inputs(inputs, bound);
-  // The whole run, planning included, sees the settings in force now on this thread.
-  const Settings settings = this->settings();
+  const ThreadLease lease(settings.threads());
+  if (lease.threads() != lease.requested()) settings.set("threads", lease.threads());
+  if ((lease.threads() != lease.requested() || lease.waited()) && settings.max_verbose() >= 1) {
+    write_verbose_line(settings,
+                       str_cat("kiln_verbose,run,threads:", lease.threads(), ",asked:", lease.requested(),
+                               ",budget:", lease.budget(), ",held by other runs:", lease.held_by_others(),
+                               ",waited:", lease.waited() ? 1 : 0));
+  }
 
   std::shared_ptr<const Plan> plan = recent_plan(bound, settings);
   if (!plan) {

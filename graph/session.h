@@ -17,6 +17,7 @@
 #include "graph/observer.h"
 #include "graph/plan.h"
 #include "graph/plan_key.h"
+#include "runtime/future.h"
 
 namespace kiln {
 
@@ -40,8 +41,16 @@ class Session {
   // with the declared one (symbolic dims take any size, consistently across inputs); unknown names
   // are rejected. Returns one tensor per graph output, owned by the caller. The settings in force
   // on the calling thread when the run starts apply to all of it; settings that change kernel
-  // choice (rows marked changes_plan, see PlanKey) select a plan built for them.
+  // choice (rows marked changes_plan, see PlanKey) select a plan built for them. The run leases
+  // its threads from the process's thread budget (runtime/thread_budget.h): while other runs are in
+  // flight it may get fewer than `threads` asks for, and then uses the plan built for what it got.
   TensorMap run(const TensorMap& inputs);
+
+  // run() on the inter-op pool (runtime/interop.h), with the settings in force on the calling thread
+  // now. The future holds the outputs or the exception the run threw, bad inputs included; it keeps
+  // `inputs` (their storage) and `keep_alive` referenced until the run has finished, and releases
+  // them before it is ready. The session must outlive the run.
+  Future<TensorMap> run_async(TensorMap inputs, std::shared_ptr<const void> keep_alive = {});
 
   // This session's own setting changes.
   const Settings& session_settings() const { return session_settings_; }
@@ -66,6 +75,7 @@ class Session {
   void remove_observer(Observer* observer);
 
  private:
+  TensorMap run_with(const TensorMap& inputs, Settings settings);
   // Checks `inputs` against the declared ones; bound[i] points at graph input i's tensor.
   void bind_inputs(const TensorMap& inputs, std::span<const Tensor*> bound) const;
   // The plan of the previous run when it fits these inputs and the current settings (checked

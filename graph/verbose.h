@@ -3,6 +3,8 @@
 // sink (standard output by default). Formats, comma-separated (a field holding a comma or a quote
 // is quoted as CSV does):
 //   kiln_verbose,info,kiln <version>,threads=<n>,isa=<tier>,backends=<name version;...>
+//   kiln_verbose,run,threads:<n>,asked:<n>,budget:<n>,held by other runs:<n>,waited:<0|1>
+//     (only when the thread budget gave a run fewer threads than it asked for, or made it wait)
 //   kiln_verbose,exec,<backend>,<op>,<node>,<kernel>,<dtypes>,<layouts>,<shapes>,<fused ops>,<ms>
 //   kiln_verbose,plan,<backend>,<op>,<node>,<kernel>,<dtypes>,<layouts>,<shapes>,<fused ops>,<creation ms>
 //   kiln_verbose,call,blas,cblas_sgemm,float32,trans:<NN|NT|TN|TT>,m:<m> n:<n>

@@ -2,12 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/error.h"
 #include "op_test_util.h"
+#include "runtime/thread_budget.h"
+#include "runtime/threads.h"
 
 namespace kiln {
 namespace {
@@ -204,6 +209,71 @@ TEST(Session, ConcurrentRunsShareOnePlanSafely) {
   }
   for (std::thread& worker : workers) worker.join();
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+}
+
+TEST(Session, RunAsyncMatchesRunAndCarriesErrors) {
+  Session session(relu_model());
+  Tensor x = Tensor::from_vector<float>({0, 0, 0, 0, -2, 2, -1, 1}, {2, 4});
+  const Tensor expected = session.run({{"x", x}}).at("out");
+  Future<TensorMap> future = session.run_async({{"x", x}});
+  const Tensor out = future.wait().at("out");
+  ASSERT_EQ(out.shape(), expected.shape());
+  for (int64_t i = 0; i < out.numel(); ++i) EXPECT_EQ(out.data<float>()[i], expected.data<float>()[i]);
+  // Bad inputs are reported through the future, with the message run() gives.
+  Future<TensorMap> bad = session.run_async({{"y", x}});
+  EXPECT_NE(error_of([&] { bad.wait(); }).find("unknown input 'y'"), std::string::npos);
+}
+
+TEST(Session, RunAsyncKeepsInputsAliveUntilTheRunEnds) {
+  Session session(relu_model());
+  std::vector<Future<TensorMap>> futures;
+  std::vector<std::weak_ptr<int>> keep_alive_watch;
+  for (int i = 0; i < 32; ++i) {
+    // The future holds the only reference to this input and to the keep-alive.
+    const float value = static_cast<float>(i);
+    auto keep_alive = std::make_shared<int>(i);
+    keep_alive_watch.push_back(keep_alive);
+    futures.push_back(session.run_async(
+        {{"x", Tensor::from_vector<float>({value, value, value, value}, {1, 4})}}, keep_alive));
+  }
+  for (int i = 0; i < 32; ++i) {
+    const Tensor out = futures[i].wait().at("out");
+    EXPECT_EQ(out.data<float>()[0], static_cast<float>(i) + 1) << i;
+    EXPECT_TRUE(keep_alive_watch[i].expired()) << i;
+  }
+}
+
+// Records the thread count each step runs with (what parallel_for and oneDNN read) and the threads
+// leased by all runs at that moment.
+class TeamObserver final : public Observer {
+ public:
+  void on_step_begin(const Plan&, size_t) override {
+    std::lock_guard lock(mutex_);
+    counts.push_back(intra_op_threads());
+    max_leased = std::max(max_leased, leased_threads());
+  }
+  std::mutex mutex_;
+  std::vector<int> counts;
+  int max_leased = 0;
+};
+
+TEST(Session, ConcurrentCallersStayWithinTheThreadBudget) {
+  const int saved_budget = get_thread_budget();
+  set_thread_budget(2);
+  Session session(relu_model(), Settings().set("threads", 2));
+  TeamObserver observer;
+  session.add_observer(&observer);
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 3; ++c) {
+    callers.emplace_back([&] {
+      for (int run = 0; run < 20; ++run) session.run({{"x", Tensor::zeros(DType::f32, {1, 4})}});
+    });
+  }
+  for (std::thread& caller : callers) caller.join();
+  set_thread_budget(saved_budget);
+  EXPECT_LE(observer.max_leased, 2);
+  ASSERT_EQ(observer.counts.size(), 3u * 20 * 2);
+  for (int count : observer.counts) EXPECT_TRUE(count == 1 || count == 2) << count;
 }
 
 }  // namespace
