@@ -123,6 +123,13 @@ std::string library() {
   not_built("BLAS", "KILN_WITH_BLAS");
 #endif
 }
+std::string threading() {
+#if KILN_WITH_BLAS
+  return blas_threading();
+#else
+  not_built("BLAS", "KILN_WITH_BLAS");
+#endif
+}
 }  // namespace blas
 
 namespace cpu {

@@ -62,6 +62,8 @@ void clear();
 namespace blas {
 // The library and its build configuration ("OpenBLAS 0.3.21 DYNAMIC_ARCH ...").
 std::string library();
+// Its threading and how kiln uses it: "OpenMP; kiln calls it on 1 thread (...)".
+std::string threading();
 }  // namespace blas
 
 namespace cpu {

@@ -9,15 +9,17 @@
 #include <pybind11/stl.h>
 
 #include <memory>
-#include <sstream>
 #include <type_traits>
 
 #include "backends/backends.h"
+#include "backends/parallel_info.h"
 #include "backends/selection.h"
 #include "core/error.h"
 #include "core/version.h"
 #include "graph/session.h"
 #include "runtime/cpu_info.h"
+#include "runtime/interop.h"
+#include "runtime/thread_budget.h"
 #include "runtime/threads.h"
 #include "tools/cli.h"
 #include "tools/explain_report.h"
@@ -279,22 +281,49 @@ py::dict run_session(Session& session, const py::dict& inputs) {
   return result;
 }
 
-std::string parallel_info() {
-  std::ostringstream text;
-  text << "kiln " << kiln_version() << "\n";
-  text << "intra-op threads: " << get_num_threads() << " (from " << num_threads_source() << ")\n";
-  text << "cores available: " << available_cores() << "\n";
-  text << "OpenMP: "
-       << (backends::openmp::is_available() ? std::to_string(backends::openmp::version()) : "not built")
-       << "\n";
-  const backends::BackendInfo onednn = backends::info("onednn");
-  text << "oneDNN: " << (onednn.built ? onednn.version + " (OpenMP runtime)" : "not built") << "\n";
-  text << "BLAS: " << (backends::info("blas").built ? backends::blas::library() : "not built") << "\n";
-  text << "CPU: " << cpu_capability().description() << ", ISA in effect " << isa_name(isa_in_effect())
-       << " (from " << isa_choice().source << ")\n";
-  text << "precedence: a scope or session setting > set_num_threads > KILN_NUM_THREADS > OMP_NUM_THREADS > "
-          "cores\n";
-  return text.str();
+// Python references a task holds; released under the GIL on whichever thread drops them.
+class PythonReferences {
+ public:
+  explicit PythonReferences(std::vector<py::object> objects) : objects_(std::move(objects)) {}
+  ~PythonReferences() {
+    py::gil_scoped_acquire gil;
+    objects_.clear();
+  }
+
+ private:
+  std::vector<py::object> objects_;
+};
+
+// A run in flight, as Python sees it: its outputs become arrays when it is waited for.
+struct PythonRunFuture {
+  Future<TensorMap> future;
+  py::object session;  // the Python Session, for its output names
+
+  py::dict wait() const {
+    TensorMap outputs;
+    {
+      py::gil_scoped_release release;  // the run, and any verbose callback it makes, needs the GIL
+      outputs = future.wait();
+    }
+    const Session& owner = session.cast<const Session&>();
+    py::dict result;
+    for (const ValueInfo& info : owner.outputs())
+      result[py::str(info.name)] = array_from_tensor(outputs.at(info.name), info.name);
+    return result;
+  }
+};
+
+PythonRunFuture run_session_async(const py::object& self, const py::dict& inputs) {
+  Session& session = self.cast<Session&>();
+  TensorMap tensors;
+  std::vector<py::object> keep{self};  // the session and every input array outlive the run
+  for (const auto& [key, value] : inputs) {
+    if (!py::isinstance<py::str>(key)) throw py::type_error("input names must be str");
+    const std::string name = py::str(key);
+    tensors[name] = tensor_from_array(value, str_cat("input '", name, "'"), keep);
+  }
+  auto references = std::make_shared<PythonReferences>(std::move(keep));
+  return PythonRunFuture{session.run_async(std::move(tensors), std::move(references)), self};
 }
 
 }  // namespace
@@ -331,7 +360,17 @@ PYBIND11_MODULE(_kiln, m) {
   m.def("set_num_threads", &set_num_threads, py::arg("threads"));
   m.def("get_num_threads", &get_num_threads);
   m.def("num_threads_source", &num_threads_source);
-  m.def("parallel_info", &parallel_info);
+  m.def("parallel_info", [] { return parallel_info_text(parallel_info()); });
+  m.def("set_num_interop_threads", &set_num_interop_threads, py::arg("threads"));
+  m.def("get_num_interop_threads", &get_num_interop_threads);
+  m.def("num_interop_threads_source", &num_interop_threads_source);
+  m.def("set_thread_budget", &set_thread_budget, py::arg("threads"));
+  m.def("get_thread_budget", &get_thread_budget);
+  m.def("thread_budget_source", &thread_budget_source);
+
+  py::class_<PythonRunFuture>(m, "RunFuture")
+      .def("wait", &PythonRunFuture::wait)
+      .def("done", [](const PythonRunFuture& future) { return future.future.ready(); });
   m.def("cli", &run_cli, py::arg("arguments"), "runs `kiln ARGUMENTS...`; returns the exit code");
 
   py::class_<Session>(m, "Session")
@@ -342,6 +381,7 @@ PYBIND11_MODULE(_kiln, m) {
            }),
            py::arg("path"), py::arg("settings") = py::dict())
       .def("run", &run_session, py::arg("inputs"))
+      .def("run_async", &run_session_async, py::arg("inputs"))
       .def("clear_autotune_cache", &Session::clear_autotune_cache)
       .def_property_readonly("autotune_cache_size", &Session::autotune_cache_size)
       .def_property_readonly("inputs", [](const Session& session) { return value_infos(session.inputs()); })

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "backends/backends.h"
+#include "backends/parallel_info.h"
 #include "backends/selection.h"
 #include "core/version.h"
 #include "ops/op_schema.h"
@@ -47,11 +48,15 @@ void print_settings() {
 int command_info(const std::vector<std::string>& args) {
   const std::vector<OptionSpec> specs = with_setting_options(
       {{"settings", false, "list every setting with its value, type, default and environment variable"},
+       {"parallel", false,
+        "print parallel_info(): thread counts and their sources, the budget, OpenMP, BLAS, "
+        "the environment variables read"},
        {"help", false, "show this help"}});
   const ParsedArgs parsed = parse_args("info", args, specs);
   if (parsed.has("help")) {
     std::printf(
-        "usage: kiln info [--settings] [settings options]\n\nPrints kiln's version, build configuration, "
+        "usage: kiln info [--settings] [--parallel] [settings options]\n\nPrints kiln's version, build "
+        "configuration, "
         "backends, "
         "CPU capability, the ISA tier kernels use (KILN_ISA=baseline|avx2|avx512|avx512_bf16|amx caps it) "
         "and "
@@ -102,6 +107,15 @@ int command_info(const std::vector<std::string>& args) {
 #else
   std::printf("threads: 1 (built without OpenMP)\n");
 #endif
+  if (parsed.has("parallel")) {
+    std::string text = parallel_info_text(parallel_info());
+    std::printf("parallel:\n");
+    for (size_t begin = 0; begin < text.size();) {
+      const size_t end = text.find('\n', begin);
+      std::printf("  %s\n", text.substr(begin, end - begin).c_str());
+      begin = end + 1;
+    }
+  }
   if (parsed.has("settings")) print_settings();
   return 0;
 }

@@ -175,6 +175,12 @@ std::string blas_library() {
   return openblas_get_config();
 }
 
+std::string blas_threading() {
+  const int parallel = openblas_get_parallel();  // 0 sequential, 1 its own pthreads, 2 OpenMP
+  const char* model = parallel == 2 ? "OpenMP" : parallel == 1 ? "pthreads" : "sequential";
+  return str_cat(model, "; kiln calls it on 1 thread (it gets only products too small to split)");
+}
+
 const Backend& blas_backend() {
   static const BlasBackend instance;
   return instance;

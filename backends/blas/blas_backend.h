@@ -15,6 +15,8 @@ const Backend& blas_backend();
 
 // The BLAS library and how it was built, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY SkylakeX ...".
 std::string blas_library();
+// How the library runs threads and how kiln uses them: "OpenMP; kiln calls it on 1 thread".
+std::string blas_threading();
 
 // Products with at most this many multiply-adds (M x N x K) run on BLAS when it is enabled.
 inline constexpr int64_t kBlasMaxMultiplyAdds = 32 * 32 * 32;

@@ -15,10 +15,56 @@ import os as _os
 
 from kiln import _kiln
 from kiln import backends
-from kiln._kiln import get_num_threads, num_threads_source, parallel_info, set_num_threads
+from kiln._kiln import (
+    get_num_interop_threads,
+    get_num_threads,
+    get_thread_budget,
+    num_interop_threads_source,
+    num_threads_source,
+    parallel_info,
+    set_num_interop_threads,
+    set_num_threads,
+    set_thread_budget,
+    thread_budget_source,
+)
 
 __version__ = _kiln.version()
-__all__ = ["Session", "backends", "set_num_threads", "get_num_threads", "num_threads_source", "parallel_info"]
+__all__ = [
+    "Session",
+    "Future",
+    "backends",
+    "set_num_threads",
+    "get_num_threads",
+    "num_threads_source",
+    "set_num_interop_threads",
+    "get_num_interop_threads",
+    "num_interop_threads_source",
+    "set_thread_budget",
+    "get_thread_budget",
+    "thread_budget_source",
+    "parallel_info",
+]
+
+
+class Future:
+    """A run in flight (Session.run_async). It keeps the session and the input arrays alive until
+    the run has finished; wait() releases the GIL while it blocks."""
+
+    def __init__(self, future):
+        self._future = future
+
+    def wait(self):
+        """Blocks until the run has finished; returns {output name: numpy array} or raises what the
+        run raised. May be called again."""
+        return self._future.wait()
+
+    def result(self):
+        """The same as wait() (concurrent.futures' name)."""
+        return self._future.wait()
+
+    def done(self):
+        """True once the run has finished (never blocks)."""
+        return self._future.done()
 
 
 class Session:
@@ -33,6 +79,13 @@ class Session:
         if not isinstance(inputs, dict):
             raise TypeError(f"inputs must be a dict of name -> numpy array, got {type(inputs).__name__}")
         return self._session.run(inputs)
+
+    def run_async(self, inputs):
+        """Starts a run on kiln's inter-op pool with the settings in force now; returns a Future.
+        Errors, bad inputs included, are raised by Future.wait()."""
+        if not isinstance(inputs, dict):
+            raise TypeError(f"inputs must be a dict of name -> numpy array, got {type(inputs).__name__}")
+        return Future(self._session.run_async(inputs))
 
     @property
     def inputs(self):

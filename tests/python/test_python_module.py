@@ -267,3 +267,86 @@ def test_explain_gives_what_the_cli_prints(kiln_module, kiln):
     assert len(fused) == int(text.splitlines()[1].split(";")[1].split()[0])  # "N nodes fused"
     profiled = session.explain_text({name: x}, profile=3)
     assert "time by op (median of 3 runs):" in profiled and "most expensive steps" in profiled
+
+
+def test_run_async_matches_run_and_raises_through_the_future(kiln):
+    session = kiln.Session(DEMO)
+    name, x = demo_input(kiln)
+    expected = session.run({name: x})
+    future = session.run_async({name: x})
+    outputs = future.wait()
+    assert future.done()
+    for key, value in expected.items():
+        np.testing.assert_array_equal(outputs[key], value)
+    assert future.result().keys() == expected.keys()  # may be waited for again
+    bad = session.run_async({"not_an_input": x})
+    with pytest.raises(ValueError, match="unknown input 'not_an_input'"):
+        bad.wait()
+    wrong_dtype = session.run_async({name: x.astype(np.float64)})
+    with pytest.raises(TypeError, match="must be float32"):
+        wrong_dtype.wait()
+
+
+def test_run_async_keeps_inputs_and_session_alive(kiln):
+    name, x = demo_input(kiln)
+    expected = kiln.Session(DEMO).run({name: x})
+    futures = []
+    for _ in range(16):
+        # The future holds the only references to this session and this array.
+        futures.append(kiln.Session(DEMO).run_async({name: x.copy()}))
+    for future in futures:
+        for key, value in future.wait().items():
+            np.testing.assert_array_equal(value, expected[key])
+
+
+def test_waiting_releases_the_gil(kiln):
+    # The run calls back into Python for each verbose line: a wait holding the GIL would deadlock.
+    session = kiln.Session(DEMO)
+    name, x = demo_input(kiln)
+    lines = []
+    with kiln.backends.verbose(1, sink=lines.append):
+        future = session.run_async({name: x})
+    future.wait()
+    assert any(line.startswith("kiln_verbose,exec,") for line in lines)
+
+
+def test_interop_threads_are_settable_until_the_pool_starts():
+    env = dict(os.environ, PYTHONPATH=os.environ.get("KILN_PYTHONPATH", str(REPO / "build" / "python")))
+    env.pop("KILN_NUM_INTEROP_THREADS", None)
+    script = """
+import kiln, numpy as np
+kiln.set_num_interop_threads(3)
+assert kiln.get_num_interop_threads() == 3 and kiln.num_interop_threads_source() == "api"
+s = kiln.Session(%r)
+i = s.inputs[0]
+x = np.zeros([d if isinstance(d, int) else 1 for d in i["shape"]], np.float32)
+s.run_async({i["name"]: x}).wait()
+try:
+    kiln.set_num_interop_threads(2)
+except RuntimeError as error:
+    print("error:", error)
+print(kiln.parallel_info())
+""" % str(DEMO)
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "error: set_num_interop_threads(2): the inter-op pool already started with 3 threads" in result.stdout
+    assert "inter-op threads: 3 (from api; pool started)" in result.stdout
+    bad = subprocess.run([sys.executable, "-c", "import kiln; kiln.get_num_interop_threads()"],
+                         env=dict(env, KILN_NUM_INTEROP_THREADS="lots"), capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "KILN_NUM_INTEROP_THREADS='lots'" in bad.stderr
+
+
+def test_parallel_info_names_counts_sources_and_environment(kiln):
+    info = kiln.parallel_info()
+    for line in ("intra-op threads:", "inter-op threads:", "thread budget:", "cores:", "OpenMP:",
+                 "OpenMP wait policy:", "BLAS:", "environment:", "MKL_NUM_THREADS=", "OPENBLAS_NUM_THREADS="):
+        assert line in info, line
+    assert f"intra-op threads: {kiln.get_num_threads()} (from {kiln.num_threads_source()})" in info
+    saved = kiln.get_thread_budget()
+    try:
+        kiln.set_thread_budget(0)
+        assert "thread budget: off (from api)" in kiln.parallel_info()
+        with pytest.raises(ValueError, match="set_thread_budget"):
+            kiln.set_thread_budget(-1)
+    finally:
+        kiln.set_thread_budget(saved)
