@@ -31,6 +31,15 @@ std::array<SettingSlot, kSettingSlotCount> expand_rows() {
 
 }  // namespace
 
+std::string choice_names(const SettingRow& row) {
+  std::string names;
+  for (size_t index = 0; index < row.choices.size(); ++index) {
+    const char* separator = index == 0 ? "" : index + 1 == row.choices.size() ? " or " : ", ";
+    names += str_cat(separator, "'", row.choices[index], "'");
+  }
+  return names;
+}
+
 const std::array<SettingSlot, kSettingSlotCount>& setting_slots() {
   static const std::array<SettingSlot, kSettingSlotCount> slots = expand_rows();
   return slots;
@@ -69,8 +78,8 @@ std::string_view setting_type_name(SettingType type) {
       return "bool";
     case SettingType::integer:
       return "int";
-    case SettingType::precision:
-      return "precision";
+    case SettingType::choice:
+      return "choice";
     case SettingType::sink:
       return "sink";
   }
@@ -88,9 +97,9 @@ void check_setting_value(const SettingSlot& slot, int value) {
       KILN_CHECK(value >= row.min && value <= row.max, invalid_argument, "setting '", slot.name,
                  "' takes an integer from ", row.min, " to ", row.max, ", got ", value);
       break;
-    case SettingType::precision:
-      KILN_CHECK(value == static_cast<int>(Precision::fp32) || value == static_cast<int>(Precision::bf16),
-                 invalid_argument, "setting '", slot.name, "' must be 'fp32' or 'bf16'");
+    case SettingType::choice:
+      KILN_CHECK(value >= 0 && static_cast<size_t>(value) < row.choices.size(), invalid_argument, "setting '",
+                 slot.name, "' must be ", choice_names(row));
       break;
     case SettingType::sink:
       fail(ErrorKind::invalid_argument, "setting '", slot.name, "' takes a sink, not a number");
@@ -113,10 +122,11 @@ int parse_setting_value(const SettingSlot& slot, std::string_view text, std::str
                  row.max);
       return value;
     }
-    case SettingType::precision:
-      if (text == "fp32") return static_cast<int>(Precision::fp32);
-      if (text == "bf16") return static_cast<int>(Precision::bf16);
-      fail(ErrorKind::invalid_argument, source, " must be 'fp32' or 'bf16', got '", text, "'");
+    case SettingType::choice:
+      for (size_t index = 0; index < row.choices.size(); ++index) {
+        if (row.choices[index] == text) return static_cast<int>(index);
+      }
+      fail(ErrorKind::invalid_argument, source, " must be ", choice_names(row), ", got '", text, "'");
     case SettingType::sink:
       break;
   }
@@ -124,7 +134,9 @@ int parse_setting_value(const SettingSlot& slot, std::string_view text, std::str
 }
 
 std::string setting_value_text(const SettingSlot& slot, int value) {
-  if (slot.row->type == SettingType::precision) return precision_name(static_cast<Precision>(value));
+  if (slot.row->type == SettingType::choice && value >= 0 &&
+      static_cast<size_t>(value) < slot.row->choices.size())
+    return std::string(slot.row->choices[value]);
   return str_cat(value);
 }
 

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -20,10 +21,10 @@
 namespace kiln {
 
 enum class SettingType : uint8_t {
-  boolean,    // 0 or 1
-  integer,    // min..max
-  precision,  // a Precision
-  sink,       // where verbose lines go: held beside the values (Settings::verbose_sink)
+  boolean,  // 0 or 1
+  integer,  // min..max
+  choice,   // an index into the row's `choices` (a precision, an execution mode)
+  sink,     // where verbose lines go: held beside the values (Settings::verbose_sink)
 };
 
 // How the CLI spells a row.
@@ -44,7 +45,15 @@ struct SettingRow {
   CliForm cli = CliForm::value;
   std::string_view env = {};  // read once, when the settings are first used
   std::string_view help = {};
+  std::span<const std::string_view> choices = {};  // choice rows: the value names, by index
 };
+
+// The names of the choice rows' values, in the order of their enums.
+inline constexpr std::string_view kPrecisionChoices[] = {"fp32", "bf16"};  // Precision
+static_assert(static_cast<int>(Precision::fp32) == 0 && static_cast<int>(Precision::bf16) == 1);
+// How a run executes its plan's steps (see graph/executor.h).
+enum class ExecutionMode : uint8_t { sequential, parallel };
+inline constexpr std::string_view kExecutionModeChoices[] = {"sequential", "parallel"};
 
 inline constexpr int kMaxVerboseLevel = 2;
 // kMaxThreads, and the thread count's own precedence (threads = 0), live in runtime/threads.h.
@@ -64,15 +73,17 @@ inline constexpr std::array kSettingRows = {
                .help = "kiln's lines for this backend's steps and library calls, and the library's own "
                        "verbose where it has one (oneDNN)"},
     SettingRow{.name = "conv_precision",
-               .type = SettingType::precision,
+               .type = SettingType::choice,
                .default_value = static_cast<int>(Precision::fp32),
                .changes_plan = true,
-               .help = "fp32|bf16: precision of convolutions (bf16 where the CPU has a bf16 tier)"},
+               .help = "fp32|bf16: precision of convolutions (bf16 where the CPU has a bf16 tier)",
+               .choices = kPrecisionChoices},
     SettingRow{.name = "matmul_precision",
-               .type = SettingType::precision,
+               .type = SettingType::choice,
                .default_value = static_cast<int>(Precision::fp32),
                .changes_plan = true,
-               .help = "fp32|bf16: precision of matrix products"},
+               .help = "fp32|bf16: precision of matrix products",
+               .choices = kPrecisionChoices},
     SettingRow{.name = "deterministic",
                .changes_plan = true,
                .cli = CliForm::flag,
@@ -93,6 +104,14 @@ inline constexpr std::array kSettingRows = {
                .changes_plan = true,
                .help = "intra-op threads (0: KILN_NUM_THREADS, else MKL_NUM_THREADS, else OMP_NUM_THREADS, "
                        "else the cores)"},
+    SettingRow{.name = "execution_mode",
+               .type = SettingType::choice,
+               .default_value = static_cast<int>(ExecutionMode::sequential),
+               .changes_plan = true,
+               .help = "sequential|parallel: parallel runs independent branches of the graph at the same "
+                       "time on the inter-op pool, each with part of the run's threads, where measuring at "
+                       "plan time shows that to be faster",
+               .choices = kExecutionModeChoices},
     SettingRow{.name = "verbose",
                .type = SettingType::integer,
                .max = kMaxVerboseLevel,
@@ -164,12 +183,15 @@ inline constexpr std::array kSettingShorthands = {
 const SettingShorthand* find_shorthand(std::string_view name);
 
 // A slot's value parsed from text (CLI, environment): booleans 0/1/true/false/on/off, integers in
-// the row's range, precisions fp32/bf16. Throws kiln::Error (invalid_argument) naming `source`.
+// the row's range, choices by name (fp32/bf16, sequential/parallel). Throws kiln::Error (invalid_argument)
+// naming `source`.
 int parse_setting_value(const SettingSlot& slot, std::string_view text, std::string_view source);
 // Checks a value against the row's type and range; throws naming the setting.
 void check_setting_value(const SettingSlot& slot, int value);
-// The value as text: "1", "bf16".
+// The value as text: "1", "bf16", "parallel".
 std::string setting_value_text(const SettingSlot& slot, int value);
 std::string_view setting_type_name(SettingType type);
+// A choice row's value names for messages: "'fp32' or 'bf16'".
+std::string choice_names(const SettingRow& row);
 
 }  // namespace kiln

@@ -1,12 +1,17 @@
 #include "graph/executor.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <optional>
+#include <set>
 
 #include "core/error.h"
 #include "graph/observer.h"
 #include "graph/plan.h"
 #include "graph/verbose.h"
+#include "runtime/interop.h"
 #include "runtime/threads.h"
 
 #ifndef KILN_RUNTIME_VERBOSE
@@ -120,8 +125,243 @@ size_t RunContextPool::created() const {
   return created_;
 }
 
+namespace {
+
+// What every step of one run shares.
+struct RunScope {
+  const Plan& plan;
+  RunContext& context;
+  std::span<Observer* const> observers;
+  const Settings& settings;
+  bool verbose;
+  const CallLog* call_log;  // non-null when verbose
+};
+
+// Binds step `s`'s inputs and outputs in the run context, runs its kernel (reporting to observers
+// and verbose) and publishes its outputs, on the calling thread.
+void run_step(const RunScope& run, size_t s) {
+  RunContext& context = *&run.context;
+  const PlanStep& step = run.plan.steps()[s];
+  std::vector<Tensor>& values = context.values;
+  std::vector<Tensor>& step_inputs = context.step_inputs[s];
+  std::vector<Tensor>& step_outputs = context.step_outputs[s];
+  for (size_t i = 0; i < step.inputs.size(); ++i) {
+    const int slot = step.inputs[i];
+    if (slot >= 0 && !context.fixed[slot]) step_inputs[i] = values[slot];
+  }
+  if (!step.kernel->is_view()) {
+    for (size_t o = 0; o < step_outputs.size(); ++o) {
+      const int slot = step.outputs[o];
+      if (slot >= 0 && context.fixed[slot]) continue;
+      step_outputs[o] = (o == 0 && step.in_place_input >= 0)
+                            ? step_inputs[static_cast<size_t>(step.in_place_input)]
+                            : Tensor::empty(step.output_infos[o].dtype, step.output_infos[o].shape);
+    }
+  }
+  for (Observer* observer : run.observers) observer->on_step_begin(run.plan, s);
+  const bool report = run.verbose && run.settings.verbose_for(step.backend_index) >= 1;
+  const auto start = report ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  try {
+    if (context.bound[s]) {
+      context.bound[s]->run(step_inputs, step_outputs);
+    } else {
+      step.kernel->run(step_inputs, step_outputs);
+    }
+  } catch (Error& error) {
+    error.add_context(str_cat("node '", step.record.node_name, "' (", step.record.op_type, ")"));
+    throw;
+  }
+  if (report) {
+    report_executed_step(
+        run.settings, step,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  for (Observer* observer : run.observers) observer->on_step_end(run.plan, s);
+  for (size_t o = 0; o < step.outputs.size(); ++o) {
+    const int slot = step.outputs[o];
+    if (slot >= 0 && !context.fixed[slot]) values[slot] = step_outputs[o];
+  }
+}
+
+void run_sequentially(const RunScope& run) {
+  // The run owns its settings: every kernel it runs on this thread (and the teams they start)
+  // uses its thread count.
+  const ScopedIntraOpThreads run_threads(run.settings.threads());
+  const std::vector<PlanStep>& steps = run.plan.steps();
+  for (size_t s = 0; s < steps.size(); ++s) {
+    if (run.context.done[s]) continue;
+    run_step(run, s);
+    // Computed storage that is not the context's own is let go as soon as no later step reads it.
+    // (The caller's inputs stay referenced: resetting them would reallocate their shape next run.)
+    for (int slot : steps[s].release_after) {
+      if (!run.context.fixed[slot] && run.plan.slots()[slot].origin == SlotOrigin::computed)
+        run.context.values[slot] = Tensor{};
+    }
+  }
+}
+
+// A run in parallel execution mode. The calling thread starts every step whose predecessors are
+// done while the running steps' threads fit in the capacity (a step alone always starts), hands
+// all but one to the inter-op pool and runs that one itself. Each step is claimed once, by a pool
+// thread or by the caller, who claims its own steps back instead of waiting for a busy pool: a
+// run never waits for a task that has not started. Tasks hold this state by shared pointer, so one
+// that finds its step already claimed after the run has returned touches nothing else.
+class ParallelRun : public std::enable_shared_from_this<ParallelRun> {
+ public:
+  ParallelRun(const RunScope& run, int capacity)
+      : run_(run),
+        capacity_(capacity),
+        claimed_(std::make_unique<std::atomic<bool>[]>(run.plan.steps().size())),
+        pending_(run.plan.steps().size()),
+        remaining_(run.plan.steps().size()) {
+    const StepGraph& graph = run.plan.step_graph();
+    for (size_t s = 0; s < pending_.size(); ++s) {
+      pending_[s] = static_cast<int>(graph.predecessors(static_cast<int>(s)).size());
+      if (pending_[s] == 0) ready_.insert(static_cast<int>(s));
+    }
+  }
+
+  void execute() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      std::vector<int> launched = launch_ready_locked();
+      if (!launched.empty()) {
+        lock.unlock();
+        for (size_t i = 1; i < launched.size(); ++i) {
+          submit_interop_task(std::make_unique<StepTask>(shared_from_this(), launched[i]));
+        }
+        claimed_[launched[0]].store(true);
+        run_claimed(launched[0]);
+        lock.lock();
+        continue;
+      }
+      if (const int mine = claim_submitted_locked(); mine >= 0) {
+        lock.unlock();
+        if (error_seen_.load()) {
+          complete(mine, nullptr, /*ran=*/false);
+        } else {
+          run_claimed(mine);
+        }
+        lock.lock();
+        continue;
+      }
+      if (running_ == 0 && (remaining_ == 0 || error_ || ready_.empty())) break;
+      changed_.wait(lock);
+    }
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  class StepTask final : public InteropTask {
+   public:
+    StepTask(std::shared_ptr<ParallelRun> run, int step) : run_(std::move(run)), step_(step) {}
+    void run() override {
+      if (!run_->claimed_[step_].exchange(true)) run_->run_claimed(step_);
+    }
+
+   private:
+    std::shared_ptr<ParallelRun> run_;
+    int step_;
+  };
+
+  // Ready steps that fit, in plan order, marked running; views made once at context creation
+  // complete at once.
+  std::vector<int> launch_ready_locked() {
+    std::vector<int> launched;
+    if (error_) return launched;
+    for (bool progressed = true; progressed;) {
+      progressed = false;
+      for (auto it = ready_.begin(); it != ready_.end();) {
+        const int s = *it;
+        if (run_.context.done[s]) {
+          it = ready_.erase(it);
+          finish_locked(s);
+          progressed = true;
+          continue;
+        }
+        const int threads = run_.plan.steps()[s].threads;
+        if (in_use_ == 0 || in_use_ + threads <= capacity_) {
+          in_use_ += threads;
+          ++running_;
+          launched.push_back(s);
+          submitted_.push_back(s);
+          it = ready_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    // The first is run by the caller, the rest wait in submitted_ until claimed.
+    if (!launched.empty()) submitted_.erase(std::find(submitted_.begin(), submitted_.end(), launched[0]));
+    return launched;
+  }
+
+  // A submitted step no thread has claimed yet, now claimed by the caller; -1 if none.
+  int claim_submitted_locked() {
+    int mine = -1;
+    std::erase_if(submitted_, [&](int s) {
+      if (mine < 0 && !claimed_[s].exchange(true)) {
+        mine = s;
+        return true;
+      }
+      return claimed_[s].load();
+    });
+    return mine;
+  }
+
+  void run_claimed(int s) {
+    std::exception_ptr error;
+    try {
+      const ScopedIntraOpThreads threads(run_.plan.steps()[s].threads);
+      const ScopedCallLog call_log(run_.call_log);
+      run_step(run_, static_cast<size_t>(s));
+    } catch (...) {
+      error = std::current_exception();
+    }
+    complete(s, error, /*ran=*/true);
+  }
+
+  void complete(int s, std::exception_ptr error, bool ran) {
+    {
+      std::lock_guard lock(mutex_);
+      in_use_ -= run_.plan.steps()[s].threads;
+      --running_;
+      if (error && !error_) {
+        error_ = error;
+        error_seen_.store(true);
+      }
+      if (ran && !error) finish_locked(s);
+    }
+    changed_.notify_all();
+  }
+
+  void finish_locked(int s) {
+    --remaining_;
+    for (int next : run_.plan.step_graph().successors(s)) {
+      if (--pending_[next] == 0) ready_.insert(next);
+    }
+  }
+
+  const RunScope run_;
+  const int capacity_;
+  std::unique_ptr<std::atomic<bool>[]> claimed_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<int> pending_;    // per step: predecessors not finished
+  std::set<int> ready_;         // not started, every predecessor finished
+  std::vector<int> submitted_;  // handed to the pool, maybe not claimed yet
+  size_t remaining_;
+  int in_use_ = 0;
+  int running_ = 0;
+  std::exception_ptr error_;
+  std::atomic<bool> error_seen_{false};
+};
+
+}  // namespace
+
 std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor* const> inputs,
-                                 std::span<Observer* const> observers, const Settings& settings) {
+                                 std::span<Observer* const> observers, const Settings& settings,
+                                 int thread_capacity) {
   RunContextPool& pool = plan.context_pool();
   std::shared_ptr<RunContext> context = pool.acquire(plan);
   // The context goes back to the pool however the run ends.
@@ -133,74 +373,23 @@ std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor* const
 
   std::vector<Tensor>& values = context->values;
   for (size_t i = 0; i < inputs.size(); ++i) values[plan.input_slots()[i]] = *inputs[i];
-  const bool observed = !observers.empty();
   // Checked once per run; a build without runtime verbose drops the per-step branch entirely.
   const bool verbose = kRuntimeVerboseBuilt && settings.max_verbose() >= 1;
-  // The run owns its settings: every kernel it runs on this thread (and the teams they start)
-  // uses its thread count, and logs library calls to its sink when verbose is on.
-  const ScopedIntraOpThreads run_threads(settings.threads());
+  // Kernels log library calls to the run's sink when verbose is on.
   const VerboseCallLog call_log(settings);
   const ScopedCallLog run_call_log(verbose ? &call_log : nullptr);
   std::optional<ScopedRunLibraryVerbose> library_verbose;
   if (verbose) library_verbose.emplace(settings);
-  if (observed) {
-    for (Observer* observer : observers) observer->on_run_begin(plan);
+  for (Observer* observer : observers) observer->on_run_begin(plan);
+  const RunScope run{plan, *context, observers, settings, verbose, verbose ? &call_log : nullptr};
+  if (plan.parallel()) {
+    const int capacity =
+        thread_capacity > 0 ? std::min(thread_capacity, plan.thread_capacity()) : plan.thread_capacity();
+    std::make_shared<ParallelRun>(run, capacity)->execute();
+  } else {
+    run_sequentially(run);
   }
-  const std::vector<PlanStep>& steps = plan.steps();
-  for (size_t s = 0; s < steps.size(); ++s) {
-    if (context->done[s]) continue;
-    const PlanStep& step = steps[s];
-    std::vector<Tensor>& step_inputs = context->step_inputs[s];
-    std::vector<Tensor>& step_outputs = context->step_outputs[s];
-    for (size_t i = 0; i < step.inputs.size(); ++i) {
-      const int slot = step.inputs[i];
-      if (slot >= 0 && !context->fixed[slot]) step_inputs[i] = values[slot];
-    }
-    if (!step.kernel->is_view()) {
-      for (size_t o = 0; o < step_outputs.size(); ++o) {
-        const int slot = step.outputs[o];
-        if (slot >= 0 && context->fixed[slot]) continue;
-        step_outputs[o] = (o == 0 && step.in_place_input >= 0)
-                              ? step_inputs[static_cast<size_t>(step.in_place_input)]
-                              : Tensor::empty(step.output_infos[o].dtype, step.output_infos[o].shape);
-      }
-    }
-    if (observed) {
-      for (Observer* observer : observers) observer->on_step_begin(plan, s);
-    }
-    const bool report = verbose && settings.verbose_for(step.backend_index) >= 1;
-    const auto start = report ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    try {
-      if (context->bound[s]) {
-        context->bound[s]->run(step_inputs, step_outputs);
-      } else {
-        step.kernel->run(step_inputs, step_outputs);
-      }
-    } catch (Error& error) {
-      error.add_context(str_cat("node '", step.record.node_name, "' (", step.record.op_type, ")"));
-      throw;
-    }
-    if (report) {
-      report_executed_step(
-          settings, step,
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    }
-    if (observed) {
-      for (Observer* observer : observers) observer->on_step_end(plan, s);
-    }
-    for (size_t o = 0; o < step.outputs.size(); ++o) {
-      const int slot = step.outputs[o];
-      if (slot >= 0 && !context->fixed[slot]) values[slot] = step_outputs[o];
-    }
-    // Computed storage that is not the context's own is let go as soon as no later step reads it.
-    // (The caller's inputs stay referenced: resetting them would reallocate their shape next run.)
-    for (int slot : step.release_after) {
-      if (!context->fixed[slot] && plan.slots()[slot].origin == SlotOrigin::computed) values[slot] = Tensor{};
-    }
-  }
-  if (observed) {
-    for (Observer* observer : observers) observer->on_run_end(plan);
-  }
+  for (Observer* observer : observers) observer->on_run_end(plan);
 
   std::vector<Tensor> outputs;
   outputs.reserve(plan.output_slots().size());

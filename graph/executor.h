@@ -34,8 +34,11 @@ class RunContextPool {
 
 // Runs `plan` on `inputs` (one per graph input, already checked) and returns one tensor per graph
 // output, owned by the caller. Observers, when given, see every step; `settings` is the snapshot
-// the run was started with (its verbose levels decide which steps are reported).
+// the run was started with (its verbose levels decide which steps are reported). A parallel plan
+// (Plan::parallel) runs independent steps at the same time on the inter-op pool, their threads
+// together within `thread_capacity` (0: the plan's); observers are then called from those threads.
 std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor* const> inputs,
-                                 std::span<Observer* const> observers, const Settings& settings);
+                                 std::span<Observer* const> observers, const Settings& settings,
+                                 int thread_capacity = 0);
 
 }  // namespace kiln

@@ -19,7 +19,21 @@ struct Block {
   int first_step;  // the step that writes it
   int last_step;   // the last step reading it (or any value sharing it)
   size_t offset = 0;
+  std::vector<int> users;  // parallel plans: every step writing or reading it
 };
+
+// Whether `a` and `b` may be alive at the same time. Sequentially: their step ranges overlap. In a
+// parallel run steps start in any order their dependencies allow, so storage is shared only when
+// every step using one block precedes the step that writes the other.
+bool overlap_in_time(const Plan& plan, const Block& a, const Block& b) {
+  if (!plan.parallel()) return a.first_step <= b.last_step && b.first_step <= a.last_step;
+  const StepGraph& graph = plan.step_graph();
+  const auto all_precede = [&](const Block& before, const Block& after) {
+    return std::all_of(before.users.begin(), before.users.end(),
+                       [&](int user) { return graph.precedes(user, after.first_step); });
+  };
+  return !all_precede(a, b) && !all_precede(b, a);
+}
 
 }  // namespace
 
@@ -62,10 +76,24 @@ MemoryPlan plan_memory(const Plan& plan) {
   for (int slot : plan.output_slots()) excluded[memory.root[slot]] = true;
 
   std::vector<Block> blocks;
+  std::vector<int> block_of_root(slots.size(), -1);
   for (size_t s = 0; s < slots.size(); ++s) {
     const bool placed = memory.root[s] == static_cast<int>(s) && slots[s].origin == SlotOrigin::computed &&
                         producer[s] >= 0 && !excluded[s];
-    if (placed) blocks.push_back({static_cast<int>(s), aligned(stored_bytes[s]), producer[s], last_use[s]});
+    if (!placed) continue;
+    block_of_root[s] = static_cast<int>(blocks.size());
+    blocks.push_back({static_cast<int>(s), aligned(stored_bytes[s]), producer[s], last_use[s]});
+  }
+  if (plan.parallel()) {
+    for (size_t s = 0; s < steps.size(); ++s) {
+      for (const std::vector<int>* slots_used : {&steps[s].inputs, &steps[s].outputs}) {
+        for (int slot : *slots_used) {
+          if (slot < 0 || block_of_root[memory.root[slot]] < 0) continue;
+          std::vector<int>& users = blocks[block_of_root[memory.root[slot]]].users;
+          if (users.empty() || users.back() != static_cast<int>(s)) users.push_back(static_cast<int>(s));
+        }
+      }
+    }
   }
   // Greedy by size: each block takes the lowest offset free of every placed block it overlaps in time.
   std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) {
@@ -75,7 +103,7 @@ MemoryPlan plan_memory(const Plan& plan) {
   for (Block& block : blocks) {
     std::vector<std::pair<size_t, size_t>> taken;  // [begin, end) of blocks alive at the same time
     for (const Block* other : placed) {
-      if (other->first_step <= block.last_step && block.first_step <= other->last_step) {
+      if (overlap_in_time(plan, *other, block)) {
         taken.emplace_back(other->offset, other->offset + other->bytes);
       }
     }

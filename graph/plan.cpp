@@ -7,6 +7,7 @@
 
 #include "graph/passes/passes.h"
 #include "graph/verbose.h"
+#include "runtime/threads.h"
 
 namespace kiln {
 namespace {
@@ -39,17 +40,10 @@ void plan_node(PlanState& state, const Node& node) {
   add_step(state, std::move(alone), std::move(selection), elapsed_ms());
 }
 
-}  // namespace
-
-std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Shape>& input_shapes,
-                                        const std::vector<Tensor>& input_values, const Settings& settings,
-                                        AutotuneCache* autotune_cache) {
-  // Planning runs kernels too (constant folding, autotune's timings): on the plan's thread count.
-  const ScopedIntraOpThreads threads(settings.threads());
-  AutotuneCache build_only;
-  PlanState state(model, input_shapes, input_values, settings,
-                  autotune_cache != nullptr ? *autotune_cache : build_only);
-
+// Every pass over `state`, kernels created (and planning's own kernel runs made) on the state's
+// thread count.
+void run_passes(PlanState& state) {
+  const ScopedIntraOpThreads threads(state.settings.threads());
   const std::vector<size_t> order = order_live_nodes(state);
   bind_constants(state);
   bind_inputs(state);
@@ -60,6 +54,32 @@ std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Sh
   }
   bind_outputs(state);
   plan_liveness(state);
+  for (PlanStep& step : state.steps) step.threads = step.record.threads = state.settings.threads();
+}
+
+}  // namespace
+
+std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Shape>& input_shapes,
+                                        const std::vector<Tensor>& input_values, const Settings& settings,
+                                        AutotuneCache* autotune_cache) {
+  AutotuneCache build_only;
+  AutotuneCache& cache = autotune_cache != nullptr ? *autotune_cache : build_only;
+  PlanState state(model, input_shapes, input_values, settings, cache);
+  run_passes(state);
+  const bool parallel = settings.get("execution_mode") == static_cast<int>(ExecutionMode::parallel);
+  if (parallel) {
+    // Branches overlap with half the run's threads each, or one when the run has one or two (a run
+    // on one thread still overlaps branches on the other cores: see Plan::thread_capacity()).
+    Settings reduced_settings = settings;
+    reduced_settings.set("threads", std::max(1, settings.threads() / 2));
+    if (reduced_settings.threads() == settings.threads()) {
+      plan_parallel_groups(state, state);
+    } else {
+      PlanState reduced(model, input_shapes, input_values, reduced_settings, cache);
+      run_passes(reduced);
+      plan_parallel_groups(state, reduced);
+    }
+  }
 
   auto plan = std::make_shared<Plan>();
   plan->steps_ = std::move(state.steps);
@@ -70,6 +90,14 @@ std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Sh
   plan->removed_nodes_ = state.removed_nodes;
   plan->fused_nodes_ = state.fused_nodes;
   plan->reorder_steps_ = state.reorder_steps;
+  plan->threads_ = settings.threads();
+  plan->thread_capacity_ = parallel ? std::max(settings.threads(), available_cores()) : settings.threads();
+  plan->parallel_ = parallel;
+  if (parallel) {
+    plan->step_graph_ = StepGraph(plan->steps_);
+    plan->parallel_groups_ = std::move(state.parallel_groups);
+    plan->parallel_summary_ = std::move(state.parallel_summary);
+  }
   // A run starts from the constants (those liveness kept); everything else is undefined.
   plan->initial_values_.resize(plan->slots_.size());
   for (size_t i = 0; i < plan->slots_.size(); ++i) {

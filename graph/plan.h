@@ -12,6 +12,7 @@
 #include "graph/executor.h"
 #include "graph/graph.h"
 #include "graph/memory_plan.h"
+#include "graph/step_graph.h"
 #include "ops/op_spec.h"
 
 namespace kiln {
@@ -34,6 +35,9 @@ struct StepRecord {
   std::string note;                   // what the kernel does differently from what was asked
   std::vector<TimedCandidate> timed;  // autotune's measurements (empty when it did not time)
   double creation_ms = 0;             // kernel selection and creation (primitives, weight reorders)
+  int threads = 0;                    // intra-op threads its kernel was created for and runs with
+  int parallel_group = -1;            // parallel mode: the Plan::parallel_groups() entry it is in
+  std::string parallel_note;          // parallel mode: why it keeps the run's count, if it does
 };
 
 struct PlanStep {
@@ -44,7 +48,18 @@ struct PlanStep {
   std::vector<TensorInfo> output_infos;  // every declared output as stored: stored shape and dtype
   int in_place_input = -1;  // input whose storage output 0 takes over (see Kernel::in_place_input)
   int backend_index = -1;   // the record's backend as a registry row position (verbose levels)
+  int threads = 1;          // intra-op threads it runs with (the plan's, or fewer in a parallel group)
   StepRecord record;
+};
+
+// Parallel mode: a fork-join part of the graph (the steps between a step with several successors
+// and the step where its branches meet) and what planning measured for it.
+struct ParallelGroup {
+  std::vector<int> steps;    // plan.steps() indexes
+  bool parallel = false;     // its branches run at the same time, each step on fewer threads
+  double sequential_ms = 0;  // its steps one after another on the plan's threads (measured)
+  double parallel_ms = 0;    // the same steps scheduled as a parallel run does (from measurements)
+  int reduced_threads = 0;   // the count its steps run with when parallel
 };
 
 // Which storage a slot's tensor ends up sharing; decides whether an output must be copied before
@@ -83,6 +98,17 @@ class Plan {
   int reorder_steps() const { return reorder_steps_; }
   // Where each intermediate value lives in a run's arena.
   const MemoryPlan& memory_plan() const { return memory_plan_; }
+  // The intra-op threads the plan was built for (its steps' counts are this or fewer).
+  int threads() const { return threads_; }
+  // Parallel execution mode: runs start steps as their predecessors finish, several at a time as
+  // long as their threads fit in thread_capacity() (the plan's threads or the cores, whichever is
+  // more); step_graph() holds the dependencies, parallel_groups() what was measured.
+  bool parallel() const { return parallel_; }
+  int thread_capacity() const { return thread_capacity_; }
+  const StepGraph& step_graph() const { return step_graph_; }
+  const std::vector<ParallelGroup>& parallel_groups() const { return parallel_groups_; }
+  // Why parallel mode runs every step on the plan's threads, when it does ("" otherwise).
+  const std::string& parallel_summary() const { return parallel_summary_; }
   // Run contexts (arenas with prepared steps) not in use by a run; runs borrow and return them.
   RunContextPool& context_pool() const { return context_pool_; }
 
@@ -108,6 +134,12 @@ class Plan {
   int removed_nodes_ = 0;
   int fused_nodes_ = 0;
   int reorder_steps_ = 0;
+  int threads_ = 1;
+  int thread_capacity_ = 1;
+  bool parallel_ = false;
+  StepGraph step_graph_;
+  std::vector<ParallelGroup> parallel_groups_;
+  std::string parallel_summary_;
   MemoryPlan memory_plan_;
   mutable RunContextPool context_pool_;
 };

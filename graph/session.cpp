@@ -188,8 +188,12 @@ TensorMap Session::run_with(const TensorMap& inputs, Settings settings) {
                                              ? std::span<const Tensor*>(many_bound)
                                              : std::span<const Tensor*>(inline_bound).first(count);
   bind_inputs(inputs, bound);
-  const ThreadLease lease(settings.threads());
-  if (lease.threads() != lease.requested()) settings.set("threads", lease.threads());
+  // A run leases the threads it may use: its count, or in parallel mode whatever its branches
+  // may use together (Plan::thread_capacity). With fewer granted it runs the plan for what it got.
+  const bool parallel = settings.get("execution_mode") == static_cast<int>(ExecutionMode::parallel);
+  const int threads = settings.threads();
+  const ThreadLease lease(parallel ? std::max(threads, available_cores()) : threads);
+  if (lease.threads() < threads) settings.set("threads", lease.threads());
   if ((lease.threads() != lease.requested() || lease.waited()) && settings.max_verbose() >= 1) {
     write_verbose_line(settings,
                        str_cat("kiln_verbose,run,threads:", lease.threads(), ",asked:", lease.requested(),
@@ -223,7 +227,7 @@ TensorMap Session::run_with(const TensorMap& inputs, Settings settings) {
     }
   }
   TensorMap outputs;
-  std::vector<Tensor> results = execute_plan(*plan, bound, observers, settings);
+  std::vector<Tensor> results = execute_plan(*plan, bound, observers, settings, lease.threads());
   for (size_t i = 0; i < results.size(); ++i) outputs[this->outputs()[i].name] = std::move(results[i]);
   return outputs;
 }

@@ -105,7 +105,7 @@ std::shared_ptr<VerboseSink> sink_from_python(const py::handle& value) {
 }
 
 // One keyword setting as Settings expects it, by the row's type: bool for switches, int for
-// integers, 'fp32'/'bf16' for precisions, a sink for verbose_sink.
+// integers, a name for choices ('fp32'/'bf16', 'sequential'/'parallel'), a sink for verbose_sink.
 int setting_value_from_python(const SettingSlot& slot, const py::handle& value, const std::string& name) {
   const bool is_bool = py::isinstance<py::bool_>(value);
   const auto wrong_type = [&](const char* expected) {
@@ -119,8 +119,8 @@ int setting_value_from_python(const SettingSlot& slot, const py::handle& value, 
     case SettingType::integer:
       if (is_bool || !py::isinstance<py::int_>(value)) throw wrong_type("an int");
       return value.cast<int>();
-    case SettingType::precision:
-      if (!py::isinstance<py::str>(value)) throw wrong_type("'fp32' or 'bf16'");
+    case SettingType::choice:
+      if (!py::isinstance<py::str>(value)) throw wrong_type(choice_names(*slot.row).c_str());
       return parse_setting_value(slot, value.cast<std::string>(), str_cat("setting '", name, "'"));
     case SettingType::sink:
       break;
@@ -172,7 +172,7 @@ py::object setting_to_python(const SettingSlot& slot, int value) {
   switch (slot.row->type) {
     case SettingType::boolean:
       return py::bool_(value != 0);
-    case SettingType::precision:
+    case SettingType::choice:
       return py::str(setting_value_text(slot, value));
     default:
       return py::int_(value);
@@ -201,6 +201,9 @@ py::list setting_rows() {
         row.type == SettingType::sink ? py::object(py::none()) : setting_to_python(slot, row.default_value);
     entry["min"] = row.min;
     entry["max"] = row.max;
+    py::list choices;
+    for (std::string_view choice : row.choices) choices.append(py::str(std::string(choice)));
+    entry["choices"] = choices;
     entry["changes_plan"] = row.changes_plan;
     entry["backend"] =
         slot.backend >= 0 ? py::object(py::str(std::string(kBackendNames[slot.backend]))) : py::none();

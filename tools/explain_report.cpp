@@ -65,6 +65,29 @@ std::string shapes_text(const std::vector<Shape>& shapes, const std::vector<Layo
   return text;
 }
 
+// Parallel execution mode: the thread capacity and each fork-join group's decision, with what was
+// measured; "" for a sequential plan.
+std::string parallel_text(const Plan& plan) {
+  if (!plan.parallel()) return "";
+  int overlapping = 0;
+  for (const ParallelGroup& group : plan.parallel_groups()) overlapping += group.parallel ? 1 : 0;
+  std::string text = format(
+      "execution: parallel, up to %d threads at once (plan threads %d); %zu fork-join "
+      "groups, %d with overlapping branches\n",
+      plan.thread_capacity(), plan.threads(), plan.parallel_groups().size(), overlapping);
+  if (!plan.parallel_summary().empty()) text += format("  %s\n", plan.parallel_summary().c_str());
+  for (size_t g = 0; g < plan.parallel_groups().size(); ++g) {
+    const ParallelGroup& group = plan.parallel_groups()[g];
+    text += format(
+        "  group %zu: steps %d-%d (%zu), %s: %.3f ms one after another, %.3f ms overlapped on %d "
+        "thread%s per step (measured at plan time)\n",
+        g, group.steps.front(), group.steps.back(), group.steps.size(),
+        group.parallel ? "branches overlap" : "sequential", group.sequential_ms, group.parallel_ms,
+        group.reduced_threads, group.reduced_threads == 1 ? "" : "s");
+  }
+  return text;
+}
+
 std::string explain_text(const Plan& plan, const std::string& title, const std::vector<double>& step_ms,
                          int runs) {
   const bool profiled = step_ms.size() == plan.steps().size() && !step_ms.empty();
@@ -72,6 +95,7 @@ std::string explain_text(const Plan& plan, const std::string& title, const std::
   text += format("%zu steps; %d nodes fused, %d folded, %d removed; %d reorders; %.3f GFLOP per run\n\n",
                  plan.steps().size(), plan.fused_nodes(), plan.folded_nodes(), plan.removed_nodes(),
                  plan.reorder_steps(), static_cast<double>(plan_flops(plan)) * 1e-9);
+  text = str_cat(text.substr(0, text.size() - 1), parallel_text(plan), "\n");
   for (size_t s = 0; s < plan.steps().size(); ++s) {
     const StepRecord& r = plan.steps()[s].record;
     text += format("%3zu %-10s %-32s %s\n", s, r.op_type.c_str(), r.node_name.c_str(), r.kernel.c_str());
@@ -82,6 +106,12 @@ std::string explain_text(const Plan& plan, const std::string& title, const std::
     text += "\n";
     for (const std::string& fused : r.fused) text += format("      fused: %s\n", fused.c_str());
     if (!r.note.empty()) text += format("      note: %s\n", r.note.c_str());
+    if (r.parallel_group >= 0) {
+      const ParallelGroup& group = plan.parallel_groups()[r.parallel_group];
+      text += format("      group %d (%s), %d thread%s%s%s\n", r.parallel_group,
+                     group.parallel ? "branches overlap" : "sequential", r.threads, r.threads == 1 ? "" : "s",
+                     r.parallel_note.empty() ? "" : "; ", r.parallel_note.c_str());
+    }
     for (const RejectedCandidate& rejected : r.rejected)
       text += format("      not %s: %s\n", rejected.backend.c_str(), rejected.reason.c_str());
   }

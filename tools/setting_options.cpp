@@ -27,7 +27,7 @@ std::vector<OptionSpec> setting_specs() {
               {"verbose-file", true, "FILE: append verbose lines to FILE instead of standard output"});
         } else {
           specs.push_back(
-              {slot.cli_name, true, str_cat(row.type == SettingType::precision ? "" : "N: ", slot.help)});
+              {slot.cli_name, true, str_cat(row.type == SettingType::choice ? "" : "N: ", slot.help)});
         }
         break;
     }

@@ -28,6 +28,18 @@ void plan_liveness(PlanState& state) {
       if (slot >= 0) shared[slot] = true;
     }
   }
+  // A parallel run may start a step as soon as its inputs are ready, so "the last reader in plan
+  // order" is not the last to run: every other reader must be an ancestor of the in-place step.
+  const bool parallel = state.settings.get("execution_mode") == static_cast<int>(ExecutionMode::parallel);
+  const StepGraph graph = parallel ? StepGraph(state.steps) : StepGraph();
+  const auto other_readers_precede = [&](int slot, int step) {
+    for (size_t r = 0; r < state.steps.size(); ++r) {
+      const std::vector<int>& inputs = state.steps[r].inputs;
+      const bool reads = std::find(inputs.begin(), inputs.end(), slot) != inputs.end();
+      if (reads && static_cast<int>(r) != step && !graph.precedes(static_cast<int>(r), step)) return false;
+    }
+    return true;
+  };
   // A kernel may take over a dying input's storage for output 0 when nothing else can see it.
   for (size_t s = 0; s < state.steps.size(); ++s) {
     PlanStep& step = state.steps[s];
@@ -35,6 +47,7 @@ void plan_liveness(PlanState& state) {
     if (input < 0 || static_cast<size_t>(input) >= step.inputs.size() || step.outputs.empty()) continue;
     const int slot = step.inputs[static_cast<size_t>(input)];
     if (slot < 0 || step.outputs[0] < 0 || shared[slot] || last_reader[slot] != static_cast<int>(s)) continue;
+    if (parallel && !other_readers_precede(slot, static_cast<int>(s))) continue;
     if (state.slots[slot].origin != SlotOrigin::computed) continue;
     if (std::count(step.inputs.begin(), step.inputs.end(), slot) != 1) continue;
     const Slot& in = state.slots[slot];

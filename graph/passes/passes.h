@@ -76,7 +76,15 @@ int slot_in_layout(PlanState& state, int slot, Layout layout);
 
 // liveness.cpp: releases each computed value after its last reader (graph outputs excepted), lets
 // kernels compute output 0 in place of a dying input nothing else sees, and drops constants no
-// step reads at run time (weights copied into kernels, values used only for folding).
+// step reads at run time (weights copied into kernels, values used only for folding). In parallel
+// execution mode an in-place write also needs every other reader of the input to precede it.
 void plan_liveness(PlanState& state);
+
+// parallel.cpp (parallel execution mode): `full` was planned on the run's threads, `reduced` on
+// fewer. For each fork-join group of `full`'s steps, times both kernels of every step on the same
+// inputs and schedules the group as a parallel run would; where that beats running it
+// sequentially, the group's steps take `reduced`'s kernels (except those whose results would
+// differ in any bit: they keep their count, with a note). Fills state.parallel_groups.
+void plan_parallel_groups(PlanState& full, PlanState& reduced);
 
 }  // namespace kiln

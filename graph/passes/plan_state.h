@@ -45,6 +45,8 @@ struct PlanState {
   int removed_nodes = 0;
   int fused_nodes = 0;
   int reorder_steps = 0;
+  std::vector<ParallelGroup> parallel_groups;  // parallel mode (passes/parallel.cpp)
+  std::string parallel_summary;
 
   std::unordered_map<std::string, int> slot_by_name;
   std::vector<std::vector<size_t>> input_dependencies;           // per slot: graph inputs it derives from

@@ -27,8 +27,8 @@ def other_value(row):
         return not row["default"]
     if row["type"] == "int":
         return row["min"] if row["default"] == row["max"] else min(row["max"], row["default"] + 1)
-    if row["type"] == "precision":
-        return "bf16"
+    if row["type"] == "choice":
+        return next(choice for choice in row["choices"] if choice != row["default"])
     return None
 
 

@@ -38,8 +38,8 @@ int other_value(const SettingSlot& slot) {
       return 1 - row.default_value;
     case SettingType::integer:
       return row.default_value == row.max ? row.min : std::min(row.max, row.default_value + 1);
-    case SettingType::precision:
-      return static_cast<int>(Precision::bf16);
+    case SettingType::choice:
+      return row.default_value == 0 ? 1 : 0;
     case SettingType::sink:
       break;
   }
