@@ -414,6 +414,10 @@ PYBIND11_MODULE(_kiln, m) {
               entry["in_place"] = r.in_place;
               entry["fused"] = r.fused;
               entry["note"] = r.note;
+              entry["threads"] = r.threads;
+              entry["parallel_group"] =
+                  r.parallel_group >= 0 ? py::object(py::int_(r.parallel_group)) : py::none();
+              entry["parallel_note"] = r.parallel_note;
               py::list rejected;
               for (const RejectedCandidate& candidate : r.rejected)
                 rejected.append(py::make_tuple(candidate.backend, candidate.reason));

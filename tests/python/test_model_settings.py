@@ -1,12 +1,18 @@
 """Backend settings on real models, through the Python module.
 
 - Deterministic mode: 20 runs at 2 threads and one at 1 thread give bitwise-identical outputs.
+- Parallel execution mode gives the sequential run's outputs bit for bit, at 1 and 2 threads (the
+  branchy models and the transformer in the default tier, every model in the slow tier), and a
+  stress run (slow tier): 8 threads x 200 runs over 3 models, sequential and parallel, synchronous
+  and run_async, with every output compared.
 - bf16 precision (where the ISA tier in effect has AVX512_BF16 or AMX): every Conv/MatMul/Gemm runs a
   bf16 kernel, on AMX for resnet50 and the transformer where the tier is amx; the output's relative L2 error against fp32 is at most 2e-2, or, where PyTorch's
   own bf16 (autocast) is already further off on the same random-weight model (resnet50: 0.12), at most
   PyTorch's error. The errors measured are in docs/backends.md.
-All models run in the default tier (about 30 s in all).
+The deterministic and bf16 tests run every model they name in the default tier (about 30 s in all).
 """
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -45,6 +51,31 @@ def relative_l2(actual, expected):
     return float(np.linalg.norm(actual - expected) / np.linalg.norm(expected))
 
 
+PARALLEL_MODELS = ["googlenet", "inception_v3", "squeezenet1_1", export_models.TRANSFORMER]
+
+
+def parallel_params():
+    for name in export_models.ALL:
+        yield pytest.param(name, marks=[] if name in PARALLEL_MODELS else [pytest.mark.slow], id=name)
+
+
+@pytest.mark.parametrize("name", parallel_params())
+def test_parallel_execution_equals_sequential_bitwise(name, kiln, model_cache):
+    path = export_models.cached_export(name, model_cache, 13)
+    session = kiln.Session(path)
+    x = {"input": seeded_input(name)}
+    for threads in (1, 2):
+        with kiln.backends.settings(threads=threads):
+            sequential = session.run(x)["output"]
+        with kiln.backends.settings(threads=threads, execution_mode="parallel"):
+            for run in range(3):
+                assert np.array_equal(session.run(x)["output"], sequential), f"{threads} threads, run {run + 1}"
+            steps = session.explain(x)
+        assert all(1 <= step["threads"] <= threads for step in steps)
+        # Steps that run on fewer threads than the plan's are in a group whose branches overlap.
+        assert all(step["parallel_group"] is not None for step in steps if step["threads"] < threads)
+
+
 @pytest.mark.parametrize("name", BF16_MODELS)
 def test_bf16_runs_in_bf16_within_tolerance(name, kiln, model_cache):
     isa = kiln.backends.cpu.isa()
@@ -78,3 +109,45 @@ def torch_bf16_error(name, x):
         with torch.autocast("cpu", dtype=torch.bfloat16):
             reduced = model(torch.from_numpy(x)).float()
     return float(torch.linalg.norm(reduced - reference) / torch.linalg.norm(reference))
+
+
+STRESS_MODELS = ["squeezenet1_1", "mobilenet_v2", export_models.TRANSFORMER]
+STRESS_THREADS = 8
+STRESS_RUNS = 200
+
+
+@pytest.mark.slow
+def test_stress_concurrent_runs_compare_every_output(kiln, model_cache):
+    sessions = {name: kiln.Session(export_models.cached_export(name, model_cache, 13)) for name in STRESS_MODELS}
+    inputs = {name: {"input": seeded_input(name)} for name in STRESS_MODELS}
+    # A run the thread budget gives fewer threads uses the plan for what it got: each model's output
+    # on 1 thread and on 2 is a correct answer.
+    expected = {}
+    for name, session in sessions.items():
+        expected[name] = []
+        for threads in (1, 2):
+            with kiln.backends.settings(threads=threads):
+                expected[name].append(session.run(inputs[name])["output"])
+    failures = []
+
+    def caller(index):
+        try:
+            for run in range(STRESS_RUNS):
+                name = STRESS_MODELS[(index + run) % len(STRESS_MODELS)]
+                mode = "parallel" if (index + run) % 2 else "sequential"
+                with kiln.backends.settings(execution_mode=mode):
+                    if run % 4 == 0:
+                        output = sessions[name].run_async(inputs[name]).wait()["output"]
+                    else:
+                        output = sessions[name].run(inputs[name])["output"]
+                if not any(np.array_equal(output, answer) for answer in expected[name]):
+                    failures.append(f"caller {index}, run {run}: {name} ({mode}) differs")
+        except Exception as error:  # reported below with the caller that raised it
+            failures.append(f"caller {index}: {error!r}")
+
+    callers = [threading.Thread(target=caller, args=(index,)) for index in range(STRESS_THREADS)]
+    for thread in callers:
+        thread.start()
+    for thread in callers:
+        thread.join()
+    assert not failures, failures[:5]
