@@ -15,6 +15,8 @@ struct Budget {
   std::condition_variable released;
   int api = -1;  // -1: not set through the API
   int leased = 0;
+  int runs = 0;     // runs holding a lease
+  int waiting = 0;  // runs waiting for one
 };
 
 Budget& budget_state() {
@@ -81,13 +83,23 @@ ThreadLease::ThreadLease(int requested) : requested_(requested) {
   };
   if (!may_start()) {
     waited_ = true;
+    ++state.waiting;
     state.released.wait(lock, may_start);
+    --state.waiting;
   }
   budget_ = budget_locked(state);
   held_by_others_ = state.leased;
-  granted_ =
-      (budget_ == 0 || held_by_others_ == 0) ? requested : std::min(budget_ - held_by_others_, requested);
+  if (budget_ == 0 || (state.leased == 0 && state.waiting == 0 && !waited_)) {
+    granted_ = requested;
+  } else {
+    // What is left, and no more than an even share among the runs holding or waiting for threads
+    // (a run that waited counts the one it waited for), so callers that keep the budget busy settle
+    // on sharing it instead of taking turns with all of it.
+    const int contenders = std::max(state.runs + state.waiting + 1, waited_ ? 2 : 1);
+    granted_ = std::min({requested, budget_ - state.leased, std::max(1, budget_ / contenders)});
+  }
   state.leased += granted_;
+  ++state.runs;
 }
 
 ThreadLease::~ThreadLease() {
@@ -95,6 +107,7 @@ ThreadLease::~ThreadLease() {
   {
     std::lock_guard lock(state.mutex);
     state.leased -= granted_;
+    --state.runs;
   }
   state.released.notify_all();
 }

@@ -1,11 +1,12 @@
 // Concurrent runs share the cores. Each run leases its intra-op threads from one process-wide
 // budget (default: the cores this process may run on), so N threads calling Session::run do not
-// each start a team of get_num_threads() threads. A run that starts while others hold threads gets
-// what is left of the budget, at most what it asked for; when nothing is left it waits until a
-// run ends. A run alone always gets what it asked for (a count above the cores is the user's
-// explicit choice). So the threads of runs in flight never exceed the budget, except by a lone
-// run's own request. The budget comes from set_thread_budget, else KILN_THREAD_BUDGET, else the
-// cores; 0 turns it off (every run gets what it asks for at once, as before kiln had a budget).
+// each start a team of get_num_threads() threads. A run that starts while others hold or wait for
+// threads gets what is left of the budget, at most an even share of it among those runs and at
+// most what it asked for; when nothing is left it waits until a run ends. A run alone always gets
+// what it asked for (a count above the cores is the user's explicit choice). So the threads of runs in flight
+// never exceed the budget, except by a lone run's own request. The budget comes from set_thread_budget, else
+// KILN_THREAD_BUDGET, else the cores; 0 turns it off (every run gets what it asks for at once, as before kiln
+// had a budget).
 #pragma once
 
 #include <string>

@@ -4,17 +4,21 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "backends/selection.h"
 #include "core/error.h"
 #include "core/version.h"
 #include "graph/flops.h"
 #include "graph/session.h"
+#include "runtime/thread_budget.h"
 #include "runtime/threads.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
@@ -74,6 +78,9 @@ int command_bench(const std::vector<std::string>& args) {
       {"batch", true, "B: size of symbolic input dims (default 1)"},
       {"warmup", true, "W: untimed runs first (default 5)"},
       {"iters", true, "N: timed runs (default 20)"},
+      {"callers", true, "C: threads calling Session::run at the same time, N timed runs each (default 1)"},
+      {"thread-budget", true,
+       "T: threads concurrent runs share (0: no budget; default KILN_THREAD_BUDGET, else the cores)"},
       {"json", false, "print one JSON object instead of text (for scripts)"},
       {"help", false, "show this help"},
   });
@@ -89,6 +96,8 @@ int command_bench(const std::vector<std::string>& args) {
   const int batch = parsed.int_value("batch", 1, 1, 1 << 20);
   const int warmup = parsed.int_value("warmup", 5, 0, 1 << 20);
   const int iters = parsed.int_value("iters", 20, 1, 1 << 20);
+  const int callers = parsed.int_value("callers", 1, 1, 256);
+  if (parsed.has("thread-budget")) set_thread_budget(parsed.int_value("thread-budget", 0, 0, kMaxThreads));
 
   // Load = import + plan (shape inference, folding, kernel selection, weight prepacking, primitive
   // creation); the first run also creates the run context (arena, bound kernels).
@@ -109,17 +118,33 @@ int command_bench(const std::vector<std::string>& args) {
   const double load_ms = import_ms + plan_ms;
   const double peak_rss_after_load_mb = process_memory_mb("VmHWM");
 
-  for (int i = 0; i < warmup; ++i) session.run(inputs);
-  std::vector<double> times_ms;
-  const bool show_progress = !parsed.has("json") && isatty(fileno(stderr));
-  for (int i = 0; i < iters; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    session.run(inputs);
-    times_ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    if (show_progress) print_progress(i + 1, iters);
-  }
+  // Each caller warms up, then all start their timed runs together.
+  std::vector<std::vector<double>> caller_times(static_cast<size_t>(callers));
+  std::atomic<int> warmed_up{0};
+  std::chrono::steady_clock::time_point timed_start;
+  const bool show_progress = !parsed.has("json") && isatty(fileno(stderr)) && callers == 1;
+  const auto call = [&](int caller) {
+    for (int i = 0; i < warmup; ++i) session.run(inputs);
+    if (warmed_up.fetch_add(1) + 1 == callers) timed_start = std::chrono::steady_clock::now();
+    while (warmed_up.load() < callers) std::this_thread::yield();
+    for (int i = 0; i < iters; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      session.run(inputs);
+      caller_times[caller].push_back(elapsed_ms(start));
+      if (show_progress) print_progress(i + 1, iters);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int caller = 1; caller < callers; ++caller) threads.emplace_back(call, caller);
+  call(0);
+  for (std::thread& thread : threads) thread.join();
+  const double wall_ms = elapsed_ms(timed_start);
   if (show_progress) std::fprintf(stderr, "\r%60s\r", "");
+  // Runs per second over the timed phase: with several callers, what they got through together.
+  const double throughput = 1000.0 * batch * callers * iters / wall_ms;
+  std::vector<double> times_ms;
+  for (const std::vector<double>& times : caller_times)
+    times_ms.insert(times_ms.end(), times.begin(), times.end());
   std::sort(times_ms.begin(), times_ms.end());
   const double median = percentile(times_ms, 0.5);
   const int64_t flops = plan_flops(*plan);
@@ -136,12 +161,12 @@ int command_bench(const std::vector<std::string>& args) {
         "\"gflops\": %.2f, \"load_ms\": %.2f, \"import_ms\": %.2f, \"plan_ms\": %.2f, \"first_run_ms\": "
         "%.2f, "
         "\"weights_mb\": %.2f, \"arena_mb\": %.2f, \"peak_rss_after_load_mb\": %.1f, "
-        "\"steady_rss_mb\": %.1f, \"peak_rss_mb\": %.1f}\n",
+        "\"steady_rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"callers\": %d, \"thread_budget\": %d}\n",
         std::string(kiln_version()).c_str(), json_escape(parsed.positional[0]).c_str(), batch,
         get_num_threads(), settings_summary().c_str(), warmup, iters, median, percentile(times_ms, 0.1),
-        percentile(times_ms, 0.9), times_ms.front(), 1000.0 * batch / median, static_cast<long long>(flops),
-        gflops, load_ms, import_ms, plan_ms, first_run_ms, weights_mb, arena_mb, peak_rss_after_load_mb,
-        steady_rss_mb, peak_rss_mb);
+        percentile(times_ms, 0.9), times_ms.front(), throughput, static_cast<long long>(flops), gflops,
+        load_ms, import_ms, plan_ms, first_run_ms, weights_mb, arena_mb, peak_rss_after_load_mb,
+        steady_rss_mb, peak_rss_mb, callers, get_thread_budget());
     return 0;
   }
   std::printf("model: %s\nbatch: %d  threads: %d  plan settings: %s  warmup: %d  iters: %d\n",
@@ -151,7 +176,11 @@ int command_bench(const std::vector<std::string>& args) {
               first_run_ms);
   std::printf("latency ms: median %.3f  p10 %.3f  p90 %.3f  min %.3f\n", median, percentile(times_ms, 0.1),
               percentile(times_ms, 0.9), times_ms.front());
-  std::printf("throughput: %.2f samples/s\n", 1000.0 * batch / median);
+  if (callers > 1) {
+    std::printf("callers: %d, thread budget %s\n", callers,
+                get_thread_budget() == 0 ? "off" : str_cat(get_thread_budget(), " threads").c_str());
+  }
+  std::printf("throughput: %.2f samples/s\n", throughput);
   std::printf("compute: %.3f GFLOP per run, %.1f GFLOP/s at the median\n", static_cast<double>(flops) * 1e-9,
               gflops);
   std::printf(
