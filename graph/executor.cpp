@@ -249,6 +249,8 @@ class ParallelRun : public std::enable_shared_from_this<ParallelRun> {
       changed_.wait(lock);
     }
     if (error_) std::rethrow_exception(error_);
+    KILN_CHECK(remaining_ == 0, runtime, "parallel run stopped with ", remaining_,
+               " steps whose predecessors never finished (a cycle in the step graph)");
   }
 
  private:

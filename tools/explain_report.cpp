@@ -8,6 +8,7 @@
 
 #include "graph/flops.h"
 #include "graph/observer.h"
+#include "runtime/thread_budget.h"
 
 namespace kiln {
 namespace {
@@ -65,16 +66,23 @@ std::string shapes_text(const std::vector<Shape>& shapes, const std::vector<Layo
   return text;
 }
 
-// Parallel execution mode: the thread capacity and each fork-join group's decision, with what was
-// measured; "" for a sequential plan.
-std::string parallel_text(const Plan& plan) {
-  if (!plan.parallel()) return "";
+// The plan's threads and what the thread budget does to them; in parallel execution mode, the
+// thread capacity and each fork-join group's decision, with what was measured.
+std::string threads_text(const Plan& plan) {
+  const int budget = get_thread_budget();
+  std::string text = format("threads: %d per run", plan.threads());
+  text += budget == 0 ? std::string(" (thread budget off)\n")
+                      : format(
+                            " (concurrent runs share a budget of %d threads, from %s: a run started while "
+                            "others hold threads gets fewer and runs the plan for what it got)\n",
+                            budget, thread_budget_source().c_str());
+  if (!plan.parallel()) return text;
   int overlapping = 0;
   for (const ParallelGroup& group : plan.parallel_groups()) overlapping += group.parallel ? 1 : 0;
-  std::string text = format(
-      "execution: parallel, up to %d threads at once (plan threads %d); %zu fork-join "
-      "groups, %d with overlapping branches\n",
-      plan.thread_capacity(), plan.threads(), plan.parallel_groups().size(), overlapping);
+  text += format(
+      "execution: parallel, up to %d threads at once; %zu fork-join groups, %d with overlapping "
+      "branches\n",
+      plan.thread_capacity(), plan.parallel_groups().size(), overlapping);
   if (!plan.parallel_summary().empty()) text += format("  %s\n", plan.parallel_summary().c_str());
   for (size_t g = 0; g < plan.parallel_groups().size(); ++g) {
     const ParallelGroup& group = plan.parallel_groups()[g];
@@ -95,7 +103,7 @@ std::string explain_text(const Plan& plan, const std::string& title, const std::
   text += format("%zu steps; %d nodes fused, %d folded, %d removed; %d reorders; %.3f GFLOP per run\n\n",
                  plan.steps().size(), plan.fused_nodes(), plan.folded_nodes(), plan.removed_nodes(),
                  plan.reorder_steps(), static_cast<double>(plan_flops(plan)) * 1e-9);
-  text = str_cat(text.substr(0, text.size() - 1), parallel_text(plan), "\n");
+  text = str_cat(text.substr(0, text.size() - 1), threads_text(plan), "\n");
   for (size_t s = 0; s < plan.steps().size(); ++s) {
     const StepRecord& r = plan.steps()[s].record;
     text += format("%3zu %-10s %-32s %s\n", s, r.op_type.c_str(), r.node_name.c_str(), r.kernel.c_str());

@@ -13,6 +13,7 @@
 #include "op_test_util.h"
 #include "runtime/thread_budget.h"
 #include "runtime/threads.h"
+#include "settings_test_util.h"
 
 namespace kiln {
 namespace {
@@ -274,6 +275,28 @@ TEST(Session, ConcurrentCallersStayWithinTheThreadBudget) {
   EXPECT_LE(observer.max_leased, 2);
   ASSERT_EQ(observer.counts.size(), 3u * 20 * 2);
   for (int count : observer.counts) EXPECT_TRUE(count == 1 || count == 2) << count;
+}
+
+TEST(Session, VerboseSaysWhenTheBudgetGaveARunFewerThreads) {
+  const int saved_budget = get_thread_budget();
+  set_thread_budget(2);
+  Session session(relu_model());
+  TeamObserver observer;
+  session.add_observer(&observer);
+  testing::VerboseLines lines;
+  {
+    const ThreadLease other_run(1);  // another run holding one of the two threads
+    const ScopedSettings verbose(
+        Settings().set("verbose", 1).set("threads", 2).set_verbose_sink(lines.sink()));
+    session.run({{"x", Tensor::zeros(DType::f32, {1, 4})}});
+  }
+  set_thread_budget(saved_budget);
+  const std::vector<std::string> runs = lines.starting("kiln_verbose,run,");
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0], "kiln_verbose,run,threads:1,asked:2,budget:2,held by other runs:1,waited:0");
+  // Its steps ran on the one thread it got.
+  ASSERT_FALSE(observer.counts.empty());
+  for (int count : observer.counts) EXPECT_EQ(count, 1);
 }
 
 }  // namespace
