@@ -2,6 +2,7 @@
 // seeded random inputs, symbolic dims = --batch, warm-up runs untimed, median/p10/p90 latency.
 // The JSON carries "machine", the cpu lines of `kiln info`, as bench/machine.py reads them.
 //   node bench/ort_bench.js MODEL [--threads N] [--batch B] [--warmup W] [--iters N] [--kiln build/kiln]
+//                           [--execution-mode sequential|parallel] [--interop N]
 'use strict';
 const { execFileSync } = require('child_process');
 const path = require('path');
@@ -10,7 +11,8 @@ const ort = require('onnxruntime-node');
 const MACHINE_LINE = /^(cpu:|cpu capability:|isa in effect:)/;
 
 function parseArgs(argv) {
-  const options = { threads: 1, batch: 1, warmup: 5, iters: 20, kiln: path.join(__dirname, '..', 'build', 'kiln') };
+  const options = { threads: 1, batch: 1, warmup: 5, iters: 20, kiln: path.join(__dirname, '..', 'build', 'kiln'),
+    'execution-mode': 'sequential', interop: 1 };
   const positional = [];
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
@@ -57,9 +59,9 @@ async function main() {
   const machine = machineLines(args.kiln);
   const session = await ort.InferenceSession.create(args.model, {
     intraOpNumThreads: args.threads,
-    interOpNumThreads: 1,
+    interOpNumThreads: args.interop,
     graphOptimizationLevel: 'all',
-    executionMode: 'sequential',
+    executionMode: args['execution-mode'],
   });
   const feeds = {};
   session.inputMetadata.forEach((meta, index) => { feeds[meta.name] = randomTensor(meta, args.batch, index + 1); });
@@ -73,7 +75,7 @@ async function main() {
   times.sort((a, b) => a - b);
   const pick = (q) => times[Math.min(times.length - 1, Math.round(q * (times.length - 1)))];
   console.log(JSON.stringify({ runtime: 'onnxruntime', version: ort.env.versions.common, model: args.model,
-    threads: args.threads, batch: args.batch, median_ms: pick(0.5), p10_ms: pick(0.1), p90_ms: pick(0.9), machine }));
+    threads: args.threads, execution_mode: args['execution-mode'], interop: args.interop, batch: args.batch, median_ms: pick(0.5), p10_ms: pick(0.1), p90_ms: pick(0.9), machine }));
 }
 
 main().catch((error) => { console.error(`ort_bench: error: ${error.message}`); process.exit(1); });
