@@ -201,7 +201,8 @@ void run_sequentially(const RunScope& run) {
 }
 
 // A run in parallel execution mode. The calling thread starts every step whose predecessors are
-// done while the running steps' threads fit in the capacity (a step alone always starts), hands
+// done while the running steps' threads fit in the capacity (a step alone always starts; one that
+// planning did not let overlap counts as the whole capacity), hands
 // all but one to the inter-op pool and runs that one itself. Each step is claimed once, by a pool
 // thread or by the caller, who claims its own steps back instead of waiting for a busy pool: a
 // run never waits for a task that has not started. Tasks hold this state by shared pointer, so one
@@ -266,6 +267,13 @@ class ParallelRun : public std::enable_shared_from_this<ParallelRun> {
     int step_;
   };
 
+  // The threads a running step counts for: its own if it may overlap others, else all of them (it
+  // runs alone, as planning decided).
+  int weight(int s) const {
+    const PlanStep& step = run_.plan.steps()[s];
+    return step.overlaps ? step.threads : capacity_;
+  }
+
   // Ready steps that fit, in plan order, marked running; views made once at context creation
   // complete at once.
   std::vector<int> launch_ready_locked() {
@@ -281,7 +289,7 @@ class ParallelRun : public std::enable_shared_from_this<ParallelRun> {
           progressed = true;
           continue;
         }
-        const int threads = run_.plan.steps()[s].threads;
+        const int threads = weight(s);
         if (in_use_ == 0 || in_use_ + threads <= capacity_) {
           in_use_ += threads;
           ++running_;
@@ -326,7 +334,7 @@ class ParallelRun : public std::enable_shared_from_this<ParallelRun> {
   void complete(int s, std::exception_ptr error, bool ran) {
     {
       std::lock_guard lock(mutex_);
-      in_use_ -= run_.plan.steps()[s].threads;
+      in_use_ -= weight(s);
       --running_;
       if (error && !error_) {
         error_ = error;

@@ -49,6 +49,7 @@ struct PlanStep {
   int in_place_input = -1;  // input whose storage output 0 takes over (see Kernel::in_place_input)
   int backend_index = -1;   // the record's backend as a registry row position (verbose levels)
   int threads = 1;          // intra-op threads it runs with (the plan's, or fewer in a parallel group)
+  bool overlaps = false;    // parallel mode: may run beside other steps (else it runs alone)
   StepRecord record;
 };
 

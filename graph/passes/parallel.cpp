@@ -118,7 +118,8 @@ StepTiming measure_step(const PlanState& full, const PlanStep& step, const PlanS
 
 // The time a parallel run takes for `group` alone: steps start in plan order as their
 // predecessors in the group finish, while their threads fit in `capacity` (a step alone always
-// starts): the executor's rule (graph/executor.cpp).
+// starts; one that may not overlap counts as the whole capacity): the executor's rule
+// (graph/executor.cpp).
 double simulate(const StepGraph& graph, const std::vector<int>& group, const std::vector<double>& ms,
                 const std::vector<int>& threads, int capacity) {
   std::vector<int> pending(graph.size(), 0);
@@ -197,14 +198,14 @@ void plan_parallel_groups(PlanState& full, PlanState& reduced) {
     // A group inside one already running in parallel has nothing left to decide.
     if (std::any_of(steps.begin(), steps.end(), [&](int s) { return reduced_step[s]; })) continue;
     std::vector<double> ms(full.steps.size(), 0);
-    std::vector<int> step_threads(full.steps.size(), threads);
+    std::vector<int> step_threads(full.steps.size(), capacity);
     ParallelGroup group{.steps = steps, .reduced_threads = reduced_threads};
     for (int s : steps) {
       if (!timings[s])
         timings[s] = measure_step(full, full.steps[s], reduced.steps[s], reduced_threads, random);
       group.sequential_ms += timings[s]->full_ms;
       ms[s] = timings[s]->same_bits ? timings[s]->reduced_ms : timings[s]->full_ms;
-      step_threads[s] = timings[s]->same_bits ? reduced_threads : threads;
+      step_threads[s] = timings[s]->same_bits ? reduced_threads : capacity;  // a kept step runs alone
     }
     group.parallel_ms = simulate(graph, steps, ms, step_threads, capacity);
     group.parallel = group.parallel_ms < kRequiredGain * group.sequential_ms;
@@ -225,6 +226,7 @@ void plan_parallel_groups(PlanState& full, PlanState& reduced) {
         step.record.creation_ms += lender.record.creation_ms;
       }
       step.threads = step.record.threads = reduced_threads;
+      step.overlaps = true;
     }
     full.parallel_groups.push_back(std::move(group));
   }
