@@ -82,6 +82,7 @@ ParallelInfo parallel_info() {
   info.thread_budget = get_thread_budget();
   info.thread_budget_source = thread_budget_source();
   info.leased_threads = leased_threads();
+  info.budget_shared = thread_budget_shared();
   info.cores = available_cores();
   info.core_ids = affinity_ranges();
   const std::string runtime = loaded_openmp_runtime();
@@ -107,10 +108,11 @@ std::string parallel_info_text(const ParallelInfo& info) {
   text += str_cat("intra-op threads: ", info.intra_op_threads, " (from ", info.intra_op_source, ")\n");
   text += str_cat("inter-op threads: ", info.interop_threads, " (from ", info.interop_source, "; ",
                   info.interop_started ? "pool started" : "pool not started yet", ")\n");
-  text += str_cat("thread budget: ",
-                  info.thread_budget == 0 ? std::string("off") : str_cat(info.thread_budget, " threads"),
-                  " (from ", info.thread_budget_source, "), ", info.leased_threads,
-                  " leased by runs in flight\n");
+  text +=
+      str_cat("thread budget: ",
+              info.thread_budget == 0 ? std::string("off") : str_cat(info.thread_budget, " threads"),
+              " (from ", info.thread_budget_source, "), ", info.leased_threads, " leased by runs in flight",
+              info.budget_shared ? ", shared among concurrent callers now" : "", "\n");
   text += str_cat("cores: ", info.cores, " (affinity: cpus ", info.core_ids, ")\n");
   text += str_cat("OpenMP: ", info.openmp, "\n");
   text += str_cat("OpenMP wait policy: ", info.wait_policy, "\n");

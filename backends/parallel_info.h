@@ -17,6 +17,7 @@ struct ParallelInfo {
   int thread_budget = 0;  // 0: off
   std::string thread_budget_source;
   int leased_threads = 0;  // held by runs in flight now
+  bool budget_shared = false;  // runs share it now (see runtime/thread_budget.h)
   int cores = 1;           // by this process's affinity mask
   std::string core_ids;    // "0-1"
   std::string openmp;      // the runtime loaded and the OpenMP version kiln was built for

@@ -1,6 +1,7 @@
 #include "runtime/thread_budget.h"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -17,7 +18,16 @@ struct Budget {
   int leased = 0;
   int runs = 0;     // runs holding a lease
   int waiting = 0;  // runs waiting for one
+  // Runs share the budget until this time: contention seen recently is expected again (callers in
+  // a loop finish together, and the next to start would otherwise take every thread).
+  std::chrono::steady_clock::time_point shared_until;
+  std::chrono::steady_clock::duration last_run{};  // how long the last lease was held
 };
+
+// How long sharing lasts after contention was last seen: a couple of runs.
+std::chrono::steady_clock::duration sharing_window(const Budget& state) {
+  return std::max<std::chrono::steady_clock::duration>(std::chrono::milliseconds(10), 2 * state.last_run);
+}
 
 Budget& budget_state() {
   static Budget state;
@@ -74,6 +84,12 @@ int leased_threads() {
   return state.leased;
 }
 
+bool thread_budget_shared() {
+  Budget& state = budget_state();
+  std::lock_guard lock(state.mutex);
+  return state.leased > 0 || state.waiting > 0 || std::chrono::steady_clock::now() < state.shared_until;
+}
+
 ThreadLease::ThreadLease(int requested) : requested_(requested) {
   Budget& state = budget_state();
   std::unique_lock lock(state.mutex);
@@ -89,13 +105,16 @@ ThreadLease::ThreadLease(int requested) : requested_(requested) {
   }
   budget_ = budget_locked(state);
   held_by_others_ = state.leased;
-  if (budget_ == 0 || (state.leased == 0 && state.waiting == 0 && !waited_)) {
+  start_ = std::chrono::steady_clock::now();
+  const bool contended = state.leased > 0 || state.waiting > 0 || waited_;
+  if (contended) state.shared_until = start_ + sharing_window(state);
+  if (budget_ == 0 || (!contended && start_ >= state.shared_until)) {
     granted_ = requested;
   } else {
     // What is left, and no more than an even share among the runs holding or waiting for threads
-    // (a run that waited counts the one it waited for), so callers that keep the budget busy settle
-    // on sharing it instead of taking turns with all of it.
-    const int contenders = std::max(state.runs + state.waiting + 1, waited_ ? 2 : 1);
+    // (at least two while sharing), so callers that keep the budget busy settle on sharing it
+    // instead of taking turns with all of it.
+    const int contenders = std::max(state.runs + state.waiting + 1, 2);
     granted_ = std::min({requested, budget_ - state.leased, std::max(1, budget_ / contenders)});
   }
   state.leased += granted_;
@@ -108,6 +127,7 @@ ThreadLease::~ThreadLease() {
     std::lock_guard lock(state.mutex);
     state.leased -= granted_;
     --state.runs;
+    state.last_run = std::chrono::steady_clock::now() - start_;
   }
   state.released.notify_all();
 }

@@ -173,6 +173,21 @@ TEST_F(BudgetTest, ARunGetsWhatIsLeftAndWaitsWhenNothingIs) {
   EXPECT_EQ(leased_threads(), 1);
 }
 
+TEST_F(BudgetTest, CallersThatMetRecentlyKeepSharing) {
+  set_thread_budget(2);
+  { ThreadLease alone(2); }
+  {
+    ThreadLease first(1);
+    ThreadLease second(2);  // contention: one thread is left
+    EXPECT_EQ(second.threads(), 1);
+  }
+  // Both finished at once; the next run would take every thread and make the other caller wait.
+  // Contention was just seen, so it gets an even share instead.
+  EXPECT_TRUE(thread_budget_shared());
+  ThreadLease next(2);
+  EXPECT_EQ(next.threads(), 1);
+}
+
 TEST_F(BudgetTest, ZeroTurnsTheBudgetOff) {
   set_thread_budget(0);
   ThreadLease first(2);
