@@ -8,7 +8,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <type_traits>
 
 #include "backends/backends.h"
@@ -285,17 +287,45 @@ py::dict run_session(Session& session, const py::dict& inputs) {
 }
 
 // Python references a task holds; released under the GIL on whichever thread drops them.
+// Runs started from Python and not finished: the interpreter must not finish before they drop
+// their references (kiln/__init__.py waits for them at exit).
+struct AsyncRuns {
+  std::mutex mutex;
+  std::condition_variable finished;
+  int in_flight = 0;
+};
+AsyncRuns& async_runs() {
+  static AsyncRuns* const runs = new AsyncRuns;  // outlives every static destructor
+  return *runs;
+}
+
 class PythonReferences {
  public:
-  explicit PythonReferences(std::vector<py::object> objects) : objects_(std::move(objects)) {}
+  explicit PythonReferences(std::vector<py::object> objects) : objects_(std::move(objects)) {
+    std::lock_guard lock(async_runs().mutex);
+    ++async_runs().in_flight;
+  }
   ~PythonReferences() {
-    py::gil_scoped_acquire gil;
-    objects_.clear();
+    {
+      py::gil_scoped_acquire gil;
+      objects_.clear();
+    }
+    {
+      std::lock_guard lock(async_runs().mutex);
+      --async_runs().in_flight;
+    }
+    async_runs().finished.notify_all();
   }
 
  private:
   std::vector<py::object> objects_;
 };
+
+void wait_for_async_runs() {
+  py::gil_scoped_release release;  // the runs need the GIL to drop their references
+  std::unique_lock lock(async_runs().mutex);
+  async_runs().finished.wait(lock, [] { return async_runs().in_flight == 0; });
+}
 
 // A run in flight, as Python sees it: its outputs become arrays when it is waited for.
 struct PythonRunFuture {
@@ -364,6 +394,7 @@ PYBIND11_MODULE(_kiln, m) {
   m.def("get_num_threads", &get_num_threads);
   m.def("num_threads_source", &num_threads_source);
   m.def("parallel_info", [] { return parallel_info_text(parallel_info()); });
+  m.def("wait_for_async_runs", &wait_for_async_runs);
   m.def("set_num_interop_threads", &set_num_interop_threads, py::arg("threads"));
   m.def("get_num_interop_threads", &get_num_interop_threads);
   m.def("num_interop_threads_source", &num_interop_threads_source);

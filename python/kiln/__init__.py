@@ -11,6 +11,7 @@ are arrays over the storage kiln computed them into, cloned first only when that
 (a constant, an input, reused run buffers). kiln errors raise ValueError (bad input or model),
 TypeError (wrong dtype), NotImplementedError (unsupported op or dtype) or RuntimeError.
 """
+import atexit as _atexit
 import os as _os
 
 from kiln import _kiln
@@ -29,6 +30,10 @@ from kiln._kiln import (
 )
 
 __version__ = _kiln.version()
+# Runs started with run_async drop their references to arrays and sessions under the GIL when they
+# finish: the interpreter waits for them before it shuts down.
+_atexit.register(_kiln.wait_for_async_runs)
+
 __all__ = [
     "Session",
     "Future",

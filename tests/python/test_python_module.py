@@ -350,3 +350,19 @@ def test_parallel_info_names_counts_sources_and_environment(kiln):
             kiln.set_thread_budget(-1)
     finally:
         kiln.set_thread_budget(saved)
+
+
+def test_exiting_with_runs_in_flight_is_clean():
+    # Nobody waits for these futures: the interpreter must let the runs drop their arrays first.
+    env = dict(os.environ, PYTHONPATH=os.environ.get("KILN_PYTHONPATH", str(REPO / "build" / "python")))
+    script = """
+import kiln, numpy as np
+s = kiln.Session(%r)
+i = s.inputs[0]
+x = np.ones([d if isinstance(d, int) else 1 for d in i["shape"]], np.float32)
+futures = [s.run_async({i["name"]: x.copy()}) for _ in range(8)]
+print("started")
+""" % str(DEMO)
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "started" and result.stderr == ""
