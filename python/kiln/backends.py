@@ -1,9 +1,9 @@
 """kiln.backends: what each backend is and how kiln uses it, in the shape of torch.backends.
 
 Every setting is a row of kiln's one settings table (`table()` lists them: name, type, default,
-range, whether it changes the plan, environment variable, help). Each is global (an attribute or
-set_settings) or scoped to a `with` block on the calling thread (settings()); scopes nest and
-restore exactly, also when an exception leaves them. Sessions take the same names:
+range or choices, whether it changes the plan, environment variable, help). Each is global (an
+attribute or set_settings) or scoped to a `with` block on the calling thread (settings()); scopes
+nest and restore exactly, also when an exception leaves them. Sessions take the same names:
 kiln.Session(path, deterministic=True).
 
     kiln.backends.onednn.enabled = False              # global
@@ -29,8 +29,9 @@ _ATTRIBUTE_ROWS = {row["name"] for row in _GLOBAL_ROWS if row["name"] not in ("v
 
 
 def table():
-    """Every setting: [{"name", "type", "default", "min", "max", "changes_plan", "backend", "row",
-    "env", "help", "cli"}], backends expanded ("onednn_enabled", "blas_enabled", ...)."""
+    """Every setting: [{"name", "type", "default", "min", "max", "choices", "changes_plan", "backend",
+    "row", "env", "help", "cli"}], backends expanded ("onednn_enabled", "blas_enabled", ...). "type" is
+    "bool", "int", "choice" or "sink"; a choice row lists its value names in "choices"."""
     return [dict(row) for row in _ROWS]
 
 
