@@ -8,8 +8,8 @@ kiln's thread budget.
 
 Part 1, per model and thread count, runs in separate processes, interleaved, the order rotated per
 round: `kiln bench --execution-mode sequential|parallel` and bench/ort_bench.js with
-`--execution-mode sequential` (inter-op 1) and `parallel` (inter-op = the thread count, as ONNX
-Runtime's parallel executor needs). Each cell is the median over rounds of each process's median
+`--execution-mode sequential` (inter-op 1) and `parallel` (inter-op threads = the cores, as many as
+kiln's parallel mode may use beside the intra-op ones). Each cell is the median over rounds of each process's median
 latency. Part 2 runs `kiln bench --callers C` with `--thread-budget 0` (no budget: every caller's run
 takes its threads) and with the default budget (the cores), and reports runs per second over all
 callers and the median latency. Prints a markdown table after the machine lines of `kiln info`.
@@ -18,6 +18,7 @@ Runtime columns read n/a.
 """
 import argparse
 import json
+import os
 import pathlib
 import statistics
 import subprocess
@@ -95,7 +96,7 @@ def main():
         return result and result["median_ms"]
 
     def ort(path, threads, mode):
-        interop = threads if mode == "parallel" else 1
+        interop = len(os.sched_getaffinity(0)) if mode == "parallel" else 1
         result = run_json(["node", "bench/ort_bench.js", path, "--threads", str(threads), "--execution-mode", mode,
                            "--interop", str(interop), "--warmup", warmup, "--iters", iters, "--kiln", args.kiln])
         return result and result["median_ms"]
@@ -130,6 +131,8 @@ def main():
     print("\n".join(machine_lines(args.kiln)))
     print()
     print(f"Batch 1, median latency in ms (median over {args.rounds} rounds of each process's median of {iters} runs).")
+    print()
+    print(f"ONNX Runtime parallel: inter-op threads {len(os.sched_getaffinity(0))} (the cores).")
     print()
     print("| model | threads | kiln sequential | kiln parallel | parallel/sequential | ORT sequential | ORT parallel"
           " | kiln parallel/ORT best |")

@@ -75,6 +75,7 @@ class Session {
   void remove_observer(Observer* observer);
 
  private:
+  // run() under `settings`, the snapshot its caller took (run_async takes it on the calling thread).
   TensorMap run_with(const TensorMap& inputs, Settings settings);
   // Checks `inputs` against the declared ones; bound[i] points at graph input i's tensor.
   void bind_inputs(const TensorMap& inputs, std::span<const Tensor*> bound) const;
