@@ -43,15 +43,7 @@ std::vector<T> values_of(const Tensor& tensor) {
   return {span.begin(), span.end()};
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected a kiln::Error";
-  return "";
-}
+using testing::error_of;
 
 // Multi-index of flat index `i` in `shape`.
 std::vector<int64_t> unravel(int64_t i, const Shape& shape) {

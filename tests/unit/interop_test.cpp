@@ -8,7 +8,6 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -17,29 +16,16 @@
 #include <vector>
 
 #include "core/error.h"
+#include "fake_environment.h"
+#include "op_test_util.h"
 #include "runtime/thread_budget.h"
 
 namespace kiln {
 namespace {
 
-std::map<std::string, std::string>& fake_environment() {
-  static std::map<std::string, std::string> variables;
-  return variables;
-}
-
-const char* fake_lookup(const char* name) {
-  auto it = fake_environment().find(name);
-  return it == fake_environment().end() ? nullptr : it->second.c_str();
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "no error";
-}
+using testing::error_of;
+using testing::fake_environment;
+using testing::fake_lookup;
 
 TEST(InteropThreads, CountComesFromTheEnvironmentElseTheCores) {
   fake_environment().clear();

@@ -1,9 +1,13 @@
 // Runs one op the way a plan would (shape inference, kernel selection, run) for unit tests.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/tensor.h"
 #include "ops/attributes.h"
 
@@ -22,6 +26,17 @@ struct OpRun {
 
 // Infers output shapes, creates the native reference kernel, allocates outputs and runs it.
 std::vector<Tensor> run_op(const OpRun& run);
+
+// The message of the kiln::Error `fn` throws (fails the test when it throws nothing).
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  ADD_FAILURE() << "expected a kiln::Error";
+  return "";
+}
 
 // Attribute builders for tests.
 Attribute int_attr(int64_t value);

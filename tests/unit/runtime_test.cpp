@@ -2,28 +2,20 @@
 #include <stdlib.h>
 
 #include <atomic>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "backends/settings.h"
 #include "core/error.h"
+#include "fake_environment.h"
 #include "runtime/parallel.h"
 #include "runtime/threads.h"
 
 namespace kiln {
 namespace {
 
-// A fake environment for thread_count_from_environment.
-std::map<std::string, std::string>& fake_environment() {
-  static std::map<std::string, std::string> variables;
-  return variables;
-}
-
-const char* fake_lookup(const char* name) {
-  auto it = fake_environment().find(name);
-  return it == fake_environment().end() ? nullptr : it->second.c_str();
-}
+using testing::fake_environment;
+using testing::fake_lookup;
 
 TEST(ThreadSettings, PrecedenceIsSettingThenKilnThenMklThenOmpThenCores) {
   fake_environment().clear();

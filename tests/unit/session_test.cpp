@@ -45,14 +45,7 @@ Model relu_model() {
   return model;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "no error";
-}
+using testing::error_of;
 
 TEST(Session, RunsNodesInTopologicalOrderAndRemovesIdentity) {
   Session session(relu_model());

@@ -38,16 +38,7 @@ std::vector<T> values_of(const Tensor& tensor) {
   return {span.begin(), span.end()};
 }
 
-// The message of the kiln::Error `fn` throws (fails the test when it throws nothing).
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected a kiln::Error";
-  return "";
-}
+using testing::error_of;
 
 OpRun unary(std::string op, Tensor input, int64_t opset = 17) {
   OpRun run;
