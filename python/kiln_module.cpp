@@ -286,7 +286,6 @@ py::dict run_session(Session& session, const py::dict& inputs) {
   return result;
 }
 
-// Python references a task holds; released under the GIL on whichever thread drops them.
 // Runs started from Python and not finished: the interpreter must not finish before they drop
 // their references (kiln/__init__.py waits for them at exit).
 struct AsyncRuns {
@@ -299,6 +298,8 @@ AsyncRuns& async_runs() {
   return *runs;
 }
 
+// Python references a task holds (one run in AsyncRuns); released under the GIL on whichever
+// thread drops them.
 class PythonReferences {
  public:
   explicit PythonReferences(std::vector<py::object> objects) : objects_(std::move(objects)) {
