@@ -82,7 +82,7 @@ MemoryPlan plan_memory(const Plan& plan) {
                         producer[s] >= 0 && !excluded[s];
     if (!placed) continue;
     block_of_root[s] = static_cast<int>(blocks.size());
-    blocks.push_back({static_cast<int>(s), aligned(stored_bytes[s]), producer[s], last_use[s]});
+    blocks.push_back({static_cast<int>(s), aligned(stored_bytes[s]), producer[s], last_use[s], 0, {}});
   }
   if (plan.parallel()) {
     for (size_t s = 0; s < steps.size(); ++s) {
