@@ -17,18 +17,14 @@ Needs onnxruntime-node in bench/node_modules (see docs/performance.md); without 
 Runtime columns read n/a.
 """
 import argparse
-import json
 import os
 import pathlib
 import statistics
-import subprocess
-import sys
 
 from machine import machine_lines
+from run_all import export_models, log, run_json
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-PYTHON = "/usr/bin/python3"
-TIMEOUT_S = 1800
 
 
 def parse_args():
@@ -43,29 +39,13 @@ def parse_args():
     return parser.parse_args()
 
 
-def log(message):
-    print(message, file=sys.stderr, flush=True)
-
-
-def export(names):
-    script = REPO / "tests" / "python" / "export_models.py"
-    output = subprocess.run([PYTHON, str(script), *names, "--opset", "13"], check=True, text=True,
-                            stdout=subprocess.PIPE).stdout
-    # One line per model, in order: "PATH (SIZE MB, SECONDS s)".
-    return dict(zip(names, [line.rsplit(" (", 1)[0] for line in output.splitlines() if line.strip()]))
-
-
-def run_json(command):
-    """The last line of the command's output as JSON, or None (logged) if it failed."""
-    try:
-        done = subprocess.run(command, cwd=REPO, text=True, capture_output=True, timeout=TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        log(f"  failed: {' '.join(command)}: {error}")
+def run_result(command):
+    """The JSON object `command` prints last, or None (logged) when it failed."""
+    result = run_json(command)
+    if "error" in result:
+        log(f"  failed: {' '.join(command)}: {result['error']}")
         return None
-    if done.returncode != 0:
-        log(f"  failed: {' '.join(command)}: {done.stderr.strip()[-300:]}")
-        return None
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def median_or_none(values):
@@ -86,19 +66,19 @@ def main():
     models = args.models.split(",")
     caller_models = args.caller_models.split(",")
     thread_counts = [int(t) for t in args.threads.split(",")]
-    paths = export(sorted(set(models + caller_models)))
+    paths = export_models(sorted(set(models + caller_models)))
     warmup = "5"
     iters = str(args.iters)
 
     def kiln(path, threads, mode):
-        result = run_json([args.kiln, "bench", path, "--threads", str(threads), "--execution-mode", mode,
-                           "--warmup", warmup, "--iters", iters, "--json"])
+        result = run_result([args.kiln, "bench", path, "--threads", str(threads), "--execution-mode", mode,
+                             "--warmup", warmup, "--iters", iters, "--json"])
         return result and result["median_ms"]
 
     def ort(path, threads, mode):
         interop = len(os.sched_getaffinity(0)) if mode == "parallel" else 1
-        result = run_json(["node", "bench/ort_bench.js", path, "--threads", str(threads), "--execution-mode", mode,
-                           "--interop", str(interop), "--warmup", warmup, "--iters", iters, "--kiln", args.kiln])
+        result = run_result(["node", "bench/ort_bench.js", path, "--threads", str(threads), "--execution-mode",
+                             mode, "--interop", str(interop), "--warmup", warmup, "--iters", iters, "--kiln", args.kiln])
         return result and result["median_ms"]
 
     runners = {"kiln sequential": lambda p, t: kiln(p, t, "sequential"),
@@ -124,7 +104,7 @@ def main():
                            "--warmup", "10", "--iters", str(max(args.iters, 50)), "--json"]
                 if budget is not None:
                     command += ["--thread-budget", budget]
-                result = run_json(command)
+                result = run_result(command)
                 key = (name, "off" if budget == "0" else "default")
                 callers.setdefault(key, []).append(result)
 
