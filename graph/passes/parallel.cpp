@@ -212,7 +212,8 @@ void plan_parallel_groups(PlanState& full, PlanState& reduced) {
     const int index = static_cast<int>(full.parallel_groups.size());
     for (int s : steps) {
       PlanStep& step = full.steps[s];
-      if (step.record.parallel_group < 0) step.record.parallel_group = index;
+      // The outermost group names a step, unless an inner one lets it overlap.
+      if (step.record.parallel_group < 0 || group.parallel) step.record.parallel_group = index;
       if (!group.parallel) continue;
       if (!timings[s]->same_bits) {
         step.record.parallel_note = timings[s]->note;
