@@ -30,6 +30,8 @@ constexpr Command kCommands[] = {
     {"explain", command_explain,
      "print the plan: kiln explain MODEL [--batch B] [--threads N] [--profile N]"},
     {"conformance", command_conformance, "run ONNX's operator test suite: kiln conformance [DIR]"},
+    {"launch", command_launch,
+     "start pinned instances of a command: kiln launch [--throughput|--latency] [--instances N] -- COMMAND"},
 };
 
 void print_usage(std::FILE* stream) {

@@ -13,5 +13,6 @@ int command_run(const std::vector<std::string>& args);
 int command_conformance(const std::vector<std::string>& args);
 int command_bench(const std::vector<std::string>& args);
 int command_explain(const std::vector<std::string>& args);
+int command_launch(const std::vector<std::string>& args);
 
 }  // namespace kiln
