@@ -73,9 +73,12 @@ int run_cli(const std::vector<std::string>& arguments) {
       return kExitFailure;
     }
   }
-  std::fprintf(stderr,
-               "kiln: error: unknown command '%s' (expected info, run, bench, explain or conformance)\n",
-               name.c_str());
+  // Derived from the table, so a new command is never missing from the message.
+  std::string known;
+  for (size_t i = 0; i < std::size(kCommands); ++i) {
+    known += str_cat(i == 0 ? "" : i + 1 == std::size(kCommands) ? " or " : ", ", kCommands[i].name);
+  }
+  std::fprintf(stderr, "kiln: error: unknown command '%s' (expected %s)\n", name.c_str(), known.c_str());
   return kExitUsage;
 }
 
