@@ -91,7 +91,10 @@ struct Instance {
   const std::string threads = std::to_string(instance.cpus.size());
   for (const char* name : {"OMP_NUM_THREADS", "KILN_NUM_THREADS"}) setenv(name, threads.c_str(), 1);
   setenv("KILN_LAUNCH_INSTANCE", std::to_string(index).c_str(), 1);
-  if (!wait_policy.empty()) setenv("OMP_WAIT_POLICY", wait_policy.c_str(), 1);
+  if (!wait_policy.empty()) {
+    setenv("OMP_WAIT_POLICY", wait_policy.c_str(), 1);
+    unsetenv("GOMP_SPINCOUNT");  // libgomp lets it override OMP_WAIT_POLICY; the option is the later word
+  }
   if (!preload.empty()) {
     const char* existing = std::getenv("LD_PRELOAD");
     const std::string value = existing != nullptr && *existing != '\0' ? preload + ":" + existing : preload;
@@ -141,7 +144,9 @@ int command_launch(const std::vector<std::string>& args) {
       {"cores-per-instance", true, "C: cores each instance is pinned to (default: the cores / N)"},
       {"throughput", false, "one single-core instance per core"},
       {"latency", false, "one instance on every core (the default)"},
-      {"wait-policy", true, "passive|active: OMP_WAIT_POLICY for the instances (default: libgomp's own)"},
+      {"wait-policy", true,
+       "passive|active: OMP_WAIT_POLICY for the instances, GOMP_SPINCOUNT unset (default: the environment's, "
+       "else libgomp's own)"},
       {"jemalloc", false, "preload jemalloc (Debian's libjemalloc2) into the instances"},
       {"help", false, "show this help"},
   };

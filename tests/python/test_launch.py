@@ -40,11 +40,12 @@ def test_instances_are_pinned_to_their_own_cores(kiln_bin):
 
 def test_environment_reaches_every_instance(kiln_bin):
     script = 'echo "$OMP_NUM_THREADS $KILN_NUM_THREADS $KILN_LAUNCH_INSTANCE $OMP_WAIT_POLICY $KILN_TEST_MARK"'
-    result = launch(kiln_bin, "--throughput", "--wait-policy", "passive", "--", "sh", "-c", script,
-                    env={"KILN_TEST_MARK": "kept"})
+    # GOMP_SPINCOUNT would override --wait-policy in libgomp: the option takes it out.
+    result = launch(kiln_bin, "--throughput", "--wait-policy", "passive", "--", "sh", "-c",
+                    script + '; echo "[$GOMP_SPINCOUNT]"', env={"KILN_TEST_MARK": "kept", "GOMP_SPINCOUNT": "1234"})
     assert result.returncode == 0, result.stderr
     for index in range(len(CORES)):
-        assert instance_lines(result.stdout, index) == [f"1 1 {index} passive kept"]
+        assert instance_lines(result.stdout, index) == [f"1 1 {index} passive kept", "[]"]
     # One instance on every core: the thread counts are the cores it has.
     result = launch(kiln_bin, "--latency", "--", "sh", "-c", script)
     assert instance_lines(result.stdout, 0) == [f"{len(CORES)} {len(CORES)} 0  "]
