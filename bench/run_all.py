@@ -116,7 +116,10 @@ def kiln_has_json(kiln):
 
 
 def run_once(runtime, name, path, batch, threads, warmup, iters, args):
-    sizes = ["--batch", str(batch), "--threads", str(threads), "--warmup", str(warmup), "--iters", str(iters)]
+    thread_args = ["--threads", str(threads)]
+    if runtime == "kiln_default":  # kiln at its own count (the cores, adapting to load) for any count above 1
+        runtime, thread_args = "kiln", (thread_args if threads == 1 else [])
+    sizes = ["--batch", str(batch), *thread_args, "--warmup", str(warmup), "--iters", str(iters)]
     if runtime == "pytorch":
         return run_json([PYTHON, str(REPO / "bench" / "torch_bench.py"), name, *sizes, "--kiln", args.kiln])
     if runtime == "ort":
