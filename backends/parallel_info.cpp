@@ -3,12 +3,14 @@
 #include <link.h>
 #include <sched.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <string_view>
 
 #include "backends/backends.h"
 #include "backends/settings.h"
 #include "core/error.h"
+#include "runtime/core_load.h"
 #include "runtime/interop.h"
 #include "runtime/thread_budget.h"
 
@@ -19,7 +21,8 @@ namespace {
 constexpr const char* kThreadVariables[] = {
     "KILN_NUM_THREADS",   "MKL_NUM_THREADS",   "OMP_NUM_THREADS",      "KILN_NUM_INTEROP_THREADS",
     "KILN_THREAD_BUDGET", "OMP_WAIT_POLICY",   "GOMP_SPINCOUNT",       "OMP_PROC_BIND",
-    "OMP_PLACES",         "GOMP_CPU_AFFINITY", "OPENBLAS_NUM_THREADS", "DNNL_VERBOSE"};
+    "OMP_PLACES",         "GOMP_CPU_AFFINITY", "OPENBLAS_NUM_THREADS", "DNNL_VERBOSE",
+    "KILN_ADAPT_TO_LOAD"};
 
 std::string environment_value(const char* name) {
   const char* value = std::getenv(name);
@@ -92,6 +95,12 @@ ParallelInfo parallel_info() {
                     : "not built (one thread per run)";
   info.wait_policy =
       describe_wait_policy(environment_value("OMP_WAIT_POLICY"), environment_value("GOMP_SPINCOUNT"));
+  const CoreLoad load = core_load();
+  info.load_measured = load.measured;
+  info.busy_elsewhere = load.busy_elsewhere;
+  info.free_cores = load.free_cores;
+  info.adapt_to_load = current_settings().on("adapt_to_load");
+  info.threads_are_default = current_settings().threads_are_default();
   const backends::BackendInfo blas = backends::info("blas");
   info.blas =
       blas.built ? str_cat(backends::blas::library(), "; ", backends::blas::threading()) : "not built";
@@ -114,6 +123,17 @@ std::string parallel_info_text(const ParallelInfo& info) {
               " (from ", info.thread_budget_source, "), ", info.leased_threads, " leased by runs in flight",
               info.budget_shared ? ", shared among concurrent callers now" : "", "\n");
   text += str_cat("cores: ", info.cores, " (affinity: cpus ", info.core_ids, ")\n");
+  text += str_cat("busy elsewhere: ",
+                  info.load_measured
+                      ? str_cat(std::lround(info.busy_elsewhere * 100) / 100.0,
+                                " cores' worth of other processes' work in the last window, ",
+                                info.free_cores, " cores free")
+                      : std::string("not measured yet (a window closes 100 ms after the first look)"),
+                  "; adapt_to_load ", info.adapt_to_load ? "on" : "off",
+                  !info.adapt_to_load        ? std::string()
+                  : info.threads_are_default ? std::string(": runs at the default count use the free cores")
+                                             : std::string(": not used, the thread count was set"),
+                  "\n");
   text += str_cat("OpenMP: ", info.openmp, "\n");
   text += str_cat("OpenMP wait policy: ", info.wait_policy, "\n");
   text += str_cat("BLAS: ", info.blas, "\n");

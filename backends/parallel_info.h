@@ -20,6 +20,11 @@ struct ParallelInfo {
   bool budget_shared = false;  // runs share it now (see runtime/thread_budget.h)
   int cores = 1;           // by this process's affinity mask
   std::string core_ids;    // "0-1"
+  bool load_measured = false;  // runtime/core_load.h
+  double busy_elsewhere = 0;   // cores' worth of other processes' work
+  int free_cores = 1;
+  bool adapt_to_load = true;        // the setting, for a run on the calling thread
+  bool threads_are_default = true;  // nobody set the thread count
   std::string openmp;      // the runtime loaded and the OpenMP version kiln was built for
   std::string wait_policy;
   std::string blas;  // library and threading, or "not built"

@@ -112,6 +112,13 @@ inline constexpr std::array kSettingRows = {
                        "time on the inter-op pool, each with part of the run's threads, where measuring at "
                        "plan time shows that to be faster",
                .choices = kExecutionModeChoices},
+    SettingRow{.name = "adapt_to_load",
+               .default_value = 1,
+               .env = "KILN_ADAPT_TO_LOAD",
+               .help =
+                   "while other processes keep some of the cores busy, runs whose thread count nobody set "
+                   "(the cores) use only the free ones; outside deterministic mode the last bits of "
+                   "outputs may differ between thread counts"},
     SettingRow{.name = "verbose",
                .type = SettingType::integer,
                .max = kMaxVerboseLevel,

@@ -151,6 +151,10 @@ int Settings::threads() const {
   return threads > 0 ? threads : environment_thread_count().threads;
 }
 
+bool Settings::threads_are_default() const {
+  return get("threads") == 0 && environment_thread_count().source == "cores";
+}
+
 std::array<int32_t, kSettingSlotCount> Settings::plan_values() const {
   std::array<int32_t, kSettingSlotCount> values{};
   for (const SettingSlot& slot : setting_slots()) {

@@ -54,6 +54,9 @@ class Settings {
   int max_verbose() const;
   // The thread count runs use: the setting, or the environment's (runtime/threads.h) when it is 0.
   int threads() const;
+  // True when nobody chose the count: the setting is 0 and no environment variable gives one, so
+  // runs use the cores (and adapt_to_load may give up the busy ones).
+  bool threads_are_default() const;
   // The values of the settings that change plans (threads resolved), for plan keys.
   std::array<int32_t, kSettingSlotCount> plan_values() const;
   // Those settings as text for headers and explain: "onednn,blas,native;threads=2" plus every

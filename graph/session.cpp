@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "backends/selection.h"
 #include "core/error.h"
 #include "graph/executor.h"
 #include "graph/onnx_import.h"
 #include "graph/verbose.h"
+#include "runtime/core_load.h"
 #include "runtime/interop.h"
 #include "runtime/thread_budget.h"
 
@@ -28,7 +30,9 @@ Session::Session(const std::filesystem::path& model_path, const Settings& settin
 }
 
 Session::Session(Model model, const Settings& settings)
-    : model_(std::move(model)), session_settings_(settings) {}
+    : model_(std::move(model)), session_settings_(settings) {
+  core_load();  // opens a load window, so the first runs can already adapt to other processes
+}
 
 void Session::bind_inputs(const TensorMap& inputs, std::span<const Tensor*> bound) const {
   for (const auto& entry : inputs) {
@@ -188,17 +192,33 @@ TensorMap Session::run_with(const TensorMap& inputs, Settings settings) {
                                              ? std::span<const Tensor*>(many_bound)
                                              : std::span<const Tensor*>(inline_bound).first(count);
   bind_inputs(inputs, bound);
+  // At the default count a run gives up the cores other processes keep busy (runtime/core_load.h).
+  const bool parallel = settings.get("execution_mode") == static_cast<int>(ExecutionMode::parallel);
+  const int asked = settings.threads();
+  int threads = asked;
+  int cores = available_cores();
+  double busy_elsewhere = 0;
+  if (settings.on("adapt_to_load") && settings.threads_are_default()) {
+    const CoreLoad load = core_load();
+    busy_elsewhere = load.busy_elsewhere;
+    cores = std::min(cores, load.free_cores);
+    threads = std::min(threads, load.free_cores);
+  }
   // A run leases the threads it may use: its count, or in parallel mode whatever its branches
   // may use together (Plan::thread_capacity). With fewer granted it runs the plan for what it got.
-  const bool parallel = settings.get("execution_mode") == static_cast<int>(ExecutionMode::parallel);
-  const int threads = settings.threads();
-  const ThreadLease lease(parallel ? std::max(threads, available_cores()) : threads);
-  if (lease.threads() < threads) settings.set("threads", lease.threads());
-  if ((lease.threads() != lease.requested() || lease.waited()) && settings.max_verbose() >= 1) {
-    write_verbose_line(settings,
-                       str_cat("kiln_verbose,run,threads:", lease.threads(), ",asked:", lease.requested(),
-                               ",budget:", lease.budget(), ",held by other runs:", lease.held_by_others(),
-                               ",waited:", lease.waited() ? 1 : 0));
+  const ThreadLease lease(parallel ? std::max(threads, cores) : threads);
+  const int granted = std::min(threads, lease.threads());
+  if (granted < asked) settings.set("threads", granted);
+  if ((threads < asked || lease.threads() != lease.requested() || lease.waited()) &&
+      settings.max_verbose() >= 1) {
+    // Busy time elsewhere in hundredths of a core, so the line needs no locale-dependent formatting.
+    const std::string load =
+        threads < asked ? str_cat(",free cores:", cores,
+                                  ",busy elsewhere:", std::lround(busy_elsewhere * 100) / 100.0, " cores")
+                        : std::string();
+    write_verbose_line(settings, str_cat("kiln_verbose,run,threads:", lease.threads(), ",asked:", asked, load,
+                                         ",budget:", lease.budget(), ",held by other runs:",
+                                         lease.held_by_others(), ",waited:", lease.waited() ? 1 : 0));
   }
 
   std::shared_ptr<const Plan> plan = recent_plan(bound, settings);

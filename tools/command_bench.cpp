@@ -17,6 +17,8 @@
 #include "core/error.h"
 #include "core/version.h"
 #include "graph/flops.h"
+#include "graph/observer.h"
+#include "graph/plan.h"
 #include "graph/session.h"
 #include "runtime/thread_budget.h"
 #include "runtime/threads.h"
@@ -118,6 +120,19 @@ int command_bench(const std::vector<std::string>& args) {
   const double load_ms = import_ms + plan_ms;
   const double peak_rss_after_load_mb = process_memory_mb("VmHWM");
 
+  // Runs planned for fewer threads than the count: given fewer by the thread budget, or at the
+  // default count while other processes kept cores busy (adapt_to_load).
+  struct FewerThreadsCounter final : Observer {
+    explicit FewerThreadsCounter(int threads) : threads(threads) {}
+    void on_run_begin(const Plan& plan) override {
+      if (counting.load(std::memory_order_relaxed) && plan.threads() < threads) fewer.fetch_add(1);
+    }
+    const int threads;
+    std::atomic<bool> counting{false};
+    std::atomic<int> fewer{0};
+  } fewer_threads(get_num_threads());
+  session.add_observer(&fewer_threads);
+
   // Each caller warms up, then all start their timed runs together.
   std::vector<std::vector<double>> caller_times(static_cast<size_t>(callers));
   std::atomic<int> warmed_up{0};
@@ -125,7 +140,10 @@ int command_bench(const std::vector<std::string>& args) {
   const bool show_progress = !parsed.has("json") && isatty(fileno(stderr)) && callers == 1;
   const auto call = [&](int caller) {
     for (int i = 0; i < warmup; ++i) session.run(inputs);
-    if (warmed_up.fetch_add(1) + 1 == callers) timed_start = std::chrono::steady_clock::now();
+    if (warmed_up.fetch_add(1) + 1 == callers) {
+      timed_start = std::chrono::steady_clock::now();
+      fewer_threads.counting = true;
+    }
     while (warmed_up.load() < callers) std::this_thread::yield();
     for (int i = 0; i < iters; ++i) {
       const auto start = std::chrono::steady_clock::now();
@@ -139,6 +157,8 @@ int command_bench(const std::vector<std::string>& args) {
   call(0);
   for (std::thread& thread : threads) thread.join();
   const double wall_ms = elapsed_ms(timed_start);
+  session.remove_observer(&fewer_threads);
+  const int fewer = fewer_threads.fewer.load();
   if (show_progress) std::fprintf(stderr, "\r%60s\r", "");
   // Runs per second over the timed phase: with several callers, what they got through together.
   const double throughput = 1000.0 * batch * callers * iters / wall_ms;
@@ -161,12 +181,13 @@ int command_bench(const std::vector<std::string>& args) {
         "\"gflops\": %.2f, \"load_ms\": %.2f, \"import_ms\": %.2f, \"plan_ms\": %.2f, \"first_run_ms\": "
         "%.2f, "
         "\"weights_mb\": %.2f, \"arena_mb\": %.2f, \"peak_rss_after_load_mb\": %.1f, "
-        "\"steady_rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"callers\": %d, \"thread_budget\": %d}\n",
+        "\"steady_rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"callers\": %d, \"thread_budget\": %d, "
+        "\"runs_with_fewer_threads\": %d}\n",
         std::string(kiln_version()).c_str(), json_escape(parsed.positional[0]).c_str(), batch,
         get_num_threads(), settings_summary().c_str(), warmup, iters, median, percentile(times_ms, 0.1),
         percentile(times_ms, 0.9), times_ms.front(), throughput, static_cast<long long>(flops), gflops,
         load_ms, import_ms, plan_ms, first_run_ms, weights_mb, arena_mb, peak_rss_after_load_mb,
-        steady_rss_mb, peak_rss_mb, callers, get_thread_budget());
+        steady_rss_mb, peak_rss_mb, callers, get_thread_budget(), fewer);
     return 0;
   }
   std::printf("model: %s\nbatch: %d  threads: %d  plan settings: %s  warmup: %d  iters: %d\n",
@@ -179,6 +200,12 @@ int command_bench(const std::vector<std::string>& args) {
   if (callers > 1) {
     std::printf("callers: %d, thread budget %s\n", callers,
                 get_thread_budget() == 0 ? "off" : str_cat(get_thread_budget(), " threads").c_str());
+  }
+  if (fewer > 0) {
+    std::printf(
+        "fewer threads: %d of %d timed runs ran on fewer than %d (thread budget, or cores busy "
+        "elsewhere at the default count; --verbose 1 says which)\n",
+        fewer, callers * iters, get_num_threads());
   }
   std::printf("throughput: %.2f samples/s\n", throughput);
   std::printf("compute: %.3f GFLOP per run, %.1f GFLOP/s at the median\n", static_cast<double>(flops) * 1e-9,

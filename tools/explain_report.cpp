@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 
+#include "backends/settings.h"
 #include "graph/flops.h"
 #include "graph/observer.h"
 #include "runtime/thread_budget.h"
@@ -47,6 +48,8 @@ std::string format(const char* pattern, Args... args) {
 
 std::vector<double> profile_steps(Session& session, const TensorMap& inputs, const Plan& plan, int runs) {
   if (runs <= 0) return {};
+  // At the plan's own count: a run adapting to load at the default count would run another plan.
+  const ScopedThreads plan_threads(plan.threads());
   session.run(inputs);  // warm-up
   StepTimer timer;
   session.add_observer(&timer);
@@ -76,6 +79,12 @@ std::string threads_text(const Plan& plan) {
                             " (concurrent runs share a budget of %d threads, from %s: a run started while "
                             "others hold threads gets fewer and runs the plan for what it got)\n",
                             budget, thread_budget_source().c_str());
+  const Settings settings = current_settings();
+  if (settings.on("adapt_to_load") && settings.threads_are_default()) {
+    text +=
+        "adapt_to_load: the count is the default (the cores), so while other processes keep cores busy a run "
+        "uses only the free ones, with the plan for that count (kiln info --parallel shows the load now)\n";
+  }
   if (!plan.parallel()) return text;
   int overlapping = 0;
   for (const ParallelGroup& group : plan.parallel_groups()) overlapping += group.parallel ? 1 : 0;

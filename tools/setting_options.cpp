@@ -26,8 +26,11 @@ std::vector<OptionSpec> setting_specs() {
           specs.push_back(
               {"verbose-file", true, "FILE: append verbose lines to FILE instead of standard output"});
         } else {
-          specs.push_back(
-              {slot.cli_name, true, str_cat(row.type == SettingType::choice ? "" : "N: ", slot.help)});
+          specs.push_back({slot.cli_name, true,
+                           str_cat(row.type == SettingType::choice    ? ""
+                                   : row.type == SettingType::boolean ? "0|1: "
+                                                                      : "N: ",
+                                   slot.help)});
         }
         break;
     }

@@ -338,7 +338,7 @@ print(kiln.parallel_info())
 
 def test_parallel_info_names_counts_sources_and_environment(kiln):
     info = kiln.parallel_info()
-    for line in ("intra-op threads:", "inter-op threads:", "thread budget:", "cores:", "OpenMP:",
+    for line in ("intra-op threads:", "inter-op threads:", "thread budget:", "cores:", "busy elsewhere:", "OpenMP:",
                  "OpenMP wait policy:", "BLAS:", "environment:", "MKL_NUM_THREADS=", "OPENBLAS_NUM_THREADS="):
         assert line in info, line
     assert f"intra-op threads: {kiln.get_num_threads()} (from {kiln.num_threads_source()})" in info
@@ -366,3 +366,4 @@ print("started")
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "started" and result.stderr == ""
+

@@ -73,10 +73,10 @@ def test_every_setting_through_the_cli(kiln, kiln_bin):
         if row["cli"].startswith("--disable"):
             args = row["cli"].split()
             expected = "0"
-        elif row["type"] == "bool":
-            args, expected = [row["cli"]], "1"
+        elif row["type"] == "bool" and not row["default"]:
+            args, expected = [row["cli"]], "1"  # a flag turns it on
         else:
-            text = str(value)
+            text = str(int(value)) if isinstance(value, bool) else str(value)  # on by default: --name 0
             args, expected = [row["cli"], text], text
         result = kiln_cli.run(kiln_bin, "info", "--settings", *args)
         if row["name"] == "native_enabled":

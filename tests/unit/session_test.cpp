@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/error.h"
 #include "op_test_util.h"
+#include "runtime/core_load.h"
 #include "runtime/thread_budget.h"
 #include "runtime/threads.h"
 #include "settings_test_util.h"
@@ -290,6 +292,75 @@ TEST(Session, VerboseSaysWhenTheBudgetGaveARunFewerThreads) {
   // Its steps ran on the one thread it got.
   ASSERT_FALSE(observer.counts.empty());
   for (int count : observer.counts) EXPECT_EQ(count, 1);
+}
+
+// Runs at the default thread count give up the cores other processes keep busy; a count anybody
+// chose, or adapt_to_load off, keeps every thread.
+TEST(Session, RunsAtTheDefaultCountAdaptToCoresBusyElsewhere) {
+  if (available_cores() < 2) GTEST_SKIP() << "one core: nothing to give up";
+  if (!current_settings().threads_are_default())
+    GTEST_SKIP() << "the environment sets the thread count (" << num_threads_source() << ")";
+  Session session(relu_model());
+  TeamObserver observer;
+  session.add_observer(&observer);
+  testing::VerboseLines lines;
+  const ScopedFakeCoreLoad load(1.0);
+  const auto run_with = [&](const Settings& changes) {
+    observer.counts.clear();
+    const ScopedSettings scope(Settings(changes).set("verbose", 1).set_verbose_sink(lines.sink()));
+    session.run({{"x", Tensor::zeros(DType::f32, {1, 4})}});
+    return observer.counts;
+  };
+  const int cores = available_cores();
+  for (int count : run_with(Settings())) EXPECT_EQ(count, cores - 1);
+  std::vector<std::string> runs = lines.starting("kiln_verbose,run,");
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_NE(runs[0].find(str_cat("threads:", cores - 1, ",asked:", cores, ",free cores:", cores - 1,
+                                 ",busy elsewhere:1 cores")),
+            std::string::npos)
+      << runs[0];
+  for (int count : run_with(Settings().set("adapt_to_load", 0))) EXPECT_EQ(count, cores);
+  for (int count : run_with(Settings().set("threads", cores))) EXPECT_EQ(count, cores);
+  EXPECT_EQ(lines.starting("kiln_verbose,run,").size(), 1u) << "runs that kept their threads say nothing";
+}
+
+TEST(CoreLoad, ACoreIsLostFromHalfACoresWorkElsewhere) {
+  EXPECT_EQ(free_cores(2, 0.0), 2);
+  EXPECT_EQ(free_cores(2, 0.49), 2);
+  EXPECT_EQ(free_cores(2, 0.5), 1);
+  EXPECT_EQ(free_cores(2, 7.0), 1);  // at least one
+  EXPECT_EQ(free_cores(8, 2.6), 5);
+  EXPECT_EQ(free_cores(4, -0.3), 4);  // clock skew between the two sources
+}
+
+TEST(CoreLoad, BusyTimeCountsTheProcessCpusFromProcStat) {
+  // user nice system idle iowait irq softirq steal guest guest_nice, in ticks of 1/100 s.
+  const std::string proc_stat =
+      "cpu  900 0 300 5000 100 0 0 0 0 0\n"
+      "cpu0 100 10 20 1000 50 5 5 10 40 0\n"
+      "cpu1 200 0 0 2000 50 0 0 0 0 0\n"
+      "cpu2 400 0 100 1000 0 0 0 0 0 0\n";
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  CPU_SET(0, &cpus);
+  CPU_SET(2, &cpus);
+  // cpu0: 100+10+20+5+5+10 (idle, iowait and guest, already in user, left out); cpu2: 400+100.
+  const std::optional<double> busy = busy_seconds_from_proc_stat(proc_stat, cpus, 100);
+  ASSERT_TRUE(busy.has_value());
+  EXPECT_DOUBLE_EQ(*busy, (150.0 + 500.0) / 100.0);
+  CPU_ZERO(&cpus);
+  CPU_SET(5, &cpus);
+  EXPECT_FALSE(busy_seconds_from_proc_stat(proc_stat, cpus, 100).has_value()) << "no line for cpu5";
+  CPU_SET(0, &cpus);
+  EXPECT_FALSE(busy_seconds_from_proc_stat("cpu0 garbage\nintr 1 2 3\n", cpus, 100).has_value());
+}
+
+TEST(CoreLoad, MeasuresThisMachine) {
+  const CoreLoad load = core_load();
+  EXPECT_EQ(load.cores, available_cores());
+  EXPECT_GE(load.free_cores, 1);
+  EXPECT_LE(load.free_cores, load.cores);
+  EXPECT_GE(load.busy_elsewhere, 0.0);
 }
 
 }  // namespace
