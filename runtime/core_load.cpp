@@ -18,6 +18,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Sample {
   Clock::time_point at;
+  cpu_set_t cpus;           // the affinity mask the busy time was summed over
   double busy_seconds = 0;  // of this process's cores, by everyone
   double own_seconds = 0;   // this process's CPU time
 };
@@ -41,7 +42,7 @@ std::optional<Sample> take_sample() {
   const long ticks = sysconf(_SC_CLK_TCK);
   const std::optional<double> busy = busy_seconds_from_proc_stat(text, cpus, ticks > 0 ? ticks : 100);
   if (!busy) return std::nullopt;
-  return Sample{Clock::now(), *busy, own_cpu_seconds()};
+  return Sample{Clock::now(), cpus, *busy, own_cpu_seconds()};
 }
 
 struct Monitor {
@@ -96,7 +97,7 @@ std::optional<double> busy_seconds_from_proc_stat(std::string_view proc_stat, co
       rest = next;
       ++parsed;
     }
-    if (parsed < 7) continue;  // kernels before 2.6.11 had no steal field; older ones are not worth it
+    if (parsed < 7) continue;  // user to softirq at least (steal, the 8th, came with Linux 2.6.11)
     constexpr int kIdle = 3, kIowait = 4;
     for (int field = 0; field < parsed; ++field) {
       if (field != kIdle && field != kIowait) busy_ticks += static_cast<double>(fields[field]);
@@ -125,7 +126,8 @@ CoreLoad core_load() {
     state.unreadable = true;
     return CoreLoad{.cores = cores, .free_cores = cores};
   }
-  if (!state.last) {
+  if (!state.last || !CPU_EQUAL(&sample->cpus, &state.last->cpus)) {
+    // First sample, or the affinity mask changed: busy times over different CPUs do not subtract.
     state.current = CoreLoad{.cores = cores, .free_cores = cores};
   } else {
     const double wall = std::chrono::duration<double>(sample->at - state.last->at).count();

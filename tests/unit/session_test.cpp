@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -353,6 +354,33 @@ TEST(CoreLoad, BusyTimeCountsTheProcessCpusFromProcStat) {
   EXPECT_FALSE(busy_seconds_from_proc_stat(proc_stat, cpus, 100).has_value()) << "no line for cpu5";
   CPU_SET(0, &cpus);
   EXPECT_FALSE(busy_seconds_from_proc_stat("cpu0 garbage\nintr 1 2 3\n", cpus, 100).has_value());
+}
+
+// Busy times summed over different CPUs do not subtract: a window across a change of the affinity
+// mask measures nothing, and the next one measures again.
+TEST(CoreLoad, AChangeOfAffinityStartsAFreshWindow) {
+  cpu_set_t all;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  if (CPU_COUNT(&all) < 2) GTEST_SKIP() << "one core: no other mask to change to";
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &all)) {
+      CPU_SET(cpu, &one);
+      break;
+    }
+  }
+  core_load();
+  std::this_thread::sleep_for(kLoadWindow + std::chrono::milliseconds(10));
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  const CoreLoad across = core_load();
+  std::this_thread::sleep_for(kLoadWindow + std::chrono::milliseconds(10));
+  const CoreLoad after = core_load();
+  ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
+  EXPECT_FALSE(across.measured);
+  EXPECT_EQ(across.free_cores, 1);
+  EXPECT_TRUE(after.measured);
+  EXPECT_EQ(after.cores, 1);
 }
 
 TEST(CoreLoad, MeasuresThisMachine) {
