@@ -193,27 +193,28 @@ TensorMap Session::run_with(const TensorMap& inputs, Settings settings) {
                                              : std::span<const Tensor*>(inline_bound).first(count);
   bind_inputs(inputs, bound);
   // At the default count a run gives up the cores other processes keep busy (runtime/core_load.h).
-  const bool parallel = settings.get("execution_mode") == static_cast<int>(ExecutionMode::parallel);
   const int asked = settings.threads();
   int threads = asked;
-  int cores = available_cores();
+  int free_cores = 0;  // 0: not measured for this run
   double busy_elsewhere = 0;
   if (settings.on("adapt_to_load") && settings.threads_are_default()) {
     const CoreLoad load = core_load();
+    free_cores = load.free_cores;
     busy_elsewhere = load.busy_elsewhere;
-    cores = std::min(cores, load.free_cores);
-    threads = std::min(threads, load.free_cores);
+    threads = std::min(threads, free_cores);
   }
   // A run leases the threads it may use: its count, or in parallel mode whatever its branches
   // may use together (Plan::thread_capacity). With fewer granted it runs the plan for what it got.
-  const ThreadLease lease(parallel ? std::max(threads, cores) : threads);
+  const bool parallel = settings.get("execution_mode") == static_cast<int>(ExecutionMode::parallel);
+  const ThreadLease lease(parallel ? std::max(threads, free_cores > 0 ? free_cores : available_cores())
+                                   : threads);
   const int granted = std::min(threads, lease.threads());
   if (granted < asked) settings.set("threads", granted);
   if ((threads < asked || lease.threads() != lease.requested() || lease.waited()) &&
       settings.max_verbose() >= 1) {
     // Busy time elsewhere in hundredths of a core, so the line needs no locale-dependent formatting.
     const std::string load =
-        threads < asked ? str_cat(",free cores:", cores,
+        threads < asked ? str_cat(",free cores:", free_cores,
                                   ",busy elsewhere:", std::lround(busy_elsewhere * 100) / 100.0, " cores")
                         : std::string();
     write_verbose_line(settings, str_cat("kiln_verbose,run,threads:", lease.threads(), ",asked:", asked, load,

@@ -110,23 +110,16 @@ std::optional<double> busy_seconds_from_proc_stat(std::string_view proc_stat, co
 
 CoreLoad core_load() {
   Monitor& state = monitor();
-  const int cores = available_cores();
   std::lock_guard lock(state.mutex);
-  if (state.fake) return measured(cores, *state.fake);
-  if (state.unreadable) return CoreLoad{.cores = cores, .free_cores = cores};
-  const Clock::time_point now = Clock::now();
-  if (state.last && now - state.last->at < kLoadWindow) {
-    state.current.cores = cores;
-    state.current.free_cores =
-        state.current.measured ? free_cores(cores, state.current.busy_elsewhere) : cores;
-    return state.current;
-  }
+  if (state.fake) return measured(available_cores(), *state.fake);
+  // Between windows, the last measure as it is: a run asks once, and pays no system call for it.
+  if (state.unreadable || (state.last && Clock::now() - state.last->at < kLoadWindow)) return state.current;
+  const int cores = available_cores();
   const std::optional<Sample> sample = take_sample();
   if (!sample) {
     state.unreadable = true;
-    return CoreLoad{.cores = cores, .free_cores = cores};
-  }
-  if (!state.last || !CPU_EQUAL(&sample->cpus, &state.last->cpus)) {
+    state.current = CoreLoad{.cores = cores, .free_cores = cores};
+  } else if (!state.last || !CPU_EQUAL(&sample->cpus, &state.last->cpus)) {
     // First sample, or the affinity mask changed: busy times over different CPUs do not subtract.
     state.current = CoreLoad{.cores = cores, .free_cores = cores};
   } else {
@@ -135,7 +128,7 @@ CoreLoad core_load() {
         (sample->busy_seconds - state.last->busy_seconds) - (sample->own_seconds - state.last->own_seconds);
     state.current = measured(cores, std::max(0.0, others / wall));
   }
-  state.last = sample;
+  if (sample) state.last = sample;
   return state.current;
 }
 
