@@ -3,7 +3,6 @@
 #include <link.h>
 #include <sched.h>
 
-#include <cmath>
 #include <cstdlib>
 #include <string_view>
 
@@ -97,6 +96,7 @@ ParallelInfo parallel_info() {
       describe_wait_policy(environment_value("OMP_WAIT_POLICY"), environment_value("GOMP_SPINCOUNT"));
   const CoreLoad load = core_load();
   info.load_measured = load.measured;
+  info.load_readable = load.readable;
   info.busy_elsewhere = load.busy_elsewhere;
   info.free_cores = load.free_cores;
   info.adapt_to_load = current_settings().on("adapt_to_load");
@@ -123,13 +123,17 @@ std::string parallel_info_text(const ParallelInfo& info) {
               " (from ", info.thread_budget_source, "), ", info.leased_threads, " leased by runs in flight",
               info.budget_shared ? ", shared among concurrent callers now" : "", "\n");
   text += str_cat("cores: ", info.cores, " (affinity: cpus ", info.core_ids, ")\n");
-  text += str_cat("busy elsewhere: ",
-                  info.load_measured
-                      ? str_cat(std::lround(info.busy_elsewhere * 100) / 100.0,
-                                " cores' worth of other processes' work in the last window, ",
-                                info.free_cores, " cores free")
-                      : std::string("not measured yet (a window closes 100 ms after the first look)"),
-                  "; adapt_to_load ", info.adapt_to_load ? "on" : "off",
+  const std::string measure =
+      !info.load_readable
+          ? std::string("unavailable (/proc/stat could not be read; tried again every window)")
+      : info.load_measured
+          ? str_cat(cores_text(info.busy_elsewhere),
+                    " cores' worth of other processes' work in the last window, ", info.free_cores,
+                    " cores free")
+          : std::string(
+                "not measured yet (a window closes on the first look 100 ms after the last, and starts "
+                "afresh when the affinity mask changes)");
+  text += str_cat("busy elsewhere: ", measure, "; adapt_to_load ", info.adapt_to_load ? "on" : "off",
                   !info.adapt_to_load        ? std::string()
                   : info.threads_are_default ? std::string(": runs at the default count use the free cores")
                                              : std::string(": not used, the thread count was set"),

@@ -21,6 +21,7 @@ struct ParallelInfo {
   int cores = 1;           // by this process's affinity mask
   std::string core_ids;    // "0-1"
   bool load_measured = false;  // runtime/core_load.h
+  bool load_readable = true;
   double busy_elsewhere = 0;   // cores' worth of other processes' work
   int free_cores = 1;
   bool adapt_to_load = true;        // the setting, for a run on the calling thread

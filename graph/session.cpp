@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
+#include <optional>
 
 #include "backends/selection.h"
 #include "core/error.h"
@@ -193,32 +193,33 @@ TensorMap Session::run_with(const TensorMap& inputs, Settings settings) {
                                              : std::span<const Tensor*>(inline_bound).first(count);
   bind_inputs(inputs, bound);
   // At the default count a run gives up the cores other processes keep busy (runtime/core_load.h).
-  const int asked = settings.threads();
-  int threads = asked;
-  int free_cores = 0;  // 0: not measured for this run
-  double busy_elsewhere = 0;
+  const bool parallel = settings.get("execution_mode") == static_cast<int>(ExecutionMode::parallel);
+  const int configured = settings.threads();
+  int threads = configured;
+  const int cores = parallel ? available_cores() : 0;  // what parallel mode's branches may use together
+  int usable_cores = cores;
+  std::optional<CoreLoad> load;
   if (settings.on("adapt_to_load") && settings.threads_are_default()) {
-    const CoreLoad load = core_load();
-    free_cores = load.free_cores;
-    busy_elsewhere = load.busy_elsewhere;
-    threads = std::min(threads, free_cores);
+    load = core_load();
+    if (!load->measured) load.reset();
+  }
+  if (load) {
+    threads = std::min(threads, load->free_cores);
+    usable_cores = std::min(usable_cores, load->free_cores);
   }
   // A run leases the threads it may use: its count, or in parallel mode whatever its branches
   // may use together (Plan::thread_capacity). With fewer granted it runs the plan for what it got.
-  const bool parallel = settings.get("execution_mode") == static_cast<int>(ExecutionMode::parallel);
-  const ThreadLease lease(parallel ? std::max(threads, free_cores > 0 ? free_cores : available_cores())
-                                   : threads);
+  const int asked = parallel ? std::max(configured, cores) : configured;
+  const ThreadLease lease(parallel ? std::max(threads, usable_cores) : threads);
   const int granted = std::min(threads, lease.threads());
-  if (granted < asked) settings.set("threads", granted);
-  if ((threads < asked || lease.threads() != lease.requested() || lease.waited()) &&
-      settings.max_verbose() >= 1) {
-    // Busy time elsewhere in hundredths of a core, so the line needs no locale-dependent formatting.
-    const std::string load =
-        threads < asked ? str_cat(",free cores:", free_cores,
-                                  ",busy elsewhere:", std::lround(busy_elsewhere * 100) / 100.0, " cores")
-                        : std::string();
-    write_verbose_line(settings, str_cat("kiln_verbose,run,threads:", lease.threads(), ",asked:", asked, load,
-                                         ",budget:", lease.budget(), ",held by other runs:",
+  if (granted < configured) settings.set("threads", granted);
+  if ((lease.threads() != asked || lease.waited()) && settings.max_verbose() >= 1) {
+    const std::string adapted = load && threads < configured
+                                    ? str_cat(",free cores:", load->free_cores,
+                                              ",busy elsewhere:", cores_text(load->busy_elsewhere), " cores")
+                                    : std::string();
+    write_verbose_line(settings, str_cat("kiln_verbose,run,threads:", lease.threads(), ",asked:", asked,
+                                         adapted, ",budget:", lease.budget(), ",held by other runs:",
                                          lease.held_by_others(), ",waited:", lease.waited() ? 1 : 0));
   }
 

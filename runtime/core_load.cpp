@@ -47,9 +47,10 @@ std::optional<Sample> take_sample() {
 
 struct Monitor {
   std::mutex mutex;
-  std::optional<Sample> last;
+  std::optional<Sample> last;  // the sample that opened the current window
+  bool attempted = false;
+  Clock::time_point last_attempt;
   CoreLoad current;
-  bool unreadable = false;  // /proc/stat gave nothing: stop trying
   // ScopedFakeCoreLoad's value, when one is open.
   std::optional<double> fake;
 };
@@ -59,7 +60,7 @@ Monitor& monitor() {
   return instance;
 }
 
-CoreLoad measured(int cores, double busy_elsewhere) {
+CoreLoad measured_load(int cores, double busy_elsewhere) {
   return CoreLoad{.cores = cores,
                   .measured = true,
                   .busy_elsewhere = busy_elsewhere,
@@ -67,6 +68,12 @@ CoreLoad measured(int cores, double busy_elsewhere) {
 }
 
 }  // namespace
+
+std::string cores_text(double cores) {
+  const long hundredths = std::lround(std::max(0.0, cores) * 100);
+  const long fraction = hundredths % 100;
+  return std::to_string(hundredths / 100) + (fraction < 10 ? ".0" : ".") + std::to_string(fraction);
+}
 
 int free_cores(int cores, double busy_elsewhere) {
   const int lost = static_cast<int>(std::floor(std::max(0.0, busy_elsewhere) + 0.5));
@@ -111,14 +118,18 @@ std::optional<double> busy_seconds_from_proc_stat(std::string_view proc_stat, co
 CoreLoad core_load() {
   Monitor& state = monitor();
   std::lock_guard lock(state.mutex);
-  if (state.fake) return measured(available_cores(), *state.fake);
+  if (state.fake) return measured_load(available_cores(), *state.fake);
   // Between windows, the last measure as it is: a run asks once, and pays no system call for it.
-  if (state.unreadable || (state.last && Clock::now() - state.last->at < kLoadWindow)) return state.current;
+  const Clock::time_point now = Clock::now();
+  if (state.attempted && now - state.last_attempt < kLoadWindow) return state.current;
+  state.attempted = true;
+  state.last_attempt = now;
   const int cores = available_cores();
   const std::optional<Sample> sample = take_sample();
   if (!sample) {
-    state.unreadable = true;
-    state.current = CoreLoad{.cores = cores, .free_cores = cores};
+    // Unreadable now (no /proc, out of descriptors, CPUs renumbered): tried again next window.
+    state.last.reset();
+    state.current = CoreLoad{.cores = cores, .readable = false, .free_cores = cores};
   } else if (!state.last || !CPU_EQUAL(&sample->cpus, &state.last->cpus)) {
     // First sample, or the affinity mask changed: busy times over different CPUs do not subtract.
     state.current = CoreLoad{.cores = cores, .free_cores = cores};
@@ -126,7 +137,7 @@ CoreLoad core_load() {
     const double wall = std::chrono::duration<double>(sample->at - state.last->at).count();
     const double others =
         (sample->busy_seconds - state.last->busy_seconds) - (sample->own_seconds - state.last->own_seconds);
-    state.current = measured(cores, std::max(0.0, others / wall));
+    state.current = measured_load(cores, std::max(0.0, others / wall));
   }
   if (sample) state.last = sample;
   return state.current;

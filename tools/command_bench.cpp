@@ -136,6 +136,7 @@ int command_bench(const std::vector<std::string>& args) {
   // Each caller warms up, then all start their timed runs together.
   std::vector<std::vector<double>> caller_times(static_cast<size_t>(callers));
   std::atomic<int> warmed_up{0};
+  std::atomic<bool> timing{false};  // set by the last caller to warm up, after the clock and the counter
   std::chrono::steady_clock::time_point timed_start;
   const bool show_progress = !parsed.has("json") && isatty(fileno(stderr)) && callers == 1;
   const auto call = [&](int caller) {
@@ -143,8 +144,9 @@ int command_bench(const std::vector<std::string>& args) {
     if (warmed_up.fetch_add(1) + 1 == callers) {
       timed_start = std::chrono::steady_clock::now();
       fewer_threads.counting = true;
+      timing = true;
     }
-    while (warmed_up.load() < callers) std::this_thread::yield();
+    while (!timing.load()) std::this_thread::yield();
     for (int i = 0; i < iters; ++i) {
       const auto start = std::chrono::steady_clock::now();
       session.run(inputs);

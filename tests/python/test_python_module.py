@@ -366,4 +366,3 @@ print("started")
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "started" and result.stderr == ""
-
