@@ -6,6 +6,7 @@
 #include <new>
 
 #include "core/error.h"
+#include "core/events.h"
 
 namespace kiln {
 namespace {
@@ -80,6 +81,10 @@ Registry& registry() {
 }
 
 }  // namespace
+
+void note_allocation(int64_t bytes, const char* tag) {
+  events::record_memory(bytes, tag);
+}
 
 Allocator& default_allocator() {
   static AlignedAllocator instance;

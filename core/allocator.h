@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -49,12 +50,20 @@ struct AllocationCounts {
 AllocationCounts counting_allocator_counts();
 void reset_counting_allocator_counts();
 
-// A block from the current allocator, returned to the same allocator when destroyed.
+// Keeps the process's live byte count and, while a profile records memory, writes a memory event
+// (core/events.h): `bytes` allocated (> 0) or freed (< 0), `tag` saying what for ("arena",
+// "scratch", "tensor"; a static string). Every allocation through the registry calls it.
+void note_allocation(int64_t bytes, const char* tag);
+
+// A block from the current allocator, returned to the same allocator when destroyed. `tag` (a
+// static string) says what it is for in the profiler's memory events.
 class AllocatedBlock {
  public:
   AllocatedBlock() = default;
-  explicit AllocatedBlock(size_t bytes) : allocator_(&current_allocator()), bytes_(bytes) {
+  explicit AllocatedBlock(size_t bytes, const char* tag = "scratch")
+      : allocator_(&current_allocator()), bytes_(bytes), tag_(tag) {
     data_ = allocator_->allocate(bytes);
+    note_allocation(static_cast<int64_t>(bytes), tag_);
   }
   ~AllocatedBlock() { release(); }
   AllocatedBlock(AllocatedBlock&& other) noexcept { *this = std::move(other); }
@@ -63,6 +72,7 @@ class AllocatedBlock {
     allocator_ = other.allocator_;
     data_ = other.data_;
     bytes_ = other.bytes_;
+    tag_ = other.tag_;
     other.data_ = nullptr;
     return *this;
   }
@@ -74,12 +84,16 @@ class AllocatedBlock {
 
  private:
   void release() noexcept {
-    if (data_ != nullptr) allocator_->deallocate(data_, bytes_);
+    if (data_ != nullptr) {
+      allocator_->deallocate(data_, bytes_);
+      note_allocation(-static_cast<int64_t>(bytes_), tag_);
+    }
     data_ = nullptr;
   }
   Allocator* allocator_ = nullptr;
   void* data_ = nullptr;
   size_t bytes_ = 0;
+  const char* tag_ = "scratch";
 };
 
 }  // namespace kiln

@@ -58,8 +58,11 @@ Tensor Tensor::empty(DType dtype, Shape shape, Allocator* allocator) {
   Allocator& source = allocator != nullptr ? *allocator : current_allocator();
   const size_t bytes = tensor.nbytes();
   tensor.data_ = source.allocate(bytes);
-  tensor.storage_ = std::shared_ptr<void>(
-      tensor.data_, [&source, bytes](void* pointer) { source.deallocate(pointer, bytes); });
+  note_allocation(static_cast<int64_t>(bytes), "tensor");
+  tensor.storage_ = std::shared_ptr<void>(tensor.data_, [&source, bytes](void* pointer) {
+    source.deallocate(pointer, bytes);
+    note_allocation(-static_cast<int64_t>(bytes), "tensor");
+  });
   return tensor;
 }
 

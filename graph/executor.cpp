@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/events.h"
 #include "graph/observer.h"
 #include "graph/plan.h"
 #include "graph/verbose.h"
@@ -39,7 +40,7 @@ std::shared_ptr<RunContext> create_context(const Plan& plan) {
   const MemoryPlan& memory = plan.memory_plan();
   const std::vector<PlanStep>& steps = plan.steps();
   auto context = std::make_shared<RunContext>();
-  context->arena = AllocatedBlock(memory.arena_bytes);
+  context->arena = AllocatedBlock(memory.arena_bytes, "arena");
   char* arena = static_cast<char*>(context->arena.data());
   context->values = plan.initial_values();
   context->fixed.assign(plan.slots().size(), false);
@@ -135,6 +136,7 @@ struct RunScope {
   const Settings& settings;
   bool verbose;
   const CallLog* call_log;  // non-null when verbose
+  bool profiling;           // a profile was recording when the run started (core/events.h)
 };
 
 // Binds step `s`'s inputs and outputs in the run context, runs its kernel (reporting to observers
@@ -159,6 +161,12 @@ void run_step(const RunScope& run, size_t s) {
     }
   }
   for (Observer* observer : run.observers) observer->on_step_begin(run.plan, s);
+  std::optional<events::Scope> step_event;
+  if (run.profiling) {
+    step_event.emplace(
+        step.record.op_type == "Reorder" ? events::EventKind::reorder : events::EventKind::step, &run.plan,
+        static_cast<int64_t>(s));
+  }
   const bool report = run.verbose && run.settings.verbose_for(step.backend_index) >= 1;
   const auto start = report ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   try {
@@ -171,6 +179,7 @@ void run_step(const RunScope& run, size_t s) {
     error.add_context(str_cat("node '", step.record.node_name, "' (", step.record.op_type, ")"));
     throw;
   }
+  step_event.reset();
   if (report) {
     report_executed_step(
         run.settings, step,
@@ -259,7 +268,9 @@ class ParallelRun : public std::enable_shared_from_this<ParallelRun> {
    public:
     StepTask(std::shared_ptr<ParallelRun> run, int step) : run_(std::move(run)), step_(step) {}
     void run() override {
-      if (!run_->claimed_[step_].exchange(true)) run_->run_claimed(step_);
+      if (run_->claimed_[step_].exchange(true)) return;  // the caller ran it
+      const events::Scope task_event = event("parallel step");
+      run_->run_claimed(step_);
     }
 
    private:
@@ -372,6 +383,14 @@ class ParallelRun : public std::enable_shared_from_this<ParallelRun> {
 std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor* const> inputs,
                                  std::span<Observer* const> observers, const Settings& settings,
                                  int thread_capacity) {
+  // The run's event covers all of it, a new context's arena included; the profile keeps the plan its
+  // events point into alive until it has read them.
+  const bool profiling = events::recording();
+  std::optional<events::Scope> run_event;
+  if (profiling) {
+    events::keep_alive(plan.shared_from_this());
+    run_event.emplace(events::EventKind::run, &plan, settings.threads());
+  }
   RunContextPool& pool = plan.context_pool();
   std::shared_ptr<RunContext> context = pool.acquire(plan);
   // The context goes back to the pool however the run ends.
@@ -391,7 +410,7 @@ std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor* const
   std::optional<ScopedRunLibraryVerbose> library_verbose;
   if (verbose) library_verbose.emplace(settings);
   for (Observer* observer : observers) observer->on_run_begin(plan);
-  const RunScope run{plan, *context, observers, settings, verbose, verbose ? &call_log : nullptr};
+  const RunScope run{plan, *context, observers, settings, verbose, verbose ? &call_log : nullptr, profiling};
   if (plan.parallel()) {
     const int capacity =
         thread_capacity > 0 ? std::min(thread_capacity, plan.thread_capacity()) : plan.thread_capacity();

@@ -93,6 +93,7 @@ std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Sh
   plan->threads_ = settings.threads();
   plan->thread_capacity_ = parallel ? std::max(settings.threads(), available_cores()) : settings.threads();
   plan->parallel_ = parallel;
+  plan->settings_text_ = settings.describe_plan_settings();
   if (parallel) {
     plan->step_graph_ = StepGraph(plan->steps_);
     plan->parallel_groups_ = std::move(state.parallel_groups);

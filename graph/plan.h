@@ -85,7 +85,8 @@ class NeedsInputValue : public Error {
   size_t input_;
 };
 
-class Plan {
+// Made only by Plan::build, as a shared pointer (the profiler keeps the plans its events point into).
+class Plan : public std::enable_shared_from_this<Plan> {
  public:
   const std::vector<PlanStep>& steps() const { return steps_; }
   const std::vector<Slot>& slots() const { return slots_; }
@@ -110,6 +111,8 @@ class Plan {
   const std::vector<ParallelGroup>& parallel_groups() const { return parallel_groups_; }
   // Why parallel mode runs every step on the plan's threads, when it does ("" otherwise).
   const std::string& parallel_summary() const { return parallel_summary_; }
+  // The settings it was planned under, as PlanKey sees them ("threads=2 conv_precision=fp32 ...").
+  const std::string& settings_text() const { return settings_text_; }
   // Run contexts (arenas with prepared steps) not in use by a run; runs borrow and return them.
   RunContextPool& context_pool() const { return context_pool_; }
 
@@ -141,6 +144,7 @@ class Plan {
   StepGraph step_graph_;
   std::vector<ParallelGroup> parallel_groups_;
   std::string parallel_summary_;
+  std::string settings_text_;
   MemoryPlan memory_plan_;
   mutable RunContextPool context_pool_;
 };

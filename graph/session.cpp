@@ -176,9 +176,9 @@ TensorMap Session::run(const TensorMap& inputs) {
 }
 
 Future<TensorMap> Session::run_async(TensorMap inputs, std::shared_ptr<const void> keep_alive) {
-  return fork([this, inputs = std::move(inputs), settings = settings(), keep_alive = std::move(keep_alive)] {
-    return run_with(inputs, settings);
-  });
+  return fork([this, inputs = std::move(inputs), settings = settings(),
+               keep_alive = std::move(keep_alive)] { return run_with(inputs, settings); },
+              "run_async");
 }
 
 TensorMap Session::run_with(const TensorMap& inputs, Settings settings) {

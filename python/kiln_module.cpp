@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/version.h"
 #include "graph/session.h"
+#include "python/profiler_bindings.h"
 #include "runtime/cpu_info.h"
 #include "runtime/interop.h"
 #include "runtime/thread_budget.h"
@@ -531,4 +532,6 @@ PYBIND11_MODULE(_kiln, m) {
   b.def("cpu_set_max_isa", &backends::cpu::set_max_isa, py::arg("isa"));
   b.def("onednn_isa", &backends::onednn::isa);
   b.def("openmp_version", &backends::openmp::version);
+
+  bind_profiler(m);
 }

@@ -142,6 +142,7 @@ bool on_interop_thread() {
 }
 
 void submit_interop_task(std::unique_ptr<InteropTask> task) {
+  task->submitted_under = events::current_event();
   pool().submit(std::move(task));
 }
 

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/events.h"
 #include "runtime/future.h"
 #include "runtime/threads.h"
 
@@ -39,6 +40,14 @@ class InteropTask {
  public:
   virtual ~InteropTask() = default;
   virtual void run() = 0;
+
+  // The profiler's event for running this task (opened by run() when it does work): its parent is
+  // the event that was current where the task was submitted, so a task sits under the run or
+  // annotation that queued it. `name` is a static string.
+  events::Scope event(const char* name) const {
+    return events::Scope(events::EventKind::interop_task, name, 0, submitted_under);
+  }
+  uint64_t submitted_under = 0;  // set by submit_interop_task
 };
 
 // Queues `task` on the pool, starting the pool first if this is its first task.
@@ -52,9 +61,11 @@ namespace detail {
 template <typename Fn, typename T>
 class ForkTask final : public InteropTask {
  public:
-  ForkTask(Fn fn, std::shared_ptr<FutureState<T>> state) : fn_(std::move(fn)), state_(std::move(state)) {}
+  ForkTask(Fn fn, std::shared_ptr<FutureState<T>> state, const char* name)
+      : fn_(std::move(fn)), state_(std::move(state)), name_(name) {}
 
   void run() override {
+    const events::Scope task_event = event(name_);
     std::exception_ptr error;
     std::optional<FutureValue<T>> value;
     try {
@@ -80,16 +91,18 @@ class ForkTask final : public InteropTask {
  private:
   std::optional<Fn> fn_;
   std::shared_ptr<FutureState<T>> state_;
+  const char* name_;
 };
 
 }  // namespace detail
 
 // Runs fn() on the inter-op pool (TorchScript's fork): the future holds its result or exception.
+// `name` (a static string) names the task's event in profiles.
 template <typename Fn>
-auto fork(Fn fn) -> Future<std::invoke_result_t<Fn&>> {
+auto fork(Fn fn, const char* name = "fork") -> Future<std::invoke_result_t<Fn&>> {
   using T = std::invoke_result_t<Fn&>;
   auto state = std::make_shared<detail::FutureState<T>>();
-  submit_interop_task(std::make_unique<detail::ForkTask<Fn, T>>(std::move(fn), state));
+  submit_interop_task(std::make_unique<detail::ForkTask<Fn, T>>(std::move(fn), state, name));
   return Future<T>(std::move(state));
 }
 

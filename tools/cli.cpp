@@ -1,6 +1,6 @@
-// kiln's command-line face: `kiln info|run|bench|explain|conformance`. A thin layer over the library; every
-// failure is one line on stderr starting with "kiln: error:" and a non-zero exit code. The `kiln`
-// executable and `python3 -m kiln` both call run_cli.
+// kiln's command-line face: `kiln info|run|bench|explain|profile|conformance|launch`. A thin layer over the
+// library; every failure is one line on stderr starting with "kiln: error:" and a non-zero exit code. The
+// `kiln` executable and `python3 -m kiln` both call run_cli.
 #include "tools/cli.h"
 
 #include <cstdio>
@@ -29,6 +29,9 @@ constexpr Command kCommands[] = {
      "time a model: kiln bench MODEL [--batch B] [--threads N] [--warmup W] [--iters N]"},
     {"explain", command_explain,
      "print the plan: kiln explain MODEL [--batch B] [--threads N] [--profile N]"},
+    {"profile", command_profile,
+     "record runs and show where the time went: kiln profile MODEL [--runs N] [--trace FILE] [--group-by "
+     "op]"},
     {"conformance", command_conformance, "run ONNX's operator test suite: kiln conformance [DIR]"},
     {"launch", command_launch,
      "start pinned instances of a command: kiln launch [--throughput|--latency] [--instances N] -- COMMAND"},

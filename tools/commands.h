@@ -14,5 +14,6 @@ int command_conformance(const std::vector<std::string>& args);
 int command_bench(const std::vector<std::string>& args);
 int command_explain(const std::vector<std::string>& args);
 int command_launch(const std::vector<std::string>& args);
+int command_profile(const std::vector<std::string>& args);
 
 }  // namespace kiln

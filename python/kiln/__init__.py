@@ -5,6 +5,9 @@
     outputs = session.run({"input": np.zeros((1, 3, 224, 224), np.float32)})
     with kiln.backends.onednn.verbose(1):             # one line per executed step, this scope only
         session.run(...)
+    with kiln.profiler.profile() as prof:             # an exact event tree of what ran
+        session.run(...)
+    print(prof.key_averages().table(row_limit=10))
 
 C-contiguous input arrays are read without a copy (others are copied into contiguous ones); outputs
 are arrays over the storage kiln computed them into, cloned first only when that storage is shared
@@ -16,6 +19,7 @@ import os as _os
 
 from kiln import _kiln
 from kiln import backends
+from kiln import profiler
 from kiln._kiln import (
     get_num_interop_threads,
     get_num_threads,
@@ -38,6 +42,7 @@ __all__ = [
     "Session",
     "Future",
     "backends",
+    "profiler",
     "set_num_threads",
     "get_num_threads",
     "num_threads_source",

@@ -16,6 +16,7 @@
 #include "backends/selection.h"
 #include "graph/observer.h"
 #include "graph/session.h"
+#include "profiler/profile.h"
 #include "runtime/threads.h"
 #include "tests/unit/backend_test_util.h"
 
@@ -154,6 +155,35 @@ TEST(RunAllocations, OnlyOutputsAfterWarmUp) {
     EXPECT_LE(counts.library, kRuns * 8 * 7);
     session.remove_observer(&marker);
   }
+}
+
+// Recording a profile (shapes and memory) writes each event into its thread's preallocated buffer:
+// the same allocations per run as without it.
+TEST(RunAllocations, ProfilingAddsNoAllocationPerRun) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
+  const ScopedThreads scoped(1);
+  Session session(demo_model());
+  LibraryMarker marker;
+  session.add_observer(&marker);
+  const TensorMap inputs = demo_inputs();
+  for (int i = 0; i < 3; ++i) session.run(inputs);
+  const long for_outputs = output_allocations(session.run(inputs));
+  profiler::Profile profile({.record_shapes = true, .profile_memory = true});
+  profile.start();
+  session.run(inputs);  // this thread's event buffer, the plan kept alive
+  constexpr int kRuns = 20;
+  const Counts counts = count_during([&] {
+    for (int i = 0; i < kRuns; ++i) session.run(inputs);
+  });
+  const profiler::Trace trace = profile.stop();
+  EXPECT_LE(counts.kiln(), kRuns * for_outputs)
+      << "per profiled run " << counts.kiln() / kRuns << " allocations outside libraries (outputs need "
+      << for_outputs << ")";
+  int runs = 0;
+  for (const profiler::TraceEvent& event : trace.events)
+    runs += event.kind == profiler::EventKind::run ? 1 : 0;
+  EXPECT_EQ(runs, kRuns + 1);  // and every run was recorded
+  session.remove_observer(&marker);
 }
 
 TEST(RunAllocations, FourConcurrentRunsAllocateOnlyOutputs) {

@@ -1,0 +1,197 @@
+#include "profiler/trace.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "backends/backends.h"
+#include "core/version.h"
+#include "graph/flops.h"
+#include "graph/plan.h"
+#include "runtime/cpu_info.h"
+#include "runtime/threads.h"
+
+namespace kiln::profiler {
+namespace {
+
+int64_t stored_bytes(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes,
+                     const std::vector<Layout>& layouts) {
+  int64_t bytes = 0;
+  for (size_t i = 0; i < shapes.size() && i < dtypes.size(); ++i) {
+    if (dtypes[i] == DType::undefined) continue;
+    const Layout layout = i < layouts.size() ? layouts[i] : Layout::plain;
+    int64_t elements = 1;
+    for (const int64_t dim : shapes[i]) elements *= dim;
+    bytes += elements * static_cast<int64_t>(dtype_size(stored_dtype(dtypes[i], layout)));
+  }
+  return bytes;
+}
+
+std::vector<std::string> dtype_names(const std::vector<DType>& dtypes) {
+  std::vector<std::string> names;
+  for (const DType dtype : dtypes) names.emplace_back(dtype_name(dtype));
+  return names;
+}
+
+std::vector<std::string> layout_names(const std::vector<Layout>& layouts) {
+  std::vector<std::string> names;
+  for (const Layout layout : layouts) names.emplace_back(layout_name(layout));
+  return names;
+}
+
+void resolve_step(TraceEvent& event, const Plan& plan, int64_t index, const TraceOptions& options) {
+  if (index < 0 || static_cast<size_t>(index) >= plan.steps().size()) return;
+  const PlanStep& step = plan.steps()[static_cast<size_t>(index)];
+  const StepRecord& record = step.record;
+  event.step = static_cast<int>(index);
+  event.name = record.op_type;
+  event.node = record.node_name;
+  event.backend = record.backend;
+  event.kernel = record.kernel;
+  event.fused = record.fused;
+  event.threads = step.threads;
+  event.flops = step_flops(record);
+  event.bytes = stored_bytes(record.input_shapes, record.input_dtypes, record.input_layouts) +
+                stored_bytes(record.output_shapes, record.output_dtypes, record.output_layouts);
+  if (!options.record_shapes) return;
+  event.input_shapes = record.input_shapes;
+  event.output_shapes = record.output_shapes;
+  event.input_dtypes = dtype_names(record.input_dtypes);
+  event.output_dtypes = dtype_names(record.output_dtypes);
+  event.input_layouts = layout_names(record.input_layouts);
+  event.output_layouts = layout_names(record.output_layouts);
+}
+
+TraceEvent resolve(const events::Event& raw, const TraceOptions& options) {
+  TraceEvent event;
+  event.kind = raw.kind;
+  event.thread = raw.thread;
+  event.start_ns = raw.start_ns;
+  event.end_ns = raw.end_ns;
+  switch (raw.kind) {
+    case EventKind::run: {
+      const auto* plan = static_cast<const Plan*>(raw.subject);
+      event.name = "run";
+      event.threads = static_cast<int>(raw.value);
+      event.settings = plan->settings_text();
+      event.plan_steps = static_cast<int>(plan->steps().size());
+      event.arena_bytes = static_cast<int64_t>(plan->memory_plan().arena_bytes);
+      break;
+    }
+    case EventKind::step:
+    case EventKind::reorder:
+      resolve_step(event, *static_cast<const Plan*>(raw.subject), raw.value, options);
+      break;
+    case EventKind::interop_task:
+    case EventKind::annotation:
+      // Null only for an annotation opened as recording started, before its name was interned.
+      event.name = raw.subject != nullptr ? static_cast<const char*>(raw.subject) : "annotation";
+      break;
+    case EventKind::memory:
+      event.name = "[memory]";
+      event.memory_bytes = raw.value;
+      event.memory_tag = static_cast<const char*>(raw.subject);
+      event.memory_total = raw.total;
+      break;
+  }
+  return event;
+}
+
+// The run each memory event happened in: its bytes and the most held at once, the arena excluded
+// (a run holds its context's whole arena throughout).
+void add_run_memory(Trace& trace) {
+  std::vector<int64_t> held(trace.events.size() + 1, 0);
+  for (const TraceEvent& event : trace.events) {
+    if (event.kind != EventKind::memory || event.memory_tag == "arena") continue;
+    uint64_t run = event.parent_id;
+    while (run != 0 && trace.events[run - 1].kind != EventKind::run) run = trace.events[run - 1].parent_id;
+    if (run == 0) continue;
+    TraceEvent& owner = trace.events[run - 1];
+    held[run] += event.memory_bytes;
+    if (event.memory_bytes > 0) owner.allocated_bytes += event.memory_bytes;
+    owner.peak_bytes = std::max(owner.peak_bytes, held[run]);
+  }
+  for (TraceEvent& event : trace.events) {
+    if (event.kind == EventKind::run) event.peak_bytes += event.arena_bytes;
+  }
+}
+
+}  // namespace
+
+std::vector<const TraceEvent*> Trace::children(uint64_t id) const {
+  std::vector<const TraceEvent*> found;
+  for (const TraceEvent& event : events) {
+    if (event.parent_id == id) found.push_back(&event);
+  }
+  return found;
+}
+
+Trace build_trace(const events::Collected& collected, const TraceOptions& options) {
+  Trace trace;
+  trace.shapes_recorded = options.record_shapes;
+  trace.memory_recorded = options.profile_memory;
+  trace.facts = machine_facts();
+
+  // Start order; at equal starts the longer first, so a parent always precedes its children.
+  std::vector<size_t> order(collected.events.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const events::Event& x = collected.events[a];
+    const events::Event& y = collected.events[b];
+    if (x.start_ns != y.start_ns) return x.start_ns < y.start_ns;
+    if (x.end_ns != y.end_ns) return x.end_ns > y.end_ns;
+    return x.id < y.id;  // on one thread, the scope opened first (ids grow per thread)
+  });
+  std::unordered_map<uint64_t, uint64_t> renumbered;
+  renumbered.reserve(order.size());
+  for (size_t i = 0; i < order.size(); ++i) renumbered[collected.events[order[i]].id] = i + 1;
+
+  // Threads that recorded, renumbered densely in order of first appearance.
+  std::unordered_map<uint32_t, uint32_t> thread_index;
+  trace.events.reserve(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    const events::Event& raw = collected.events[order[i]];
+    TraceEvent event = resolve(raw, options);
+    event.id = i + 1;
+    if (raw.parent_id != 0) {
+      auto parent = renumbered.find(raw.parent_id);
+      if (parent != renumbered.end()) {
+        event.parent_id = parent->second;
+      } else {
+        ++trace.unparented;
+      }
+    }
+    auto [it, added] = thread_index.emplace(raw.thread, static_cast<uint32_t>(trace.threads.size()));
+    if (added) {
+      const events::ThreadInfo& info = collected.threads.at(raw.thread);
+      trace.threads.push_back({info.os_thread, info.name});
+    }
+    event.thread = it->second;
+    trace.events.push_back(std::move(event));
+  }
+  trace.origin_ns = trace.events.empty() ? 0 : trace.events.front().start_ns;
+  if (options.profile_memory) add_run_memory(trace);
+  return trace;
+}
+
+std::map<std::string, std::string> machine_facts() {
+  const CpuCapability& cpu = cpu_capability();
+  std::string extensions;
+  for (const std::string& extension : cpu.extensions())
+    extensions += (extensions.empty() ? "" : " ") + extension;
+  std::map<std::string, std::string> facts{
+      {"runtime", "kiln"},
+      {"kiln_version", std::string(kiln_version())},
+      {"build", std::string(build_configuration())},
+      {"cpu", cpu.description()},
+      {"cpu_capability", std::string(isa_name(cpu.best_isa()))},
+      {"cpu_extensions", extensions},
+      {"isa", std::string(isa_name(isa_choice().isa))},
+      {"threads", std::to_string(get_num_threads())},
+      {"cores", std::to_string(available_cores())},
+      {"plan_settings", current_settings().describe_plan_settings()},
+  };
+  if (backends::info("onednn").built) facts["onednn_isa"] = backends::onednn::isa();
+  return facts;
+}
+
+}  // namespace kiln::profiler

@@ -1,0 +1,96 @@
+// A recorded profile as an event tree: what the recording half (core/events.h) collected, with each
+// step resolved against its plan's static record (node, fused nodes, op, backend, kernel, layouts,
+// shapes, dtypes, FLOPs, bytes, the plan's settings), ids renumbered 1..N in start order and
+// parents remapped. The anti-pattern analysis and every export read this, never the raw events.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/events.h"
+#include "core/tensor.h"
+
+namespace kiln::profiler {
+
+using EventKind = events::EventKind;
+
+struct TraceEvent {
+  uint64_t id = 0;         // 1..N in start order (a parent before its children)
+  uint64_t parent_id = 0;  // 0: a root (or a parent that was not recorded, see Trace::unparented)
+  EventKind kind = EventKind::run;
+  std::string
+      name;  // step/reorder: op type; run: "run"; task and annotation: their names; memory: "[memory]"
+  uint32_t thread = 0;   // index into Trace::threads
+  int64_t start_ns = 0;  // steady clock; Trace::origin_ns is the earliest
+  int64_t end_ns = 0;
+  int64_t duration_ns() const { return end_ns - start_ns; }
+
+  // Steps and reorders: the plan's static record (shapes and dtypes only when shapes were recorded).
+  int step = -1;  // index in its plan
+  std::string node;
+  std::string backend;
+  std::string kernel;
+  std::vector<std::string> fused;
+  std::vector<Shape> input_shapes;
+  std::vector<Shape> output_shapes;
+  std::vector<std::string> input_dtypes;
+  std::vector<std::string> output_dtypes;
+  std::vector<std::string> input_layouts;
+  std::vector<std::string> output_layouts;
+  int64_t flops = 0;  // multiply-adds x 2 (convolutions and products; 0 for other ops)
+  int64_t bytes = 0;  // bytes its inputs and outputs occupy as stored
+  int threads = 0;    // steps: intra-op threads its kernel runs with; runs: the run's
+
+  // Runs: the plan's settings, its step count and memory: the arena its context holds throughout,
+  // what the run itself allocated (outputs, scratch; a new context's arena excluded) and its peak
+  // (arena + the most the run's own allocations held at once).
+  std::string settings;
+  int plan_steps = 0;
+  int64_t arena_bytes = 0;
+  int64_t allocated_bytes = 0;
+  int64_t peak_bytes = 0;
+
+  // Memory: bytes allocated (> 0) or freed (< 0), what for ("arena", "scratch", "tensor"), and the
+  // bytes live through kiln's allocator registry, process-wide, after it.
+  int64_t memory_bytes = 0;
+  std::string memory_tag;
+  int64_t memory_total = 0;
+};
+
+struct TraceThread {
+  int64_t os_thread = 0;
+  std::string name;
+};
+
+struct Trace {
+  std::vector<TraceEvent> events;  // by id: events[i].id == i + 1
+  std::vector<TraceThread> threads;
+  int64_t origin_ns = 0;  // the earliest start
+  bool shapes_recorded = true;
+  bool memory_recorded = true;
+  int unparented = 0;  // events whose parent was still open or dropped when the profile stopped
+  // What produced it: "kiln_version", "cpu", "cpu_capability", "isa", "onednn_isa", "threads" ...
+  std::map<std::string, std::string> facts;
+
+  const TraceEvent* find(uint64_t id) const {
+    return id >= 1 && id <= events.size() ? &events[id - 1] : nullptr;
+  }
+  // Direct children of `id` (0: the roots), in start order.
+  std::vector<const TraceEvent*> children(uint64_t id) const;
+};
+
+struct TraceOptions {
+  bool record_shapes = true;
+  bool profile_memory = true;
+};
+
+// Builds the tree from what a collection returned. Steps and runs are resolved against the plans
+// `collected` keeps alive.
+Trace build_trace(const events::Collected& collected, const TraceOptions& options);
+
+// This process's machine facts, as `kiln info` prints them.
+std::map<std::string, std::string> machine_facts();
+
+}  // namespace kiln::profiler

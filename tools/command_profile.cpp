@@ -1,0 +1,82 @@
+// `kiln profile MODEL`: records runs with the profiler and prints where the time went, per op (or
+// node, backend, kernel, shape), with self and total time, calls, GFLOP/s and memory; `--trace FILE`
+// writes the event tree as a Chrome trace (Perfetto, chrome://tracing), `--json` prints the
+// summary as JSON instead of the table.
+#include <cstdio>
+
+#include "core/error.h"
+#include "graph/session.h"
+#include "profiler/export.h"
+#include "profiler/key_averages.h"
+#include "profiler/profile.h"
+#include "tools/cli_args.h"
+#include "tools/commands.h"
+#include "tools/random_input.h"
+#include "tools/setting_options.h"
+
+namespace kiln {
+
+int command_profile(const std::vector<std::string>& args) {
+  const std::vector<OptionSpec> specs = with_setting_options({
+      {"batch", true, "B: size of symbolic input dims (default 1)"},
+      {"runs", true, "N: recorded runs (default 10)"},
+      {"warmup", true, "W: unrecorded runs first (default 3)"},
+      {"trace", true, "FILE: write the recorded events as a Chrome trace (Perfetto, chrome://tracing)"},
+      {"group-by", true, "op|node|backend|kernel|shape: what the table's rows are (default op)"},
+      {"sort-by", true,
+       "KEY: self_time (default), total_time, avg_time, calls, gflops, self_memory, memory or name"},
+      {"row-limit", true, "N: at most N rows (default 25; 0: all)"},
+      {"no-shapes", false, "record no shapes, dtypes or layouts"},
+      {"no-memory", false, "record no allocations (and no memory columns)"},
+      {"json", false, "print the summary as one JSON object instead of the table"},
+      {"help", false, "show this help"},
+  });
+  const ParsedArgs parsed = parse_args("profile", args, specs);
+  if (parsed.has("help")) {
+    std::printf(
+        "usage: kiln profile MODEL [options]\n\nRecords runs on seeded random inputs and prints the time per "
+        "op "
+        "(or node, backend, kernel, shape).\n\n%s",
+        options_help(specs).c_str());
+    return 0;
+  }
+  KILN_CHECK(parsed.positional.size() == 1, invalid_argument, "kiln profile expects one MODEL path, got ",
+             parsed.positional.size());
+  apply_setting_options(parsed);
+  const int batch = parsed.int_value("batch", 1, 1, 1 << 20);
+  const int runs = parsed.int_value("runs", 10, 1, 1 << 20);
+  const int warmup = parsed.int_value("warmup", 3, 0, 1 << 20);
+  const int row_limit = parsed.int_value("row-limit", 25, 0, 1 << 20);
+  const std::string group_by = parsed.value("group-by", "op");
+  const std::string sort_by = parsed.value("sort-by", "self_time");
+  const profiler::GroupBy group = profiler::parse_group_by(group_by);
+  KILN_CHECK(group != profiler::GroupBy::shape || !parsed.has("no-shapes"), invalid_argument,
+             "--group-by shape needs shapes, which --no-shapes leaves out");
+  profiler::KeyAverages({}, group, false).table(sort_by);  // an unknown key fails before any run
+
+  Session session(parsed.positional[0]);
+  const RandomInputs random = random_inputs(session.inputs(), batch);
+  for (int i = 0; i < warmup; ++i) session.run(random.by_name);
+  profiler::Profile profile(
+      {.record_shapes = !parsed.has("no-shapes"), .profile_memory = !parsed.has("no-memory")});
+  profile.start();
+  for (int i = 0; i < runs; ++i) session.run(random.by_name);
+  const profiler::Trace trace = profile.stop();
+  if (parsed.has("trace")) profiler::export_chrome_trace(trace, parsed.value("trace"));
+
+  if (parsed.has("json")) {
+    std::printf("%s\n", profiler::summary_json(trace, group_by).c_str());
+    return 0;
+  }
+  std::printf("model: %s (batch %d, plan settings %s)\n", parsed.positional[0].c_str(), batch,
+              settings_summary().c_str());
+  std::fputs(profiler::runs_text(trace).c_str(), stdout);
+  std::fputs(profiler::key_averages(trace, group).table(sort_by, row_limit).c_str(), stdout);
+  if (parsed.has("trace")) {
+    std::printf("trace: %s (%zu events; open it in https://ui.perfetto.dev or chrome://tracing)\n",
+                parsed.value("trace").c_str(), trace.events.size());
+  }
+  return 0;
+}
+
+}  // namespace kiln
