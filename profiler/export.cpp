@@ -185,9 +185,9 @@ std::string summary_json(const Trace& trace, const std::string& group_by) {
   json.key("runs").begin_object();
   json.member("count", times.size());
   if (!times.empty()) {
-    json.member("median_ms", times[times.size() / 2]);
-    json.member("min_ms", times.front());
-    json.member("max_ms", times.back());
+    json.key("median_ms").value(times[times.size() / 2], 6);
+    json.key("min_ms").value(times.front(), 6);
+    json.key("max_ms").value(times.back(), 6);
   }
   if (trace.memory_recorded) {
     json.member("arena_bytes", arena);

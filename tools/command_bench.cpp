@@ -1,6 +1,7 @@
 // `kiln bench MODEL`: latency percentiles, throughput and GFLOP/s of Session::run on seeded random
 // inputs (`--json` for scripts, a progress bar on a terminal). Loading and the
-// first plan happen before timing; warm-up runs are not counted.
+// first plan happen before timing; warm-up runs are not counted. `--profile` records the timed runs
+// (what the profiler costs is measured by comparing medians with and without it).
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +21,9 @@
 #include "graph/observer.h"
 #include "graph/plan.h"
 #include "graph/session.h"
+#include "profiler/export.h"
+#include "profiler/key_averages.h"
+#include "profiler/profile.h"
 #include "runtime/thread_budget.h"
 #include "runtime/threads.h"
 #include "tools/cli_args.h"
@@ -83,6 +87,10 @@ int command_bench(const std::vector<std::string>& args) {
       {"callers", true, "C: threads calling Session::run at the same time, N timed runs each (default 1)"},
       {"thread-budget", true,
        "T: threads concurrent runs share (0: no budget; default KILN_THREAD_BUDGET, else the cores)"},
+      {"profile", false,
+       "record the timed runs with the profiler (shapes and memory) and print the time per op after the "
+       "results"},
+      {"trace", true, "FILE: with --profile, write the recorded runs as a Chrome trace"},
       {"json", false, "print one JSON object instead of text (for scripts)"},
       {"help", false, "show this help"},
   });
@@ -99,6 +107,8 @@ int command_bench(const std::vector<std::string>& args) {
   const int warmup = parsed.int_value("warmup", 5, 0, 1 << 20);
   const int iters = parsed.int_value("iters", 20, 1, 1 << 20);
   const int callers = parsed.int_value("callers", 1, 1, 256);
+  const bool profiling = parsed.has("profile");
+  KILN_CHECK(profiling || !parsed.has("trace"), invalid_argument, "kiln bench: --trace needs --profile");
   if (parsed.has("thread-budget")) set_thread_budget(parsed.int_value("thread-budget", 0, 0, kMaxThreads));
 
   // Load = import + plan (shape inference, folding, kernel selection, weight prepacking, primitive
@@ -137,11 +147,13 @@ int command_bench(const std::vector<std::string>& args) {
   std::vector<std::vector<double>> caller_times(static_cast<size_t>(callers));
   std::atomic<int> warmed_up{0};
   std::atomic<bool> timing{false};  // set by the last caller to warm up, after the clock and the counter
+  profiler::Profile profile({.record_shapes = true, .profile_memory = true});
   std::chrono::steady_clock::time_point timed_start;
   const bool show_progress = !parsed.has("json") && isatty(fileno(stderr)) && callers == 1;
   const auto call = [&](int caller) {
     for (int i = 0; i < warmup; ++i) session.run(inputs);
     if (warmed_up.fetch_add(1) + 1 == callers) {
+      if (profiling) profile.start();
       timed_start = std::chrono::steady_clock::now();
       fewer_threads.counting = true;
       timing = true;
@@ -159,6 +171,8 @@ int command_bench(const std::vector<std::string>& args) {
   call(0);
   for (std::thread& thread : threads) thread.join();
   const double wall_ms = elapsed_ms(timed_start);
+  const profiler::Trace trace = profiling ? profile.stop() : profiler::Trace{};
+  if (parsed.has("trace")) profiler::export_chrome_trace(trace, parsed.value("trace"));
   session.remove_observer(&fewer_threads);
   const int fewer = fewer_threads.fewer.load();
   if (show_progress) std::fprintf(stderr, "\r%60s\r", "");
@@ -184,12 +198,14 @@ int command_bench(const std::vector<std::string>& args) {
         "%.2f, "
         "\"weights_mb\": %.2f, \"arena_mb\": %.2f, \"peak_rss_after_load_mb\": %.1f, "
         "\"steady_rss_mb\": %.1f, \"peak_rss_mb\": %.1f, \"callers\": %d, \"thread_budget\": %d, "
-        "\"runs_with_fewer_threads\": %d}\n",
+        "\"runs_with_fewer_threads\": %d, \"profiled\": %s",
         std::string(kiln_version()).c_str(), json_escape(parsed.positional[0]).c_str(), batch,
         get_num_threads(), settings_summary().c_str(), warmup, iters, median, percentile(times_ms, 0.1),
         percentile(times_ms, 0.9), times_ms.front(), throughput, static_cast<long long>(flops), gflops,
         load_ms, import_ms, plan_ms, first_run_ms, weights_mb, arena_mb, peak_rss_after_load_mb,
-        steady_rss_mb, peak_rss_mb, callers, get_thread_budget(), fewer);
+        steady_rss_mb, peak_rss_mb, callers, get_thread_budget(), fewer, profiling ? "true" : "false");
+    if (profiling) std::printf(", \"profile\": %s", profiler::summary_json(trace).c_str());
+    std::printf("}\n");
     return 0;
   }
   std::printf("model: %s\nbatch: %d  threads: %d  plan settings: %s  warmup: %d  iters: %d\n",
@@ -215,6 +231,12 @@ int command_bench(const std::vector<std::string>& args) {
   std::printf(
       "memory: weights %.1f MB, arena %.1f MB; RSS peak after load %.1f MB, steady %.1f MB, peak %.1f MB\n",
       weights_mb, arena_mb, peak_rss_after_load_mb, steady_rss_mb, peak_rss_mb);
+  if (profiling) {
+    std::printf("\nprofile of the timed runs (shapes and memory recorded):\n%s",
+                profiler::runs_text(trace).c_str());
+    std::fputs(profiler::key_averages(trace).table("self_time", 15).c_str(), stdout);
+    if (parsed.has("trace")) std::printf("trace: %s\n", parsed.value("trace").c_str());
+  }
   return 0;
 }
 

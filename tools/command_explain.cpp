@@ -1,7 +1,8 @@
 // `kiln explain MODEL`: the plan kiln builds for a model, step by step: op and node, the backend and
 // kernel chosen (as the library names its implementation), shapes with their storage layouts, the
 // nodes fused into the step, and why each faster candidate refused it. `--profile N` runs the plan N
-// times and adds each step's median time and a ranking of the most expensive steps.
+// times and adds each step's median time and a ranking of the most expensive steps; `--json` prints
+// the same as one JSON object.
 #include <cstdio>
 
 #include "core/error.h"
@@ -18,6 +19,7 @@ int command_explain(const std::vector<std::string>& args) {
   const std::vector<OptionSpec> specs = with_setting_options({
       {"batch", true, "B: size of symbolic input dims (default 1)"},
       {"profile", true, "N: run the plan N times and show each step's median time"},
+      {"json", false, "print the plan as one JSON object instead of text (for scripts)"},
       {"help", false, "show this help"},
   });
   const ParsedArgs parsed = parse_args("explain", args, specs);
@@ -38,6 +40,10 @@ int command_explain(const std::vector<std::string>& args) {
   const RandomInputs random = random_inputs(session.inputs(), batch);
   const std::shared_ptr<const Plan> plan = session.plan_for(random.ordered);
   const std::vector<double> step_ms = profile_steps(session, random.by_name, *plan, profile_runs);
+  if (parsed.has("json")) {
+    std::printf("%s\n", explain_json(*plan, parsed.positional[0], batch, step_ms, profile_runs).c_str());
+    return 0;
+  }
   const std::string title = str_cat("plan for ", parsed.positional[0], " (batch ", batch, ", plan settings ",
                                     settings_summary(), ")");
   std::fputs(explain_text(*plan, title, step_ms, profile_runs).c_str(), stdout);

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "backends/settings.h"
+#include "core/json_writer.h"
 #include "graph/flops.h"
 #include "graph/observer.h"
 #include "runtime/thread_budget.h"
@@ -162,6 +163,88 @@ std::string explain_text(const Plan& plan, const std::string& title, const std::
                    r.node_name.c_str(), ms, total > 0 ? 100 * ms / total : 0, gflops, r.kernel.c_str());
   }
   return text;
+}
+
+namespace {
+
+void write_shapes(JsonWriter& json, const char* name, const std::vector<Shape>& shapes) {
+  json.key(name).begin_array();
+  for (const Shape& shape : shapes) {
+    json.begin_array();
+    for (const int64_t dim : shape) json.value(dim);
+    json.end_array();
+  }
+  json.end_array();
+}
+
+template <typename T, typename Name>
+void write_names(JsonWriter& json, const char* key, const std::vector<T>& values, Name name) {
+  json.key(key).begin_array();
+  for (const T& value : values) json.value(name(value));
+  json.end_array();
+}
+
+}  // namespace
+
+std::string explain_json(const Plan& plan, const std::string& model, int batch,
+                         const std::vector<double>& step_ms, int runs) {
+  const bool profiled = step_ms.size() == plan.steps().size() && !step_ms.empty();
+  JsonWriter json;
+  json.begin_object();
+  json.member("model", model);
+  json.member("batch", batch);
+  json.member("plan_settings", plan.settings_text());
+  json.member("threads", plan.threads());
+  json.member("parallel", plan.parallel());
+  json.member("thread_capacity", plan.thread_capacity());
+  json.member("fused_nodes", plan.fused_nodes());
+  json.member("folded_nodes", plan.folded_nodes());
+  json.member("removed_nodes", plan.removed_nodes());
+  json.member("reorder_steps", plan.reorder_steps());
+  json.member("arena_bytes", static_cast<int64_t>(plan.memory_plan().arena_bytes));
+  json.member("flops_per_run", plan_flops(plan));
+  json.member("profiled_runs", profiled ? runs : 0);
+  json.key("steps").begin_array();
+  for (size_t s = 0; s < plan.steps().size(); ++s) {
+    const StepRecord& r = plan.steps()[s].record;
+    json.begin_object();
+    json.member("index", s);
+    json.member("op", r.op_type);
+    json.member("node", r.node_name);
+    json.member("backend", r.backend);
+    json.member("kernel", r.kernel);
+    write_shapes(json, "input_shapes", r.input_shapes);
+    write_names(json, "input_dtypes", r.input_dtypes, [](DType d) { return dtype_name(d); });
+    write_names(json, "input_layouts", r.input_layouts, [](Layout l) { return layout_name(l); });
+    write_shapes(json, "output_shapes", r.output_shapes);
+    write_names(json, "output_dtypes", r.output_dtypes, [](DType d) { return dtype_name(d); });
+    write_names(json, "output_layouts", r.output_layouts, [](Layout l) { return layout_name(l); });
+    json.member("in_place", r.in_place);
+    write_names(json, "fused", r.fused, [](const std::string& f) { return f; });
+    json.member("note", r.note);
+    json.member("threads", r.threads);
+    json.member("parallel_group", r.parallel_group);
+    json.member("flops", step_flops(r));
+    json.member("creation_ms", r.creation_ms);
+    json.key("rejected").begin_array();
+    for (const RejectedCandidate& rejected : r.rejected)
+      json.begin_object().member("backend", rejected.backend).member("reason", rejected.reason).end_object();
+    json.end_array();
+    json.key("timed").begin_array();
+    for (const TimedCandidate& timed : r.timed)
+      json.begin_object().member("kernel", timed.kernel).member("ms", timed.milliseconds).end_object();
+    json.end_array();
+    json.key("ms");
+    if (profiled) {
+      json.value(step_ms[s]);
+    } else {
+      json.null();
+    }
+    json.end_object();
+  }
+  json.end_array();
+  json.end_object();
+  return json.take();
 }
 
 }  // namespace kiln

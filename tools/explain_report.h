@@ -24,4 +24,10 @@ std::string shapes_text(const std::vector<Shape>& shapes, const std::vector<Layo
 std::string explain_text(const Plan& plan, const std::string& title, const std::vector<double>& step_ms,
                          int runs);
 
+// The same as one JSON object, for scripts: the plan's counts and threads, and per step what the
+// report prints (shapes, dtypes and layouts as lists, rejected candidates as {backend, reason},
+// autotune's timings, FLOPs, and with profiling "ms"). `model` and `batch` name what was planned.
+std::string explain_json(const Plan& plan, const std::string& model, int batch,
+                         const std::vector<double>& step_ms, int runs);
+
 }  // namespace kiln
