@@ -2,17 +2,29 @@
 // seeded random inputs, symbolic dims = --batch, warm-up runs untimed, median/p10/p90 latency.
 // The JSON carries "machine", the cpu lines of `kiln info`, as bench/machine.py reads them.
 //   node bench/ort_bench.js MODEL [--threads N] [--batch B] [--warmup W] [--iters N] [--kiln build/kiln]
-//                           [--execution-mode sequential|parallel] [--interop N]
+//                           [--execution-mode sequential|parallel] [--interop N] [--profile 0|1]
+// --profile 1 turns on ONNX Runtime's own profiling (enableProfiling; its JSON goes to the system's
+// temporary folder and is deleted afterwards), to measure what profiling costs it.
 'use strict';
 const { execFileSync } = require('child_process');
+const fs = require('fs');
+const os = require('os');
 const path = require('path');
 const ort = require('onnxruntime-node');
 
 const MACHINE_LINE = /^(cpu:|cpu capability:|isa in effect:)/;
 
 function parseArgs(argv) {
-  const options = { threads: 1, batch: 1, warmup: 5, iters: 20, kiln: path.join(__dirname, '..', 'build', 'kiln'),
-    'execution-mode': 'sequential', interop: 1 };
+  const options = {
+    threads: 1,
+    batch: 1,
+    warmup: 5,
+    iters: 20,
+    kiln: path.join(__dirname, '..', 'build', 'kiln'),
+    'execution-mode': 'sequential',
+    interop: 1,
+    profile: 0
+  };
   const positional = [];
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
@@ -62,6 +74,8 @@ async function main() {
     interOpNumThreads: args.interop,
     graphOptimizationLevel: 'all',
     executionMode: args['execution-mode'],
+    enableProfiling: args.profile === 1,
+    profileFilePrefix: path.join(os.tmpdir(), `ort_bench_profile_${process.pid}`),
   });
   const feeds = {};
   session.inputMetadata.forEach((meta, index) => { feeds[meta.name] = randomTensor(meta, args.batch, index + 1); });
@@ -72,10 +86,29 @@ async function main() {
     await session.run(feeds);
     times.push(Number(process.hrtime.bigint() - start) / 1e6);
   }
+  if (args.profile === 1) {
+    if (typeof session.endProfiling === 'function') session.endProfiling();
+    if (typeof session.release === 'function') await session.release();
+    for (const file of fs.readdirSync(os.tmpdir())) {
+      if (file.startsWith(`ort_bench_profile_${process.pid}`)) fs.rmSync(path.join(os.tmpdir(), file));
+    }
+  }
   times.sort((a, b) => a - b);
   const pick = (q) => times[Math.min(times.length - 1, Math.round(q * (times.length - 1)))];
-  console.log(JSON.stringify({ runtime: 'onnxruntime', version: ort.env.versions.common, model: args.model,
-    threads: args.threads, execution_mode: args['execution-mode'], interop: args.interop, batch: args.batch, median_ms: pick(0.5), p10_ms: pick(0.1), p90_ms: pick(0.9), machine }));
+  console.log(JSON.stringify({
+    runtime: 'onnxruntime',
+    version: ort.env.versions.common,
+    model: args.model,
+    threads: args.threads,
+    execution_mode: args['execution-mode'],
+    interop: args.interop,
+    profiled: args.profile === 1,
+    batch: args.batch,
+    median_ms: pick(0.5),
+    p10_ms: pick(0.1),
+    p90_ms: pick(0.9),
+    machine
+  }));
 }
 
 main().catch((error) => { console.error(`ort_bench: error: ${error.message}`); process.exit(1); });

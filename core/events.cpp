@@ -32,11 +32,13 @@ struct ThreadBuffer {
     std::unique_ptr<Chunk> chunk;
     size_t from;  // events before this were collected while it was current
   };
-  std::vector<FullChunk> full;                    // under mutex
-  std::vector<std::shared_ptr<const void>> kept;  // under mutex
-  const void* last_kept = nullptr;                // owner only
-  uint64_t kept_generation = 0;                   // owner only
-  uint64_t next_id = 0;                           // owner only
+  std::vector<FullChunk> full;  // under mutex
+  // What this thread's events point into: the object it kept last, and those it kept before since
+  // the last collection (both under mutex). A collection takes the list and a reference to the
+  // last one, so an event written after a collection still finds its plan alive at the next.
+  std::vector<std::shared_ptr<const void>> kept;
+  std::shared_ptr<const void> last_kept;
+  uint64_t next_id = 0;  // owner only
   uint32_t index = 0;
   bool retired = false;  // its thread has exited (under the registry's mutex)
 };
@@ -56,7 +58,6 @@ Registry& registry() {
 }
 
 std::atomic<int64_t> g_live_bytes{0};
-std::atomic<uint64_t> g_generation{1};  // bumped by each collection, so keep_alive keeps again
 
 thread_local uint64_t t_current_event = 0;
 thread_local ThreadBuffer* t_buffer = nullptr;
@@ -114,8 +115,10 @@ void write(ThreadBuffer& buffer, Event event) {
   buffer.count.store(count + 1, std::memory_order_release);
 }
 
-// Takes every published event out of every buffer (into `out` when given, else dropped).
-void drain_locked(Registry& reg, Collected* out) {
+// Takes every published event out of every buffer (into `out` when given, else dropped). `final`:
+// recording has stopped, so buffers let go of the objects they kept (a plan's weights must not
+// outlive its session because it was once profiled).
+void drain_locked(Registry& reg, Collected* out, bool final) {
   for (const std::shared_ptr<ThreadBuffer>& buffer : reg.buffers) {
     std::lock_guard lock(buffer->mutex);
     const size_t count = buffer->count.load(std::memory_order_acquire);
@@ -126,13 +129,14 @@ void drain_locked(Registry& reg, Collected* out) {
       out->events.insert(out->events.end(), buffer->current->events + buffer->collected,
                          buffer->current->events + count);
       for (std::shared_ptr<const void>& kept : buffer->kept) out->kept.push_back(std::move(kept));
+      if (buffer->last_kept) out->kept.push_back(buffer->last_kept);
     }
     buffer->full.clear();
     buffer->kept.clear();
+    if (final) buffer->last_kept.reset();
     buffer->collected = count;
   }
   std::erase_if(reg.buffers, [](const std::shared_ptr<ThreadBuffer>& buffer) { return buffer->retired; });
-  g_generation.fetch_add(1, std::memory_order_relaxed);
   if (out != nullptr) out->threads = reg.threads;
 }
 
@@ -212,6 +216,12 @@ void record_memory(int64_t bytes, const char* tag) {
   write(*buffer, event);
 }
 
+size_t thread_buffers() {
+  Registry& reg = registry();
+  std::lock_guard lock(reg.mutex);
+  return reg.buffers.size();
+}
+
 int64_t live_bytes() {
   return g_live_bytes.load(std::memory_order_relaxed);
 }
@@ -227,12 +237,11 @@ const char* intern(std::string_view name) {
 void keep_alive(const std::shared_ptr<const void>& object) {
   ThreadBuffer* buffer = thread_buffer();
   if (buffer == nullptr) return;
-  const uint64_t generation = g_generation.load(std::memory_order_relaxed);
-  if (buffer->last_kept == object.get() && buffer->kept_generation == generation) return;
+  // Once per run, uncontended: a collection is the only other taker of this lock.
   std::lock_guard lock(buffer->mutex);
-  buffer->kept.push_back(object);
-  buffer->last_kept = object.get();
-  buffer->kept_generation = generation;
+  if (buffer->last_kept == object) return;
+  if (buffer->last_kept) buffer->kept.push_back(std::move(buffer->last_kept));
+  buffer->last_kept = object;
 }
 
 void start(uint32_t flags) {
@@ -240,7 +249,7 @@ void start(uint32_t flags) {
   std::lock_guard lock(reg.mutex);
   KILN_CHECK(g_record_flags.load() == 0, runtime,
              "a profile is already recording (one at a time: stop it before starting another)");
-  drain_locked(reg, nullptr);
+  drain_locked(reg, nullptr, /*final=*/true);
   g_record_flags.store(flags | kRecordEvents);
 }
 
@@ -249,7 +258,7 @@ Collected stop() {
   std::lock_guard lock(reg.mutex);
   g_record_flags.store(0);
   Collected collected;
-  drain_locked(reg, &collected);
+  drain_locked(reg, &collected, /*final=*/true);
   return collected;
 }
 
@@ -257,7 +266,7 @@ Collected collect() {
   Registry& reg = registry();
   std::lock_guard lock(reg.mutex);
   Collected collected;
-  drain_locked(reg, &collected);
+  drain_locked(reg, &collected, /*final=*/false);
   return collected;
 }
 

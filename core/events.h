@@ -7,7 +7,7 @@
 // then branches on a bool per step). On, an event is two clock reads and one 64-byte write into the
 // calling thread's own buffer: no lock and no allocation, except when a thread's buffer fills a
 // chunk of kEventsPerChunk events (then it takes its own buffer's lock, which only a collection
-// also takes, and allocates the next chunk).
+// also takes, and allocates the next chunk). A run also takes that lock once to keep its plan alive.
 //
 // Events are written once, when they end (a scope keeps its start on the stack), so a collection
 // never sees half an event. Parents: each thread has a current event (the innermost open scope);
@@ -100,8 +100,9 @@ int64_t live_bytes();
 // A stable copy of `name` (one per distinct name, kept for the process): annotations' subjects.
 const char* intern(std::string_view name);
 
-// Keeps `object` (a plan) alive until the events that reference it have been collected. Cheap when
-// the same object is kept twice in a row on one thread.
+// Keeps `object` (a plan) alive until the events that reference it have been collected: until the
+// collection after this thread keeps another object, or recording stops. Takes this thread's
+// buffer lock (uncontended but for a collection): once per run, never per event.
 void keep_alive(const std::shared_ptr<const void>& object);
 
 struct ThreadInfo {
@@ -125,6 +126,10 @@ void start(uint32_t flags);
 Collected stop();
 // Returns what was recorded so far and drops it, recording on (a schedule's warm-up ending).
 Collected collect();
+
+// Threads with a buffer: those that recorded and still run, and exited ones whose events the next
+// collection takes (then their buffers go).
+size_t thread_buffers();
 
 // Events per chunk of a thread's buffer.
 inline constexpr size_t kEventsPerChunk = 4096;

@@ -48,6 +48,13 @@ class JsonWriter {
     std::snprintf(buffer, sizeof buffer, "%.*f", decimals, number);
     return raw(buffer);
   }
+  // An array of values (nested vectors become nested arrays: shapes as [[1, 3, 224, 224], ...]).
+  template <typename T>
+  JsonWriter& value(const std::vector<T>& values) {
+    begin_array();
+    for (const T& element : values) value(element);
+    return end_array();
+  }
   JsonWriter& null() { return raw("null"); }
   // Text that is already JSON (a number formatted by the caller).
   JsonWriter& raw(std::string_view json) {

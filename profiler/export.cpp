@@ -21,22 +21,6 @@ std::string microseconds(int64_t ns) {
   return text;
 }
 
-void write_shapes(JsonWriter& json, const char* name, const std::vector<Shape>& shapes) {
-  json.key(name).begin_array();
-  for (const Shape& shape : shapes) {
-    json.begin_array();
-    for (const int64_t dim : shape) json.value(dim);
-    json.end_array();
-  }
-  json.end_array();
-}
-
-void write_strings(JsonWriter& json, const char* name, const std::vector<std::string>& values) {
-  json.key(name).begin_array();
-  for (const std::string& value : values) json.value(value);
-  json.end_array();
-}
-
 std::string thread_name(const TraceThread& thread, int64_t pid) {
   if (thread.os_thread == pid) return "main";
   return thread.name.empty() ? str_cat("thread ", thread.os_thread) : thread.name;
@@ -52,17 +36,17 @@ void write_event_args(JsonWriter& json, const Trace& trace, const TraceEvent& ev
     json.member("node", event.node);
     json.member("backend", event.backend);
     json.member("kernel", event.kernel);
-    write_strings(json, "fused", event.fused);
+    json.member("fused", event.fused);
     json.member("threads", event.threads);
     json.member("flops", event.flops);
     json.member("bytes", event.bytes);
     if (trace.shapes_recorded) {
-      write_shapes(json, "input_shapes", event.input_shapes);
-      write_strings(json, "input_dtypes", event.input_dtypes);
-      write_strings(json, "input_layouts", event.input_layouts);
-      write_shapes(json, "output_shapes", event.output_shapes);
-      write_strings(json, "output_dtypes", event.output_dtypes);
-      write_strings(json, "output_layouts", event.output_layouts);
+      json.member("input_shapes", event.input_shapes);
+      json.member("input_dtypes", event.input_dtypes);
+      json.member("input_layouts", event.input_layouts);
+      json.member("output_shapes", event.output_shapes);
+      json.member("output_dtypes", event.output_dtypes);
+      json.member("output_layouts", event.output_layouts);
     }
   } else if (event.kind == EventKind::run) {
     json.member("threads", event.threads);

@@ -167,21 +167,11 @@ std::string explain_text(const Plan& plan, const std::string& title, const std::
 
 namespace {
 
-void write_shapes(JsonWriter& json, const char* name, const std::vector<Shape>& shapes) {
-  json.key(name).begin_array();
-  for (const Shape& shape : shapes) {
-    json.begin_array();
-    for (const int64_t dim : shape) json.value(dim);
-    json.end_array();
-  }
-  json.end_array();
-}
-
 template <typename T, typename Name>
-void write_names(JsonWriter& json, const char* key, const std::vector<T>& values, Name name) {
-  json.key(key).begin_array();
-  for (const T& value : values) json.value(name(value));
-  json.end_array();
+std::vector<std::string> names_of(const std::vector<T>& values, Name name) {
+  std::vector<std::string> names;
+  for (const T& value : values) names.emplace_back(name(value));
+  return names;
 }
 
 }  // namespace
@@ -213,14 +203,14 @@ std::string explain_json(const Plan& plan, const std::string& model, int batch,
     json.member("node", r.node_name);
     json.member("backend", r.backend);
     json.member("kernel", r.kernel);
-    write_shapes(json, "input_shapes", r.input_shapes);
-    write_names(json, "input_dtypes", r.input_dtypes, [](DType d) { return dtype_name(d); });
-    write_names(json, "input_layouts", r.input_layouts, [](Layout l) { return layout_name(l); });
-    write_shapes(json, "output_shapes", r.output_shapes);
-    write_names(json, "output_dtypes", r.output_dtypes, [](DType d) { return dtype_name(d); });
-    write_names(json, "output_layouts", r.output_layouts, [](Layout l) { return layout_name(l); });
+    json.member("input_shapes", r.input_shapes);
+    json.member("input_dtypes", names_of(r.input_dtypes, dtype_name));
+    json.member("input_layouts", names_of(r.input_layouts, layout_name));
+    json.member("output_shapes", r.output_shapes);
+    json.member("output_dtypes", names_of(r.output_dtypes, dtype_name));
+    json.member("output_layouts", names_of(r.output_layouts, layout_name));
     json.member("in_place", r.in_place);
-    write_names(json, "fused", r.fused, [](const std::string& f) { return f; });
+    json.member("fused", r.fused);
     json.member("note", r.note);
     json.member("threads", r.threads);
     json.member("parallel_group", r.parallel_group);

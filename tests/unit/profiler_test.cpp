@@ -309,6 +309,40 @@ TEST(Profiler, ChunksAndExitedThreadsLoseNoEvent) {
   EXPECT_EQ(trace.threads.size(), 2u);
 }
 
+TEST(Profiler, BuffersOfExitedThreadsGoAtTheNextCollection) {
+  profiler::Profile profile;
+  profile.start();
+  { const profiler::RecordFunction here("this thread has a buffer"); }
+  const size_t before = events::thread_buffers();
+  std::thread([] { const profiler::RecordFunction gone("exits"); }).join();
+  EXPECT_EQ(events::thread_buffers(), before + 1);
+  EXPECT_EQ(profile.stop().events.size(), 2u);
+  EXPECT_EQ(events::thread_buffers(), before);
+}
+
+TEST(Profiler, PlansLiveUntilTheProfileIsReadAndNoLonger) {
+  std::weak_ptr<const Plan> plan;
+  std::string first_node;
+  Trace trace;
+  {
+    profiler::Profile profile;
+    profile.start();
+    {
+      Session session(KILN_DEMO_MODEL, Settings().set("threads", 1));
+      const TensorMap inputs = demo_inputs();
+      plan = session.plan_for(std::vector<Tensor>{inputs.at("input")});
+      first_node = plan.lock()->steps()[1].record.node_name;
+      session.run(inputs);
+    }
+    EXPECT_FALSE(plan.expired());  // the session is gone; the profile still needs the plan
+    trace = profile.stop();
+  }
+  EXPECT_TRUE(plan.expired());  // read: nothing holds it any more
+  const std::vector<const TraceEvent*> steps = of_kind(trace, EventKind::step);
+  ASSERT_FALSE(steps.empty());
+  EXPECT_EQ(steps[0]->node, first_node);
+}
+
 TEST(Profiler, SelfTimeIsTotalMinusChildrenOnTheSameThread) {
   Session session(KILN_DEMO_MODEL, Settings().set("threads", 1));
   const TensorMap inputs = demo_inputs();
