@@ -64,8 +64,8 @@ class CountingAllocator final : public Allocator {
 };
 
 CountingAllocator& counting_allocator() {
-  static CountingAllocator instance;
-  return instance;
+  static CountingAllocator* const instance = new CountingAllocator;  // never destroyed, as below
+  return *instance;
 }
 
 struct Registry {
@@ -76,8 +76,8 @@ struct Registry {
 std::atomic<Allocator*> current{nullptr};  // null: the default
 
 Registry& registry() {
-  static Registry instance;
-  return instance;
+  static Registry* const instance = new Registry;
+  return *instance;
 }
 
 }  // namespace
@@ -87,8 +87,10 @@ void note_allocation(int64_t bytes, const char* tag) {
 }
 
 Allocator& default_allocator() {
-  static AlignedAllocator instance;
-  return instance;
+  // Never destroyed: a block may be freed while the process exits (a finished inter-op task drops
+  // the last reference to a run's outputs on a pool thread as static destructors run).
+  static AlignedAllocator* const instance = new AlignedAllocator;
+  return *instance;
 }
 
 void register_allocator(Allocator& allocator) {

@@ -269,8 +269,7 @@ class ParallelRun : public std::enable_shared_from_this<ParallelRun> {
     StepTask(std::shared_ptr<ParallelRun> run, int step) : run_(std::move(run)), step_(step) {}
     void run() override {
       if (run_->claimed_[step_].exchange(true)) return;  // the caller ran it
-      const events::Scope task_event = event("parallel step");
-      run_->run_claimed(step_);
+      run_->run_claimed(step_, this);
     }
 
    private:
@@ -330,14 +329,22 @@ class ParallelRun : public std::enable_shared_from_this<ParallelRun> {
     return mine;
   }
 
-  void run_claimed(int s) {
+  // Runs claimed step `s` on this thread; `task` is the pool task doing it (null on the caller's
+  // thread), whose event ends before the step completes: the run, and a profile stopped right
+  // after it, never miss it.
+  void run_claimed(int s, const InteropTask* task = nullptr) {
     std::exception_ptr error;
-    try {
-      const ScopedIntraOpThreads threads(run_.plan.steps()[s].threads);
-      const ScopedCallLog call_log(run_.call_log);
-      run_step(run_, static_cast<size_t>(s));
-    } catch (...) {
-      error = std::current_exception();
+    {
+      std::optional<events::Scope> task_event;
+      if (task != nullptr && run_.profiling)
+        task_event.emplace(events::EventKind::interop_task, "parallel step", 0, task->submitted_under);
+      try {
+        const ScopedIntraOpThreads threads(run_.plan.steps()[s].threads);
+        const ScopedCallLog call_log(run_.call_log);
+        run_step(run_, static_cast<size_t>(s));
+      } catch (...) {
+        error = std::current_exception();
+      }
     }
     complete(s, error, /*ran=*/true);
   }

@@ -41,9 +41,10 @@ class InteropTask {
   virtual ~InteropTask() = default;
   virtual void run() = 0;
 
-  // The profiler's event for running this task (opened by run() when it does work): its parent is
-  // the event that was current where the task was submitted, so a task sits under the run or
-  // annotation that queued it. `name` is a static string.
+  // The profiler's event for running this task, opened by run() when it does work and ended before
+  // the task signals that it is done (a caller that stops a profile once its wait returns must find
+  // it). Its parent is the event that was current where the task was submitted, so a task sits
+  // under the run or annotation that queued it. `name` is a static string.
   events::Scope event(const char* name) const {
     return events::Scope(events::EventKind::interop_task, name, 0, submitted_under);
   }
@@ -65,22 +66,25 @@ class ForkTask final : public InteropTask {
       : fn_(std::move(fn)), state_(std::move(state)), name_(name) {}
 
   void run() override {
-    const events::Scope task_event = event(name_);
     std::exception_ptr error;
     std::optional<FutureValue<T>> value;
-    try {
-      if constexpr (std::is_void_v<T>) {
-        (*fn_)();
-        value.emplace();
-      } else {
-        value.emplace((*fn_)());
+    {
+      // Ends before the future is ready: a caller that stops a profile once wait() returns finds it.
+      const events::Scope task_event = event(name_);
+      try {
+        if constexpr (std::is_void_v<T>) {
+          (*fn_)();
+          value.emplace();
+        } else {
+          value.emplace((*fn_)());
+        }
+      } catch (...) {
+        error = std::current_exception();
       }
-    } catch (...) {
-      error = std::current_exception();
+      // What the function holds (a run's inputs, a caller's keep-alive) is released before the
+      // future is ready: once wait() returns, the task no longer references anything of the caller's.
+      fn_.reset();
     }
-    // What the function holds (a run's inputs, a caller's keep-alive) is released before the future
-    // is ready: once wait() returns, the task no longer references anything of the caller's.
-    fn_.reset();
     if (error) {
       state_->fail(error);
     } else {
