@@ -10,7 +10,11 @@ namespace kiln {
 std::string shape_to_compact_string(std::span<const int64_t> shape) {
   if (shape.empty()) return "scalar";
   std::string text;
-  for (size_t i = 0; i < shape.size(); ++i) text += (i == 0 ? "" : "x") + std::to_string(shape[i]);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    // Two appends: `"x" + std::to_string(...)` trips GCC 12's false -Wrestrict warning.
+    if (i > 0) text += 'x';
+    text += std::to_string(shape[i]);
+  }
   return text;
 }
 

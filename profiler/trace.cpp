@@ -176,8 +176,10 @@ Trace build_trace(const events::Collected& collected, const TraceOptions& option
 std::map<std::string, std::string> machine_facts() {
   const CpuCapability& cpu = cpu_capability();
   std::string extensions;
-  for (const std::string& extension : cpu.extensions())
-    extensions += (extensions.empty() ? "" : " ") + extension;
+  for (const std::string& extension : cpu.extensions()) {
+    if (!extensions.empty()) extensions += ' ';
+    extensions += extension;
+  }
   std::map<std::string, std::string> facts{
       {"runtime", "kiln"},
       {"kiln_version", std::string(kiln_version())},
