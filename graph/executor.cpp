@@ -144,6 +144,13 @@ struct RunScope {
 void run_step(const RunScope& run, size_t s) {
   RunContext& context = *&run.context;
   const PlanStep& step = run.plan.steps()[s];
+  // From here: the outputs it allocates (a graph output's storage) are its memory events.
+  std::optional<events::Scope> step_event;
+  if (run.profiling) {
+    step_event.emplace(
+        step.record.op_type == "Reorder" ? events::EventKind::reorder : events::EventKind::step, &run.plan,
+        static_cast<int64_t>(s));
+  }
   std::vector<Tensor>& values = context.values;
   std::vector<Tensor>& step_inputs = context.step_inputs[s];
   std::vector<Tensor>& step_outputs = context.step_outputs[s];
@@ -161,12 +168,6 @@ void run_step(const RunScope& run, size_t s) {
     }
   }
   for (Observer* observer : run.observers) observer->on_step_begin(run.plan, s);
-  std::optional<events::Scope> step_event;
-  if (run.profiling) {
-    step_event.emplace(
-        step.record.op_type == "Reorder" ? events::EventKind::reorder : events::EventKind::step, &run.plan,
-        static_cast<int64_t>(s));
-  }
   const bool report = run.verbose && run.settings.verbose_for(step.backend_index) >= 1;
   const auto start = report ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   try {

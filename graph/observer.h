@@ -1,7 +1,8 @@
 // Observers watch a run step by step (the step timer of `kiln explain --profile` is one). The
 // executor calls them only when at least one is attached; with none the cost is a branch before and
 // after each step. Runtime verbose is not an observer: the executor reads the run's settings
-// snapshot and writes verbose lines itself (graph/verbose.h).
+// snapshot and writes verbose lines itself (graph/verbose.h). Nor is the profiler: the executor
+// writes its events into per-thread buffers (core/events.h), with no virtual call per step.
 #pragma once
 
 #include <cstddef>
