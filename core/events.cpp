@@ -58,6 +58,7 @@ Registry& registry() {
 }
 
 std::atomic<int64_t> g_live_bytes{0};
+std::atomic<uint32_t> g_generation{0};
 
 thread_local uint64_t t_current_event = 0;
 thread_local ThreadBuffer* t_buffer = nullptr;
@@ -123,11 +124,17 @@ void drain_locked(Registry& reg, Collected* out, bool final) {
     std::lock_guard lock(buffer->mutex);
     const size_t count = buffer->count.load(std::memory_order_acquire);
     if (out != nullptr) {
+      // Only this profile's events: one written late by a run of an earlier profile may point into
+      // a plan this profile never kept alive.
+      const auto current = static_cast<uint16_t>(g_generation.load(std::memory_order_relaxed));
+      const auto take = [&](const Event* begin, const Event* end) {
+        for (const Event* event = begin; event != end; ++event) {
+          if (event->generation == current) out->events.push_back(*event);
+        }
+      };
       for (const ThreadBuffer::FullChunk& full : buffer->full)
-        out->events.insert(out->events.end(), full.chunk->events + full.from,
-                           full.chunk->events + kEventsPerChunk);
-      out->events.insert(out->events.end(), buffer->current->events + buffer->collected,
-                         buffer->current->events + count);
+        take(full.chunk->events + full.from, full.chunk->events + kEventsPerChunk);
+      take(buffer->current->events + buffer->collected, buffer->current->events + count);
       for (std::shared_ptr<const void>& kept : buffer->kept) out->kept.push_back(std::move(kept));
       if (buffer->last_kept) out->kept.push_back(buffer->last_kept);
     }
@@ -166,11 +173,23 @@ int64_t now_ns() {
       .count();
 }
 
+uint32_t generation() {
+  return g_generation.load(std::memory_order_relaxed);
+}
+
 uint64_t current_event() {
   return t_current_event;
 }
 
-Scope::Scope(EventKind kind, const void* subject, int64_t value, uint64_t parent) {
+ScopedCurrentEvent::ScopedCurrentEvent(uint64_t id) : saved_(t_current_event) {
+  t_current_event = id;
+}
+
+ScopedCurrentEvent::~ScopedCurrentEvent() {
+  t_current_event = saved_;
+}
+
+Scope::Scope(EventKind kind, const void* subject, int64_t value, uint64_t parent, uint32_t generation) {
   if (!recording()) return;
   ThreadBuffer* buffer = thread_buffer();
   if (buffer == nullptr) return;
@@ -180,13 +199,14 @@ Scope::Scope(EventKind kind, const void* subject, int64_t value, uint64_t parent
   t_current_event = id_;
   subject_ = subject;
   value_ = value;
+  generation_ = generation;
   kind_ = kind;
   start_ns_ = now_ns();
 }
 
 void Scope::finish() {
   const int64_t end = now_ns();
-  t_current_event = previous_current_;
+  if (t_current_event == id_) t_current_event = previous_current_;
   ThreadBuffer* buffer = thread_buffer();
   if (buffer == nullptr) return;
   Event event;
@@ -197,6 +217,7 @@ void Scope::finish() {
   event.subject = subject_;
   event.value = value_;
   event.kind = kind_;
+  event.generation = static_cast<uint16_t>(generation_);
   write(*buffer, event);
 }
 
@@ -213,6 +234,7 @@ void record_memory(int64_t bytes, const char* tag) {
   event.value = bytes;
   event.total = total;
   event.kind = EventKind::memory;
+  event.generation = static_cast<uint16_t>(generation());
   write(*buffer, event);
 }
 
@@ -250,6 +272,11 @@ void start(uint32_t flags) {
   KILN_CHECK(g_record_flags.load() == 0, runtime,
              "a profile is already recording (one at a time: stop it before starting another)");
   drain_locked(reg, nullptr, /*final=*/true);
+  // Skips the values whose low 16 bits are 0: a tag of 0 (a scope given a generation taken before
+  // any profile started) then never matches.
+  uint32_t next = g_generation.load() + 1;
+  if (static_cast<uint16_t>(next) == 0) ++next;
+  g_generation.store(next);
   g_record_flags.store(flags | kRecordEvents);
 }
 

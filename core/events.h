@@ -44,6 +44,7 @@ struct Event {
   int64_t total = 0;              // memory: bytes live through the allocator registry after this event
   uint32_t thread = 0;            // index into collected threads (ThreadInfo)
   EventKind kind = EventKind::run;
+  uint16_t generation = 0;  // the profile it belongs to (low bits of generation()); others are dropped
 };
 
 // What is being recorded. Flags are read with relaxed loads: a run started before start() or
@@ -62,15 +63,38 @@ inline bool recording_memory() {
 
 int64_t now_ns();
 
+// Bumped by every start(): which profile is recording. An event is collected only by the profile
+// of its generation, so a run that began under one profile and ends under the next cannot hand the
+// next one events pointing into a plan it never kept alive.
+uint32_t generation();
+
 // The calling thread's current event (0: none); what a scope opened now would take as parent.
 uint64_t current_event();
 
+// Makes `id` this thread's current event for a scope, without recording anything: parallel_for's
+// workers take their caller's step, so what they allocate is that step's memory.
+class ScopedCurrentEvent {
+ public:
+  explicit ScopedCurrentEvent(uint64_t id);
+  ~ScopedCurrentEvent();
+  ScopedCurrentEvent(const ScopedCurrentEvent&) = delete;
+  ScopedCurrentEvent& operator=(const ScopedCurrentEvent&) = delete;
+
+ private:
+  uint64_t saved_;
+};
+
 // An event from construction to destruction on this thread. Inactive (and free) when nothing is
-// recording at construction; while alive, it is the thread's current event.
+// recording at construction; while alive, it is the thread's current event. It belongs to the
+// profile of `generation` (default: the one recording now); events pointing into a plan pass the
+// generation in which the plan was kept. Scopes end in the reverse order they began; one that ends
+// out of order leaves the thread's current event alone.
 class Scope {
  public:
   Scope(EventKind kind, const void* subject, int64_t value) : Scope(kind, subject, value, current_event()) {}
-  Scope(EventKind kind, const void* subject, int64_t value, uint64_t parent);
+  Scope(EventKind kind, const void* subject, int64_t value, uint64_t parent)
+      : Scope(kind, subject, value, parent, generation()) {}
+  Scope(EventKind kind, const void* subject, int64_t value, uint64_t parent, uint32_t generation);
   ~Scope() {
     if (id_ != 0) finish();
   }
@@ -88,6 +112,7 @@ class Scope {
   int64_t start_ns_ = 0;
   const void* subject_ = nullptr;
   int64_t value_ = 0;
+  uint32_t generation_ = 0;
   EventKind kind_ = EventKind::run;
 };
 

@@ -137,6 +137,7 @@ struct RunScope {
   bool verbose;
   const CallLog* call_log;  // non-null when verbose
   bool profiling;           // a profile was recording when the run started (core/events.h)
+  uint32_t generation;      // ... and which one: the one that keeps the plan alive
 };
 
 // Binds step `s`'s inputs and outputs in the run context, runs its kernel (reporting to observers
@@ -149,7 +150,7 @@ void run_step(const RunScope& run, size_t s) {
   if (run.profiling) {
     step_event.emplace(
         step.record.op_type == "Reorder" ? events::EventKind::reorder : events::EventKind::step, &run.plan,
-        static_cast<int64_t>(s));
+        static_cast<int64_t>(s), events::current_event(), run.generation);
   }
   std::vector<Tensor>& values = context.values;
   std::vector<Tensor>& step_inputs = context.step_inputs[s];
@@ -180,6 +181,12 @@ void run_step(const RunScope& run, size_t s) {
     error.add_context(str_cat("node '", step.record.node_name, "' (", step.record.op_type, ")"));
     throw;
   }
+  // Published inside the step's event: the previous run's output it replaces is freed here, so the
+  // step's memory nets its output against the one it lets go.
+  for (size_t o = 0; o < step.outputs.size(); ++o) {
+    const int slot = step.outputs[o];
+    if (slot >= 0 && !context.fixed[slot]) values[slot] = step_outputs[o];
+  }
   step_event.reset();
   if (report) {
     report_executed_step(
@@ -187,10 +194,6 @@ void run_step(const RunScope& run, size_t s) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
   for (Observer* observer : run.observers) observer->on_step_end(run.plan, s);
-  for (size_t o = 0; o < step.outputs.size(); ++o) {
-    const int slot = step.outputs[o];
-    if (slot >= 0 && !context.fixed[slot]) values[slot] = step_outputs[o];
-  }
 }
 
 void run_sequentially(const RunScope& run) {
@@ -393,11 +396,12 @@ std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor* const
                                  int thread_capacity) {
   // The run's event covers all of it, a new context's arena included; the profile keeps the plan its
   // events point into alive until it has read them.
+  const uint32_t generation = events::generation();  // before the flag: a later profile drops these events
   const bool profiling = events::recording();
   std::optional<events::Scope> run_event;
   if (profiling) {
     events::keep_alive(plan.shared_from_this());
-    run_event.emplace(events::EventKind::run, &plan, settings.threads());
+    run_event.emplace(events::EventKind::run, &plan, settings.threads(), events::current_event(), generation);
   }
   RunContextPool& pool = plan.context_pool();
   std::shared_ptr<RunContext> context = pool.acquire(plan);
@@ -418,7 +422,8 @@ std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor* const
   std::optional<ScopedRunLibraryVerbose> library_verbose;
   if (verbose) library_verbose.emplace(settings);
   for (Observer* observer : observers) observer->on_run_begin(plan);
-  const RunScope run{plan, *context, observers, settings, verbose, verbose ? &call_log : nullptr, profiling};
+  const RunScope run{plan,      *context,  observers, settings, verbose, verbose ? &call_log : nullptr,
+                     profiling, generation};
   if (plan.parallel()) {
     const int capacity =
         thread_capacity > 0 ? std::min(thread_capacity, plan.thread_capacity()) : plan.thread_capacity();

@@ -4,6 +4,7 @@
 #include <exception>
 #include <mutex>
 
+#include "core/events.h"
 #include "runtime/threads.h"
 
 #ifdef _OPENMP
@@ -39,8 +40,10 @@ void parallel_for(int64_t begin, int64_t end, int64_t cost_per_item, const Range
   // Exceptions must not cross the OpenMP region: keep the first one and rethrow it afterwards.
   std::exception_ptr first_error;
   std::mutex error_mutex;
+  const uint64_t caller_event = events::current_event();  // the step: what workers allocate is its memory
 #pragma omp parallel num_threads(threads)
   {
+    const events::ScopedCurrentEvent as_caller(caller_event);
     const int64_t team = omp_get_num_threads();
     const int64_t rank = omp_get_thread_num();
     const int64_t chunk = (count + team - 1) / team;

@@ -22,6 +22,7 @@ decides whether they are kept.
 """
 import enum as _enum
 import os as _os
+import threading as _threading
 
 from kiln import _kiln
 
@@ -94,13 +95,19 @@ class record_function:
             raise TypeError(f"record_function: name must be a str, got {type(name).__name__}")
         self.name = name
         self._scope = None
+        self._thread = None
 
     def __enter__(self):
+        if self._scope is not None:
+            raise RuntimeError(f"record_function({self.name!r}) is already entered; use a new one per block")
         self._scope = _profiler.RecordFunction(self.name)
+        self._thread = _threading.get_ident()
         self._scope.enter()
         return self
 
     def __exit__(self, *exc):
+        if self._thread != _threading.get_ident():
+            raise RuntimeError(f"record_function({self.name!r}) must be exited on the thread that entered it")
         self._scope.exit()
         self._scope = None
         return False
@@ -181,18 +188,21 @@ class profile:
 
     def _transition(self, previous, action):
         recording = (ProfilerAction.WARMUP, ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
-        if previous == ProfilerAction.RECORD_AND_SAVE or (previous in recording[1:] and action == ProfilerAction.NONE):
-            # The cycle is complete: its trace is ready; the next cycle may start recording at once.
+        kept = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+        # Set first: if on_trace_ready raises, the next step() does not hand the same trace again.
+        self._action = action
+        # A cycle ends after its last active step, or where a schedule leaves the active steps for
+        # warm-up or for nothing: its trace is ready, and the next cycle may start recording at once.
+        if previous == ProfilerAction.RECORD_AND_SAVE or (previous in kept and action not in kept):
             self._trace = self._profile.take() if action in recording else self._profile.stop()
             if self._on_trace_ready is not None:
                 self._on_trace_ready(self)
         elif previous == ProfilerAction.NONE and action in recording:
             self._profile.start()
-        elif previous == ProfilerAction.WARMUP and action in recording[1:]:
+        elif previous == ProfilerAction.WARMUP and action in kept:
             self._profile.discard()
         elif previous == ProfilerAction.WARMUP and action == ProfilerAction.NONE:
             self._profile.stop()
-        self._action = action
 
     # What the last complete trace holds.
     def _require_trace(self):

@@ -155,6 +155,53 @@ def test_each_cycle_keeps_only_its_active_steps(kiln):
     assert all(steps[run["parent_id"]].startswith("ProfilerStep#") for run in runs)
 
 
+def test_leaving_the_active_steps_ends_the_cycle_and_a_failing_handler_is_not_called_twice(kiln):
+    session = kiln.Session(DEMO, threads=1)
+    actions = [kiln.profiler.ProfilerAction.RECORD, kiln.profiler.ProfilerAction.WARMUP,
+               kiln.profiler.ProfilerAction.RECORD, kiln.profiler.ProfilerAction.NONE]
+    calls = []
+
+    def on_ready(prof):
+        calls.append(sum(1 for e in prof.events() if e["kind"] == "run"))
+        if len(calls) == 1:
+            raise ValueError("handler failed")
+
+    prof = kiln.profiler.profile(schedule=lambda step: actions[min(step, 3)], on_trace_ready=on_ready)
+    prof.start()
+    session.run(demo_inputs())
+    with pytest.raises(ValueError, match="handler failed"):
+        prof.step()  # RECORD -> WARMUP: the first cycle's trace is ready
+    session.run(demo_inputs())  # warm-up: dropped
+    prof.step()
+    session.run(demo_inputs())
+    prof.step()  # RECORD -> NONE
+    prof.stop()
+    assert calls == [1, 1]
+
+
+def test_record_function_refuses_reentry_and_other_threads(kiln):
+    import threading
+    annotation = kiln.profiler.record_function("once")
+    with annotation:
+        with pytest.raises(RuntimeError, match="already entered"):
+            annotation.__enter__()
+    other = kiln.profiler.record_function("here")
+    other.__enter__()
+    failures = []
+
+    def exit_elsewhere():
+        try:
+            other.__exit__(None, None, None)
+        except RuntimeError as error:
+            failures.append(str(error))
+
+    thread = threading.Thread(target=exit_elsewhere)
+    thread.start()
+    thread.join()
+    assert failures and "thread that entered it" in failures[0]
+    other.__exit__(None, None, None)
+
+
 def test_trace_handler_writes_one_valid_trace_per_cycle(kiln, tmp_path):
     session = kiln.Session(DEMO, threads=1)
     with kiln.profiler.profile(schedule=kiln.profiler.schedule(wait=0, warmup=1, active=1, repeat=2),

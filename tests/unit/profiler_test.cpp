@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "backends/settings.h"
@@ -343,6 +344,48 @@ TEST(Profiler, PlansLiveUntilTheProfileIsReadAndNoLonger) {
   const std::vector<const TraceEvent*> steps = of_kind(trace, EventKind::step);
   ASSERT_FALSE(steps.empty());
   for (const TraceEvent* step : steps) EXPECT_EQ(step->node, nodes.at(static_cast<size_t>(step->step)));
+}
+
+TEST(Profiler, AnEventThatEndsUnderTheNextProfileIsNotItsEvent) {
+  profiler::Profile first;
+  first.start();
+  std::optional<events::Scope> straddling;
+  straddling.emplace(events::EventKind::annotation, events::intern("began under the first"), 0);
+  EXPECT_TRUE(first.stop().events.empty());  // still open
+  profiler::Profile second;
+  second.start();
+  straddling.reset();  // ends now, but belongs to the first profile (whose plans it may point into)
+  { const profiler::RecordFunction mine("the second's own"); }
+  const Trace trace = second.stop();
+  ASSERT_EQ(trace.events.size(), 1u);
+  EXPECT_EQ(trace.events[0].name, "the second's own");
+}
+
+TEST(Profiler, WorkersTakeTheirCallersEventAndScopesEndingOutOfOrderLeaveTheCurrentOne) {
+  profiler::Profile profile;
+  profile.start();
+  {
+    const profiler::RecordFunction outer("outer");
+    const uint64_t caller = events::current_event();
+    std::thread([caller] {
+      const events::ScopedCurrentEvent as_caller(caller);
+      const profiler::RecordFunction worker("worker");
+    }).join();
+    auto first = std::make_unique<events::Scope>(events::EventKind::annotation, events::intern("first"), 0);
+    auto second = std::make_unique<events::Scope>(events::EventKind::annotation, events::intern("second"), 0);
+    const uint64_t second_id = second->id();
+    first.reset();  // out of order: the current event stays `second`
+    EXPECT_EQ(events::current_event(), second_id);
+    second.reset();
+    EXPECT_NE(events::current_event(), second_id);
+  }
+  const Trace trace = profile.stop();
+  std::map<std::string, const TraceEvent*> by_name;
+  for (const TraceEvent& event : trace.events) by_name[event.name] = &event;
+  ASSERT_EQ(by_name.size(), 4u);
+  EXPECT_EQ(by_name["worker"]->parent_id, by_name["outer"]->id);
+  EXPECT_NE(by_name["worker"]->thread, by_name["outer"]->thread);
+  EXPECT_EQ(by_name["second"]->parent_id, by_name["first"]->id);
 }
 
 TEST(Profiler, SelfTimeIsTotalMinusChildrenOnTheSameThread) {
