@@ -30,7 +30,7 @@ void write_event_args(JsonWriter& json, const Trace& trace, const TraceEvent& ev
   json.key("args").begin_object();
   json.member("id", event.id);
   json.member("parent_id", event.parent_id);
-  json.member("kind", events::kind_name(event.kind));
+  json.member("kind", kind_name(event.kind));
   if (event.kind == EventKind::step || event.kind == EventKind::reorder) {
     json.member("step", event.step);
     json.member("node", event.node);
@@ -108,10 +108,7 @@ std::string chrome_trace_json(const Trace& trace) {
       json.key("args").begin_object().member("bytes", event.memory_total).end_object().end_object();
       continue;
     }
-    json.begin_object()
-        .member("ph", "X")
-        .member("name", event.name)
-        .member("cat", events::kind_name(event.kind));
+    json.begin_object().member("ph", "X").member("name", event.name).member("cat", kind_name(event.kind));
     json.member("pid", pid).member("tid", tid).key("ts").raw(ts);
     json.key("dur").raw(microseconds(event.duration_ns()));
     write_event_args(json, trace, event);

@@ -152,11 +152,11 @@ KeyAverages key_averages(const Trace& trace, GroupBy group) {
     const bool is_step = event.kind == EventKind::step || event.kind == EventKind::reorder;
     if (added) {
       row.key = key;
-      row.kind = events::kind_name(event.kind);
+      row.kind = kind_name(event.kind);
       row.backend = event.backend;
       row.kernel = event.kernel;
     } else {
-      if (row.kind != events::kind_name(event.kind)) row.kind = "(several)";
+      if (row.kind != kind_name(event.kind)) row.kind = "(several)";
       if (is_step && row.backend != event.backend) row.backend = "(several)";
       if (is_step && row.kernel != event.kernel) row.kernel = "(several)";
     }

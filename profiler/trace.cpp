@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "backends/backends.h"
+#include "core/error.h"
 #include "core/version.h"
 #include "graph/flops.h"
 #include "graph/plan.h"
@@ -63,12 +64,12 @@ void resolve_step(TraceEvent& event, const Plan& plan, int64_t index, const Trac
 
 TraceEvent resolve(const events::Event& raw, const TraceOptions& options) {
   TraceEvent event;
-  event.kind = raw.kind;
+  event.kind = from_recorded(raw.kind);
   event.thread = raw.thread;
   event.start_ns = raw.start_ns;
   event.end_ns = raw.end_ns;
   switch (raw.kind) {
-    case EventKind::run: {
+    case events::EventKind::run: {
       const auto* plan = static_cast<const Plan*>(raw.subject);
       event.name = "run";
       event.threads = static_cast<int>(raw.value);
@@ -77,16 +78,16 @@ TraceEvent resolve(const events::Event& raw, const TraceOptions& options) {
       event.arena_bytes = static_cast<int64_t>(plan->memory_plan().arena_bytes);
       break;
     }
-    case EventKind::step:
-    case EventKind::reorder:
+    case events::EventKind::step:
+    case events::EventKind::reorder:
       resolve_step(event, *static_cast<const Plan*>(raw.subject), raw.value, options);
       break;
-    case EventKind::interop_task:
-    case EventKind::annotation:
+    case events::EventKind::interop_task:
+    case events::EventKind::annotation:
       // Null only for an annotation opened as recording started, before its name was interned.
       event.name = raw.subject != nullptr ? static_cast<const char*>(raw.subject) : "annotation";
       break;
-    case EventKind::memory:
+    case events::EventKind::memory:
       event.name = "[memory]";
       event.memory_bytes = raw.value;
       event.memory_tag = static_cast<const char*>(raw.subject);
@@ -116,6 +117,45 @@ void add_run_memory(Trace& trace) {
 }
 
 }  // namespace
+
+EventKind from_recorded(events::EventKind kind) {
+  static_assert(static_cast<int>(events::EventKind::annotation) == static_cast<int>(EventKind::annotation));
+  return static_cast<EventKind>(kind);
+}
+
+namespace {
+constexpr std::pair<EventKind, const char*> kKindNames[] = {
+    {EventKind::run, "run"},         {EventKind::step, "step"},
+    {EventKind::reorder, "reorder"}, {EventKind::interop_task, "interop_task"},
+    {EventKind::memory, "memory"},   {EventKind::annotation, "annotation"},
+    {EventKind::op, "op"},           {EventKind::python, "python"},
+    {EventKind::other, "other"},
+};
+}  // namespace
+
+const char* kind_name(EventKind kind) {
+  for (const auto& [known, name] : kKindNames) {
+    if (known == kind) return name;
+  }
+  return "unknown";
+}
+
+EventKind parse_kind(std::string_view name) {
+  std::string known_names;
+  for (const auto& [kind, known] : kKindNames) {
+    if (name == known) return kind;
+    known_names += known_names.empty() ? known : str_cat(", ", known);
+  }
+  throw Error(ErrorKind::invalid_argument,
+              str_cat("unknown event kind '", name, "' (expected one of ", known_names, ")"));
+}
+
+const std::string* TraceEvent::attribute(std::string_view name) const {
+  for (const auto& [key, value] : attributes) {
+    if (key == name) return &value;
+  }
+  return nullptr;
+}
 
 std::vector<const TraceEvent*> Trace::children(uint64_t id) const {
   std::vector<const TraceEvent*> found;

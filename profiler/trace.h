@@ -1,12 +1,16 @@
 // A recorded profile as an event tree: what the recording half (core/events.h) collected, with each
 // step resolved against its plan's static record (node, fused nodes, op, backend, kernel, layouts,
 // shapes, dtypes, FLOPs, bytes, the plan's settings), ids renumbered 1..N in start order and
-// parents remapped. The anti-pattern analysis and every export read this, never the raw events.
+// parents remapped. Traces read from files and from PyTorch's profiler (profiler/trace_load.h,
+// python/kiln/torch_trace.py) land in the same model, with what their source could not provide said in
+// Trace::unavailable. The anti-pattern analysis and every export read this, never the raw events.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/events.h"
@@ -14,7 +18,15 @@
 
 namespace kiln::profiler {
 
-using EventKind = events::EventKind;
+// What an event is. The first six are what kiln records (core/events.h, same order); the rest come
+// only from traces kiln reads: `op` a framework operator (PyTorch's cpu_op), `python` a Python
+// function or module call, `other` anything else the source had (GPU kernels, trace spans ...).
+enum class EventKind : uint8_t { run, step, reorder, interop_task, memory, annotation, op, python, other };
+
+EventKind from_recorded(events::EventKind kind);
+const char* kind_name(EventKind kind);
+// The kind named `name` (as kind_name writes it); throws invalid_argument naming the kinds otherwise.
+EventKind parse_kind(std::string_view name);
 
 struct TraceEvent {
   uint64_t id = 0;         // 1..N in start order (a parent before its children)
@@ -53,10 +65,21 @@ struct TraceEvent {
   int64_t peak_bytes = 0;
 
   // Memory: bytes allocated (> 0) or freed (< 0), what for ("arena", "scratch", "tensor"), and the
-  // bytes live through kiln's allocator registry, process-wide, after it.
+  // bytes live through kiln's allocator registry, process-wide, after it (a loaded trace: its
+  // framework's total allocated).
   int64_t memory_bytes = 0;
   std::string memory_tag;
   int64_t memory_total = 0;
+
+  // Loaded traces: the source's category ("cpu_op", "python_function" ...), the source frame of a
+  // Python event (its function's file and first line, as PyTorch names it "file(line): function"),
+  // and everything else the source said of the event, by the source's own names ("Sequence number",
+  // "Python id" ...), values as written (JSON text for arrays and objects).
+  std::string category;
+  std::string file;
+  int line = 0;
+  std::vector<std::pair<std::string, std::string>> attributes;
+  const std::string* attribute(std::string_view name) const;
 };
 
 struct TraceThread {
@@ -72,7 +95,17 @@ struct Trace {
   bool memory_recorded = true;
   int unparented = 0;  // events whose parent was still open or dropped when the profile stopped
   // What produced it: "kiln_version", "cpu", "cpu_capability", "isa", "onednn_isa", "threads" ...
+  // (a loaded trace: what its source said, e.g. "framework_version", "cpu_capability").
   std::map<std::string, std::string> facts;
+
+  // Where it came from: "kiln" (recorded in this process), "kiln_json" (kiln's Chrome trace),
+  // "torch" (PyTorch's live profiler), "kineto_json" (PyTorch 2.x's Kineto trace), "torch_legacy_json"
+  // (PyTorch 1.x's export without Kineto) or "chrome_json" (any other Chrome trace).
+  std::string source = "kiln";
+  // What the source could not provide, one phrase each ("Python frames", "input shapes" ...).
+  std::vector<std::string> unavailable;
+  // How it was read where the source left a choice (events nested by time, ties, skipped events).
+  std::vector<std::string> notes;
 
   const TraceEvent* find(uint64_t id) const {
     return id >= 1 && id <= events.size() ? &events[id - 1] : nullptr;

@@ -7,9 +7,11 @@
 
 #include <memory>
 
+#include "core/error.h"
 #include "profiler/export.h"
 #include "profiler/key_averages.h"
 #include "profiler/profile.h"
+#include "profiler/trace_load.h"
 
 namespace py = pybind11;
 
@@ -29,7 +31,7 @@ py::dict event_dict(const profiler::Trace& trace, const TraceEvent& event) {
   py::dict dict;
   dict["id"] = event.id;
   dict["parent_id"] = event.parent_id;
-  dict["kind"] = events::kind_name(event.kind);
+  dict["kind"] = profiler::kind_name(event.kind);
   dict["name"] = event.name;
   dict["tid"] = trace.threads[event.thread].os_thread;
   dict["thread_name"] = trace.threads[event.thread].name;
@@ -70,11 +72,80 @@ py::dict event_dict(const profiler::Trace& trace, const TraceEvent& event) {
       dict["tag"] = event.memory_tag;
       dict["total_bytes"] = event.memory_total;
       break;
+    case profiler::EventKind::op:
+      if (trace.shapes_recorded) {
+        dict["input_shapes"] = shapes_list(event.input_shapes);
+        dict["input_dtypes"] = event.input_dtypes;
+      }
+      break;
     case profiler::EventKind::interop_task:
     case profiler::EventKind::annotation:
+    case profiler::EventKind::python:
+    case profiler::EventKind::other:
       break;
   }
+  if (trace.source != "kiln") {  // what a loaded trace's source said beyond kiln's own fields
+    dict["category"] = event.category;
+    dict["file"] = event.file;
+    dict["line"] = event.line;
+    py::dict attributes;
+    for (const auto& [key, value] : event.attributes) attributes[py::str(key)] = value;
+    dict["attributes"] = attributes;
+  }
   return dict;
+}
+
+template <typename T>
+T get_or(const py::dict& dict, const char* key, T fallback) {
+  return dict.contains(key) ? dict[key].cast<T>() : fallback;
+}
+
+// A trace from events described as event_dict writes them (kiln/torch_trace.py builds these from
+// PyTorch's live profiler); ids and parents are any distinct numbers, numbered as trace::load does.
+profiler::Trace trace_from_events(const py::list& events,
+                                  const std::vector<std::pair<int64_t, std::string>>& threads,
+                                  const std::string& source, const std::map<std::string, std::string>& facts,
+                                  const std::vector<std::string>& unavailable,
+                                  const std::vector<std::string>& notes, bool shapes_recorded,
+                                  bool memory_recorded) {
+  profiler::Trace trace;
+  trace.source = source;
+  trace.facts = facts;
+  trace.unavailable = unavailable;
+  trace.notes = notes;
+  trace.shapes_recorded = shapes_recorded;
+  trace.memory_recorded = memory_recorded;
+  for (const auto& [tid, name] : threads) trace.threads.push_back({tid, name});
+  trace.events.reserve(events.size());
+  for (const py::handle item : events) {
+    const py::dict dict = py::reinterpret_borrow<py::dict>(item);
+    TraceEvent& event = trace.events.emplace_back();
+    event.id = dict["id"].cast<uint64_t>();
+    event.parent_id = get_or<uint64_t>(dict, "parent_id", 0);
+    event.kind = profiler::parse_kind(dict["kind"].cast<std::string>());
+    event.name = dict["name"].cast<std::string>();
+    event.thread = get_or<uint32_t>(dict, "thread", 0);
+    KILN_CHECK(event.thread < trace.threads.size(), invalid_argument, "event ", event.id, " ('", event.name,
+               "'): thread ", event.thread, " is not in the thread table (", trace.threads.size(),
+               " threads)");
+    event.start_ns = dict["start_ns"].cast<int64_t>();
+    event.end_ns = get_or<int64_t>(dict, "end_ns", event.start_ns);
+    KILN_CHECK(event.end_ns >= event.start_ns, invalid_argument, "event ", event.id, " ('", event.name,
+               "') ends before it starts");
+    event.category = get_or<std::string>(dict, "category", {});
+    event.file = get_or<std::string>(dict, "file", {});
+    event.line = get_or<int>(dict, "line", 0);
+    event.input_shapes = get_or<std::vector<Shape>>(dict, "input_shapes", {});
+    event.input_dtypes = get_or<std::vector<std::string>>(dict, "input_dtypes", {});
+    event.memory_bytes = get_or<int64_t>(dict, "bytes", 0);
+    event.memory_total = get_or<int64_t>(dict, "total_bytes", 0);
+    if (dict.contains("attributes")) {
+      for (const auto& [key, value] : dict["attributes"].cast<py::dict>())
+        event.attributes.emplace_back(py::str(key), py::str(value));
+    }
+  }
+  trace::number_events(trace);
+  return trace;
 }
 
 py::dict row_dict(const profiler::KeyAverage& row) {
@@ -145,7 +216,28 @@ void bind_profiler(py::module_& m) {
       .def_readonly("shapes_recorded", &profiler::Trace::shapes_recorded)
       .def_readonly("memory_recorded", &profiler::Trace::memory_recorded)
       .def_readonly("unparented", &profiler::Trace::unparented)
+      .def_readonly("origin_ns", &profiler::Trace::origin_ns)
+      .def_readonly("source", &profiler::Trace::source)
+      .def_readonly("unavailable", &profiler::Trace::unavailable)
+      .def_readonly("notes", &profiler::Trace::notes)
+      .def_property_readonly("threads",
+                             [](const profiler::Trace& trace) {
+                               py::list threads;
+                               for (const profiler::TraceThread& thread : trace.threads)
+                                 threads.append(py::make_tuple(thread.os_thread, thread.name));
+                               return threads;
+                             })
       .def("__len__", [](const profiler::Trace& trace) { return trace.events.size(); });
+
+  p.def(
+      "load_trace",
+      [](const std::string& path, int64_t max_bytes) { return trace::load(path, {.max_bytes = max_bytes}); },
+      py::arg("path"), py::arg("max_bytes") = trace::kDefaultMaxTraceBytes,
+      "Reads a trace file (Kineto JSON, PyTorch's legacy array, kiln's or any Chrome trace).");
+  p.def("trace_from_events", &trace_from_events, py::arg("events"), py::arg("threads"), py::arg("source"),
+        py::arg("facts"), py::arg("unavailable"), py::arg("notes"), py::arg("shapes_recorded"),
+        py::arg("memory_recorded"));
+  p.attr("DEFAULT_MAX_TRACE_BYTES") = trace::kDefaultMaxTraceBytes;
 
   py::class_<profiler::Profile>(p, "Profile")
       .def(py::init([](bool record_shapes, bool profile_memory) {

@@ -19,6 +19,13 @@ Recording is process-wide (every thread's runs, steps, reorders, inter-op tasks,
 with profile_memory, allocations through kiln's allocators), one profile at a time. Shapes, dtypes,
 layouts, kernels and FLOPs come from the plan, so record_shapes costs nothing at run time; it only
 decides whether they are kept.
+
+load_trace reads profiles made elsewhere into the same model: PyTorch's live profiler, Kineto JSON
+files (PyTorch 2.x), PyTorch 1.x's legacy JSON array, kiln's own and other Chrome traces:
+
+    trace = kiln.profiler.load_trace("trace.json")     # or load_trace(torch_prof)
+    trace.source, trace.unavailable                     # where it came from, what it could not tell
+    for event in trace.events(): ...                    # id, parent_id, kind, name, tid, ns times ...
 """
 import enum as _enum
 import os as _os
@@ -32,9 +39,27 @@ __all__ = [
     "ProfilerAction",
     "record_function",
     "trace_handler",
+    "load_trace",
+    "DEFAULT_MAX_TRACE_BYTES",
 ]
 
 _profiler = _kiln.profiler
+DEFAULT_MAX_TRACE_BYTES = _profiler.DEFAULT_MAX_TRACE_BYTES
+
+
+def load_trace(path_or_profiler, *, max_bytes=DEFAULT_MAX_TRACE_BYTES):
+    """A Trace from a trace file (str or os.PathLike: Kineto JSON, PyTorch's legacy array, kiln's or
+    any Chrome trace; files over max_bytes are refused, 0 for no cap) or from a stopped
+    torch.profiler.profile (see kiln.torch_trace.from_torch). Malformed files raise ValueError naming
+    the file, the event and what was expected."""
+    if isinstance(path_or_profiler, (str, bytes, _os.PathLike)):
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+            raise ValueError(f"load_trace: max_bytes must be a non-negative int, got {max_bytes!r}")
+        return _profiler.load_trace(_os.fsdecode(path_or_profiler), max_bytes)
+    from kiln import torch_trace
+
+    return torch_trace.from_torch(path_or_profiler)
+
 
 
 class ProfilerAction(_enum.Enum):
