@@ -163,6 +163,9 @@ std::string summary_json(const Trace& trace, const std::string& group_by) {
   for (const auto& [name, value] : trace.facts) json.member(name, value);
   json.end_object();
   json.member("events", trace.events.size());
+  json.member("source", trace.source);
+  json.member("unavailable", trace.unavailable);
+  json.member("notes", trace.notes);
   json.key("runs").begin_object();
   json.member("count", times.size());
   if (!times.empty()) {

@@ -160,8 +160,9 @@ class Loader final : public TraceJsonVisitor {
       } else if ((ph == "i" || ph == "I") && name == "[memory]") {
         memory(value);
       } else {
-        ++skipped_[ph == "i" || ph == "I" ? str_cat("instant events other than [memory] ('", name, "' ...)")
-                                          : str_cat("events of phase '", ph, "'")];
+        ++skipped_[ph == "i" || ph == "I"
+                       ? str_cat("instant events '", name, "' (kiln reads only [memory] instants)")
+                       : str_cat("events of phase '", ph, "'")];
       }
       pids_.insert(text_of_field(value, "pid"));
     });

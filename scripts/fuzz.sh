@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Runs the model-loading fuzzer for N seconds (default 600), seeded with ONNX's conformance models.
+# Runs the libFuzzer targets: model loading and planning for MODEL_SECONDS (default 600), seeded with
+# ONNX's conformance models, then trace loading for TRACE_SECONDS (default 300), seeded with
+# fuzz/trace_seeds and guided by fuzz/trace.dict.
+#   scripts/fuzz.sh [MODEL_SECONDS [TRACE_SECONDS]]
 # Needs the fuzz build: cmake --preset fuzz && cmake --build --preset fuzz
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=${1:-600}
+trace_seconds=${2:-300}
 fuzzer=build-fuzz/fuzz/load_model_fuzzer
 corpus=build-fuzz/corpus
 seeds=/usr/share/libonnx-testdata/data/node
@@ -19,3 +23,9 @@ fi
 export ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1
 "$fuzzer" "$corpus" -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=30 \
   -artifact_prefix=build-fuzz/crashes/ -print_final_stats=1
+
+trace_corpus=build-fuzz/trace_corpus
+mkdir -p "$trace_corpus"
+cp -n fuzz/trace_seeds/*.json "$trace_corpus/"
+build-fuzz/fuzz/load_trace_fuzzer "$trace_corpus" -dict=fuzz/trace.dict -max_total_time="$trace_seconds" \
+  -rss_limit_mb=4096 -timeout=30 -max_len=65536 -artifact_prefix=build-fuzz/crashes/trace- -print_final_stats=1

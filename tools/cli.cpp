@@ -31,7 +31,7 @@ constexpr Command kCommands[] = {
      "print the plan: kiln explain MODEL [--batch B] [--threads N] [--profile N]"},
     {"profile", command_profile,
      "record runs and show where the time went: kiln profile MODEL [--runs N] [--trace FILE] [--group-by "
-     "op]"},
+     "op]; or read a PyTorch or kiln trace: kiln profile --load TRACE"},
     {"conformance", command_conformance, "run ONNX's operator test suite: kiln conformance [DIR]"},
     {"launch", command_launch,
      "start pinned instances of a command: kiln launch [--throughput|--latency] [--instances N] -- COMMAND"},

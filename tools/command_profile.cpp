@@ -1,20 +1,45 @@
 // `kiln profile MODEL`: records runs with the profiler and prints where the time went, per op (or
 // node, backend, kernel, shape), with self and total time, calls, GFLOP/s and memory; `--trace FILE`
 // writes the event tree as a Chrome trace (Perfetto, chrome://tracing), `--json` prints the
-// summary as JSON instead of the table.
+// summary as JSON instead of the table. `kiln profile --load TRACE` reads a trace made elsewhere
+// (PyTorch's Kineto JSON or legacy array, kiln's own) and prints the same table from it.
+#include <charconv>
 #include <cstdio>
+#include <set>
 
 #include "core/error.h"
 #include "graph/session.h"
 #include "profiler/export.h"
 #include "profiler/key_averages.h"
 #include "profiler/profile.h"
+#include "profiler/trace_load.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/random_input.h"
 #include "tools/setting_options.h"
 
 namespace kiln {
+namespace {
+
+int64_t max_trace_bytes(const ParsedArgs& parsed) {
+  if (!parsed.has("max-trace-bytes")) return trace::kDefaultMaxTraceBytes;
+  const std::string text = parsed.value("max-trace-bytes");
+  int64_t bytes = -1;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), bytes);
+  KILN_CHECK(error == std::errc() && end == text.data() + text.size() && bytes >= 0, invalid_argument,
+             "--max-trace-bytes expects a number of bytes >= 0 (0: no cap), got '", text, "'");
+  return bytes;
+}
+
+// What a loaded trace is and what its source could not tell, before the table.
+void print_loaded(const std::string& path, const profiler::Trace& trace) {
+  std::printf("trace: %s (%s, %zu events on %zu threads)\n", path.c_str(), trace.source.c_str(),
+              trace.events.size(), trace.threads.size());
+  for (const std::string& missing : trace.unavailable) std::printf("not in the trace: %s\n", missing.c_str());
+  for (const std::string& note : trace.notes) std::printf("read: %s\n", note.c_str());
+}
+
+}  // namespace
 
 int command_profile(const std::vector<std::string>& args) {
   const std::vector<OptionSpec> specs = with_setting_options({
@@ -29,15 +54,48 @@ int command_profile(const std::vector<std::string>& args) {
       {"no-shapes", false, "record no shapes, dtypes or layouts"},
       {"no-memory", false, "record no allocations (and no memory columns)"},
       {"json", false, "print the summary as one JSON object instead of the table"},
+      {"load", true,
+       "TRACE: read a trace file instead of recording (PyTorch's Kineto JSON or legacy array, kiln's own or "
+       "any Chrome trace)"},
+      {"max-trace-bytes", true, "N: with --load, refuse a file over N bytes (default 2 GiB; 0: no cap)"},
       {"help", false, "show this help"},
   });
   const ParsedArgs parsed = parse_args("profile", args, specs);
   if (parsed.has("help")) {
     std::printf(
-        "usage: kiln profile MODEL [options]\n\nRecords runs on seeded random inputs and prints the time per "
-        "op "
-        "(or node, backend, kernel, shape).\n\n%s",
+        "usage: kiln profile MODEL [options]\n       kiln profile --load TRACE [options]\n\nRecords runs on "
+        "seeded random inputs (or reads a trace) and prints the time per op (or node, backend, kernel, "
+        "shape).\n\n%s",
         options_help(specs).c_str());
+    return 0;
+  }
+  KILN_CHECK(parsed.has("load") || !parsed.has("max-trace-bytes"), invalid_argument,
+             "--max-trace-bytes applies to --load");
+  if (parsed.has("load")) {
+    KILN_CHECK(parsed.positional.empty(), invalid_argument, "kiln profile --load TRACE takes no MODEL, got '",
+               parsed.positional[0], "'");
+    // Everything else is about recording runs: given with --load it would be silently ignored.
+    for (const auto& [name, value] : parsed.options) {
+      static const std::set<std::string> kLoadOptions = {"load",    "max-trace-bytes", "trace", "group-by",
+                                                         "sort-by", "row-limit",       "json"};
+      KILN_CHECK(kLoadOptions.count(name) != 0, invalid_argument, "kiln profile --load: --", name,
+                 " applies to recording runs, not to reading a trace");
+    }
+    const std::string group_by = parsed.value("group-by", "op");
+    const std::string sort_by = parsed.value("sort-by", "self_time");
+    const profiler::GroupBy group = profiler::parse_group_by(group_by);
+    const std::string path = parsed.value("load");
+    const profiler::Trace trace = trace::load(path, {.max_bytes = max_trace_bytes(parsed)});
+    if (parsed.has("trace")) profiler::export_chrome_trace(trace, parsed.value("trace"));
+    if (parsed.has("json")) {
+      std::printf("%s\n", profiler::summary_json(trace, group_by).c_str());
+      return 0;
+    }
+    print_loaded(path, trace);
+    std::fputs(profiler::key_averages(trace, group)
+                   .table(sort_by, parsed.int_value("row-limit", 25, 0, 1 << 20))
+                   .c_str(),
+               stdout);
     return 0;
   }
   KILN_CHECK(parsed.positional.size() == 1, invalid_argument, "kiln profile expects one MODEL path, got ",

@@ -115,3 +115,37 @@ def test_the_validator_catches_broken_traces(kiln_bin, demo_model, tmp_path):
     assert broken(set_event(child, dur=event["dur"] + 10 ** 6))
     assert broken(lambda t: t.update(traceEvents=[e for e in t["traceEvents"] if e.get("name") != "thread_name"]))
     assert broken(lambda t: t["traceEvents"].append({"ph": "Z", "name": "x", "pid": 1, "tid": 1, "ts": 0}))
+
+
+SEEDS = __import__("pathlib").Path(__file__).resolve().parents[2] / "fuzz" / "trace_seeds"
+
+
+def test_profile_load_reads_a_kineto_trace_and_says_what_it_lacks(kiln_bin):
+    result = run(kiln_bin, "profile", "--load", SEEDS / "kineto.json", "--row-limit", 0)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("trace: ") and "(kineto_json, 5 events on 2 threads)" in lines[0]
+    assert any(line.startswith("not in the trace: machine facts") for line in lines)
+    assert any(line.startswith("read: parents found by nesting in time") for line in lines)
+    assert "aten::addmm" in result.stdout and "ProfilerStep#0" in result.stdout
+
+    summary = json.loads(run(kiln_bin, "profile", "--load", SEEDS / "legacy.json", "--json").stdout)
+    assert summary["source"] == "torch_legacy_json" and summary["events"] == 2
+    assert any("Python frames" in item for item in summary["unavailable"])
+    rows = {row["key"]: row for row in summary["key_averages"]["rows"]}
+    assert rows["aten::linear"]["total_ns"] == 306_000 and rows["aten::linear"]["self_ns"] == 306_000 - 74_000
+
+
+def test_profile_load_errors_name_the_option_and_the_cap(kiln_bin, tmp_path):
+    result = run(kiln_bin, "profile", "--load", SEEDS / "kineto.json", "--runs", 3)
+    assert result.returncode != 0 and "--runs applies to recording runs" in result.stderr
+    result = run(kiln_bin, "profile", "--load", SEEDS / "kineto.json", "--max-trace-bytes", 100)
+    assert result.returncode != 0 and "over the cap of 100 bytes" in result.stderr
+    result = run(kiln_bin, "profile", "--load", SEEDS / "kineto.json", "--max-trace-bytes", "lots")
+    assert result.returncode != 0 and "--max-trace-bytes expects a number of bytes" in result.stderr
+    result = run(kiln_bin, "profile", "model.onnx", "--max-trace-bytes", 100)
+    assert result.returncode != 0 and "--max-trace-bytes applies to --load" in result.stderr
+    truncated = tmp_path / "truncated.json"
+    truncated.write_text((SEEDS / "kineto.json").read_text()[:300])
+    result = run(kiln_bin, "profile", "--load", truncated)
+    assert result.returncode != 0 and "truncated" in result.stderr and str(truncated) in result.stderr
