@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <type_traits>
 
@@ -36,6 +37,7 @@ class FileStream {
   }
   size_t Tell() const { return consumed_ + static_cast<size_t>(current_ - buffer_.get()); }
   bool over_cap() const { return over_cap_; }
+  bool at_end() const { return current_ >= end_; }  // Peek() also gives 0 for a zero byte in the file
   bool read_error() const { return read_error_; }
   // Writing is not part of reading; RapidJSON only calls these for in-situ parsing.
   Ch* PutBegin() { return nullptr; }
@@ -188,10 +190,15 @@ class Handler {
 // Parses the whole stream into `handler`; a failure names the byte offset and what was expected (the
 // caller adds the file's name).
 template <typename Stream>
-void parse(Stream& stream, Handler& handler, int64_t cap, bool over_cap) {
+void parse(Stream& stream, Handler& handler, int64_t cap, bool over_cap,
+           const std::function<bool()>& at_end) {
   rapidjson::Reader reader;
   const rapidjson::ParseResult result = reader.Parse<kParseFlags>(stream, handler);
-  if (result) return;
+  if (result) {
+    // RapidJSON ends a document at a zero byte: what follows one must not be ignored.
+    KILN_CHECK(at_end(), invalid_argument, "a zero byte at byte ", stream.Tell(), " after the JSON ends");
+    return;
+  }
   if constexpr (std::is_same_v<Stream, FileStream>) over_cap = stream.over_cap();
   if (over_cap)
     fail(ErrorKind::invalid_argument, "larger than the cap of ", cap,
@@ -309,7 +316,8 @@ void read_trace_json(const std::string& path, const TraceJsonLimits& limits, Tra
              "' is gzip-compressed: decompress it first (gunzip -k '", path, "')");
   KILN_CHECK(!stream.read_error(), invalid_argument, "cannot read trace '", path, "'");
   Handler handler(visitor, limits.max_depth);
-  with_context(str_cat("trace '", path, "'"), [&] { parse(stream, handler, limits.max_bytes, false); });
+  with_context(str_cat("trace '", path, "'"),
+               [&] { parse(stream, handler, limits.max_bytes, false, [&] { return stream.at_end(); }); });
   KILN_CHECK(!stream.read_error(), invalid_argument, "cannot read trace '", path, "': a read failed");
 }
 
@@ -318,14 +326,18 @@ void read_trace_json_text(std::string_view text, const std::string& name, const 
   if (limits.max_bytes > 0 && static_cast<int64_t>(text.size()) > limits.max_bytes)
     fail(ErrorKind::invalid_argument, "trace '", name, "' is ", text.size(), " bytes, over the cap of ",
          limits.max_bytes, " bytes (raise it with --max-trace-bytes or max_bytes)");
-  const std::string copy(text);  // RapidJSON's string stream reads up to a terminating zero
+  // RapidJSON's string stream reads up to a terminating zero. Its UTF-8 validation reads a cut-off
+  // multi-byte sequence's continuation bytes past that zero (RapidJSON 1.1.0): zeros to spare.
+  std::string copy(text);
+  copy.append(4, '\0');
   rapidjson::StringStream stream(copy.c_str());
   size_t skip = 0;
   while (skip < copy.size() && std::strchr(" \n\r\t", copy[skip]) != nullptr) ++skip;
   const char first = skip < copy.size() ? copy[skip] : '\0';
   KILN_CHECK(first != '\x1f', invalid_argument, "trace '", name, "' is gzip-compressed: decompress it first");
   Handler handler(visitor, limits.max_depth);
-  with_context(str_cat("trace '", name, "'"), [&] { parse(stream, handler, 0, false); });
+  with_context(str_cat("trace '", name, "'"),
+               [&] { parse(stream, handler, 0, false, [&] { return stream.Tell() == text.size(); }); });
 }
 
 }  // namespace kiln::trace

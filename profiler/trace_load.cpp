@@ -4,10 +4,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <queue>
-#include <set>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -107,14 +107,6 @@ struct ThreadKey {
   }
 };
 
-// One event as read, before it has a place in the tree.
-struct Loaded {
-  TraceEvent event;
-  ThreadKey thread;
-  bool instant = false;
-  bool explicit_parent = false;  // kiln's own trace: id and parent_id in args
-};
-
 class Loader final : public TraceJsonVisitor {
  public:
   void member(const std::string& key, JsonValue value) override {
@@ -146,10 +138,19 @@ class Loader final : public TraceJsonVisitor {
 
   void top_level(bool object) override { top_level_array_ = !object; }
 
+  // Room for as many events as a file of `bytes` can hold, so the events never move while loading
+  // (a growing vector holds the old and the new copy at once). Pages never written stay unmapped,
+  // so reserving for the smallest events costs address space, not memory.
+  void expect_bytes(uintmax_t bytes) {
+    constexpr uintmax_t kSmallestEventBytes = 96;  // {"ph": "X", "name": "a", "pid": 1, ... "dur": 1},
+    trace_.events.reserve(static_cast<size_t>(std::min<uintmax_t>(bytes / kSmallestEventBytes, 64u << 20)));
+  }
+
   void event(JsonValue value, size_t index) override {
     const JsonValue* name_field = value.get("name");
     const bool named = name_field != nullptr && name_field->type == Type::string;
-    with_context(str_cat("event ", index, named ? str_cat(" ('", name_field->text, "')") : ""), [&] {
+    // The context is built only for an error: most events have none, and a string per event costs.
+    try {
       const std::string ph = string_field(value, "ph", "");
       KILN_CHECK(!ph.empty(), invalid_argument, "no \"ph\" (its phase: X, i, M ...)");
       const std::string name = string_field(value, "name", "");
@@ -164,26 +165,28 @@ class Loader final : public TraceJsonVisitor {
                        ? str_cat("instant events '", name, "' (kiln reads only [memory] instants)")
                        : str_cat("events of phase '", ph, "'")];
       }
-      pids_.insert(text_of_field(value, "pid"));
-    });
+      if (!legacy_pids_ || ph == "M") return;
+      const JsonValue* pid = value.get("pid");
+      legacy_pids_ = pid != nullptr && pid->type == Type::string && pid->text == "CPU functions";
+    } catch (Error& error) {
+      error.add_context(str_cat("event ", index, named ? str_cat(" ('", name_field->text, "')") : ""));
+      throw;
+    }
   }
 
   Trace finish() {
-    for (Loaded& loaded : loaded_) loaded.event.thread = thread_index(loaded.thread);
+    for (const auto& [key, index] : threads_) {
+      const auto name = thread_names_.find(key);
+      if (name != thread_names_.end()) trace_.threads[index].name = name->second;
+    }
     detect_source(top_level_array_);
-    const bool explicit_tree =
-        !loaded_.empty() &&
-        std::all_of(loaded_.begin(), loaded_.end(), [](const Loaded& l) { return l.explicit_parent; });
+    const bool explicit_tree = !trace_.events.empty() && explicit_parents_ == trace_.events.size();
     if (!explicit_tree) nest_by_time();
     const int64_t base = base_ns_.value_or(0);
-    trace_.events.reserve(loaded_.size());
-    for (Loaded& loaded : loaded_) {
-      loaded.event.start_ns += base;
-      loaded.event.end_ns += base;
-      trace_.events.push_back(std::move(loaded.event));
+    for (TraceEvent& event : trace_.events) {
+      event.start_ns += base;
+      event.end_ns += base;
     }
-    loaded_.clear();
-    loaded_.shrink_to_fit();
     const int unparented_before = trace_.unparented;
     number_events(trace_);
     if (explicit_tree && trace_.unparented > unparented_before)
@@ -202,10 +205,6 @@ class Loader final : public TraceJsonVisitor {
     KILN_CHECK(field->type == Type::string, invalid_argument, "\"", key, "\" must be a string, got ",
                type_name(field->type));
     return field->text;
-  }
-  static std::string text_of_field(const JsonValue& value, std::string_view key) {
-    const JsonValue* field = value.get(key);
-    return field == nullptr ? std::string() : text_of(*field);
   }
   // "pid" and "tid": numbers (Kineto, kiln) or strings (the legacy "CPU functions", Kineto's spans).
   static std::string id_field(const JsonValue& value, std::string_view key) {
@@ -242,26 +241,28 @@ class Loader final : public TraceJsonVisitor {
       thread_names_[{id_field(value, "pid"), id_field(value, "tid")}] = thread_name->text;
   }
 
-  Loaded& begin(const JsonValue& value, const std::string& name) {
-    Loaded& loaded = loaded_.emplace_back();
-    loaded.event.name = name;
-    loaded.event.category = string_field(value, "cat", "");
-    loaded.thread = {id_field(value, "pid"), id_field(value, "tid")};
-    loaded.event.start_ns = time_field(value, "ts");
-    loaded.event.id = loaded_.size();
-    return loaded;
+  TraceEvent& begin(const JsonValue& value, const std::string& name) {
+    const std::string category = string_field(value, "cat", "");
+    const uint32_t thread = thread_index({id_field(value, "pid"), id_field(value, "tid")});
+    const int64_t start = time_field(value, "ts");
+    TraceEvent& event = trace_.events.emplace_back();
+    event.name = name;
+    event.category = category;
+    event.thread = thread;
+    event.start_ns = event.end_ns = start;
+    event.id = trace_.events.size();
+    return event;
   }
 
   void complete(const JsonValue& value, const std::string& name) {
-    Loaded& loaded = begin(value, name);
-    TraceEvent& event = loaded.event;
     const int64_t duration = time_field(value, "dur");
     KILN_CHECK(duration >= 0, invalid_argument, "ends before it starts (\"dur\" ", duration / 1000.0, " µs)");
+    TraceEvent& event = begin(value, name);
     event.end_ns = event.start_ns + duration;
     event.kind = event.category.empty() ? EventKind::op : kind_of_category(event.category);
     const JsonValue* args = args_of(value);
     if (args == nullptr) return;
-    if (kiln_event(loaded, *args)) return;
+    if (kiln_event(event, *args)) return;
     if (event.kind == EventKind::python) parse_frame(event);
     for (size_t i = 0; i < args->keys.size(); ++i) {
       const std::string& key = args->keys[i];
@@ -307,14 +308,11 @@ class Loader final : public TraceJsonVisitor {
   }
 
   void memory(const JsonValue& value) {
-    Loaded& loaded = begin(value, "[memory]");
-    loaded.instant = true;
-    TraceEvent& event = loaded.event;
-    event.end_ns = event.start_ns;
+    TraceEvent& event = begin(value, "[memory]");
     event.kind = EventKind::memory;
     const JsonValue* args = args_of(value);
     if (args == nullptr) return;
-    if (kiln_event(loaded, *args)) return;
+    if (kiln_event(event, *args)) return;
     for (size_t i = 0; i < args->keys.size(); ++i) {
       const std::string& key = args->keys[i];
       const JsonValue& item = args->items[i];
@@ -336,19 +334,18 @@ class Loader final : public TraceJsonVisitor {
   }
 
   // kiln's own Chrome trace (profiler/export.cpp): args carry id, parent_id, kind and the step's record.
-  bool kiln_event(Loaded& loaded, const JsonValue& args) {
+  bool kiln_event(TraceEvent& event, const JsonValue& args) {
     const JsonValue* id = args.get("id");
     const JsonValue* parent = args.get("parent_id");
     const JsonValue* kind = args.get("kind");
     if (id == nullptr || parent == nullptr || kind == nullptr || kind->type != Type::string) return false;
-    TraceEvent& event = loaded.event;
     const std::optional<int64_t> id_value = integer(*id);
     const std::optional<int64_t> parent_value = integer(*parent);
     KILN_CHECK(id_value.has_value() && *id_value > 0, invalid_argument,
                "args \"id\" must be a positive integer");
     KILN_CHECK(parent_value.has_value() && *parent_value >= 0, invalid_argument,
                "args \"parent_id\" must be a non-negative integer");
-    loaded.explicit_parent = true;
+    ++explicit_parents_;
     event.id = static_cast<uint64_t>(*id_value);
     event.parent_id = static_cast<uint64_t>(*parent_value);
     event.kind = profiler::parse_kind(kind->text);
@@ -440,8 +437,7 @@ class Loader final : public TraceJsonVisitor {
       const auto [stop, error] = std::from_chars(key.tid.data(), key.tid.data() + key.tid.size(), tid);
       const bool numeric = error == std::errc() && stop == key.tid.data() + key.tid.size();
       thread.os_thread = numeric ? tid : 0;
-      const auto name = thread_names_.find(key);
-      thread.name = name != thread_names_.end() ? name->second : numeric ? std::string() : key.tid;
+      if (!numeric) thread.name = key.tid;  // named by finish() where metadata names it
       trace_.threads.push_back(std::move(thread));
     }
     return it->second;
@@ -449,15 +445,13 @@ class Loader final : public TraceJsonVisitor {
 
   void detect_source(bool top_level_array) {
     bool kineto = base_ns_.has_value();
-    bool kiln = kiln_facts_;
-    for (const Loaded& loaded : loaded_) {
-      kiln = kiln || loaded.explicit_parent;
-      const std::string& category = loaded.event.category;
+    const bool kiln = kiln_facts_ || explicit_parents_ > 0;
+    for (const TraceEvent& event : trace_.events) {
+      const std::string& category = event.category;
       kineto = kineto || category == "cpu_op" || category == "python_function" ||
                category == "user_annotation" || category == "cpu_instant_event";
     }
-    const bool legacy =
-        top_level_array && !loaded_.empty() && pids_.size() == 1 && *pids_.begin() == "CPU functions";
+    const bool legacy = top_level_array && !trace_.events.empty() && legacy_pids_;
     trace_.source = kiln     ? "kiln_json"
                     : kineto ? "kineto_json"
                     : legacy ? "torch_legacy_json"
@@ -471,22 +465,23 @@ class Loader final : public TraceJsonVisitor {
   // So a child may end after its parent (a record_function range opened by a short call), and an
   // event that lasts 0 (an instant, or an op under 1 µs in whole-µs files) is no one's parent.
   void nest_by_time() {
-    for (size_t i = 0; i < loaded_.size(); ++i) loaded_[i].event.id = i + 1;  // kiln's own ids are set aside
-    std::vector<size_t> order(loaded_.size());
+    for (size_t i = 0; i < trace_.events.size(); ++i)
+      trace_.events[i].id = i + 1;  // kiln's own ids are set aside
+    std::vector<size_t> order(trace_.events.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return loaded_[a].event.start_ns < loaded_[b].event.start_ns;
+      return trace_.events[a].start_ns < trace_.events[b].start_ns;
     });
     constexpr size_t kNone = SIZE_MAX;
-    std::vector<size_t> parent(loaded_.size(), kNone);
-    std::vector<bool> closed(loaded_.size(), false);
+    std::vector<size_t> parent(trace_.events.size(), kNone);
+    std::vector<bool> closed(trace_.events.size(), false);
     std::vector<size_t> top(trace_.threads.size(), kNone);  // the innermost open event per thread
     // Open events by end, earliest first (ties: the earlier started).
     using Ending = std::pair<int64_t, size_t>;
     std::priority_queue<Ending, std::vector<Ending>, std::greater<>> ending;
     const auto close = [&](size_t index) {
       if (closed[index]) return;
-      const uint32_t thread = loaded_[index].event.thread;
+      const uint32_t thread = trace_.events[index].thread;
       for (size_t frame = top[thread]; frame != index && frame != kNone; frame = parent[frame])
         closed[frame] = true;
       closed[index] = true;
@@ -494,20 +489,20 @@ class Loader final : public TraceJsonVisitor {
     };
     size_t past_parent = 0;
     for (const size_t index : order) {
-      const TraceEvent& event = loaded_[index].event;
+      const TraceEvent& event = trace_.events[index];
       while (!ending.empty() && ending.top().first < event.start_ns) {
         close(ending.top().second);
         ending.pop();
       }
       parent[index] = top[event.thread];
-      if (parent[index] != kNone && event.end_ns > loaded_[parent[index]].event.end_ns) ++past_parent;
+      if (parent[index] != kNone && event.end_ns > trace_.events[parent[index]].end_ns) ++past_parent;
       if (event.end_ns > event.start_ns) {
         top[event.thread] = index;
         ending.emplace(event.end_ns, index);
       }
     }
-    for (size_t i = 0; i < loaded_.size(); ++i)
-      loaded_[i].event.parent_id = parent[i] == kNone ? 0 : parent[i] + 1;
+    for (size_t i = 0; i < trace_.events.size(); ++i)
+      trace_.events[i].parent_id = parent[i] == kNone ? 0 : parent[i] + 1;
     trace_.notes.push_back(
         "parents found by nesting in time per thread as PyTorch builds its event tree (the file has no "
         "parent links)");
@@ -559,10 +554,8 @@ class Loader final : public TraceJsonVisitor {
   }
 
   Trace trace_;
-  std::vector<Loaded> loaded_;
   std::map<ThreadKey, uint32_t> threads_;
   std::map<ThreadKey, std::string> thread_names_;
-  std::set<std::string> pids_;
   std::map<std::string, size_t> skipped_;
   std::optional<int64_t> base_ns_;
   std::optional<bool> kiln_record_shapes_;
@@ -570,18 +563,26 @@ class Loader final : public TraceJsonVisitor {
   bool kiln_facts_ = false;
   bool ns_precision_ = false;
   bool top_level_array_ = false;
+  bool legacy_pids_ = true;      // every event so far has PyTorch 1.x's "pid": "CPU functions"
+  size_t explicit_parents_ = 0;  // events with kiln's own id and parent_id
 };
 
 }  // namespace
 
 Trace load(const std::string& path, const LoadOptions& options) {
   Loader loader;
+  std::error_code error;
+  const uintmax_t size = std::filesystem::file_size(path, error);
+  if (!error && (options.max_bytes <= 0 || size <= static_cast<uintmax_t>(options.max_bytes)))
+    loader.expect_bytes(size);
   read_trace_json(path, {.max_bytes = options.max_bytes}, loader);
   return with_context(str_cat("trace '", path, "'"), [&] { return loader.finish(); });
 }
 
 Trace load_text(std::string_view json, const std::string& name, const LoadOptions& options) {
   Loader loader;
+  if (options.max_bytes <= 0 || json.size() <= static_cast<uint64_t>(options.max_bytes))
+    loader.expect_bytes(json.size());
   read_trace_json_text(json, name, {.max_bytes = options.max_bytes}, loader);
   return with_context(str_cat("trace '", name, "'"), [&] { return loader.finish(); });
 }

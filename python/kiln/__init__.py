@@ -20,6 +20,7 @@ import os as _os
 from kiln import _kiln
 from kiln import backends
 from kiln import profiler
+from kiln import torch_trace  # imports torch only when a torch profile is read
 from kiln._kiln import (
     get_num_interop_threads,
     get_num_threads,

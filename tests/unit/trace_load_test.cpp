@@ -279,6 +279,10 @@ TEST(TraceLoad, MalformedTracesAreClearErrors) {
        "unknown event kind 'nap'"},
       {"invalid UTF-8", kineto(event + "\"ts\": 1, \"dur\": 1, \"args\": {\"x\": \"\xff\"}}"),
        "not valid JSON"},
+      // Found by the fuzzer: RapidJSON read a cut-off sequence's continuation bytes past the text.
+      {"a UTF-8 sequence cut off at the end", "{\"traceName\": \"r\xe3", "not valid JSON"},
+      {"a zero byte after the JSON", std::string("{\"traceEvents\": []}\0{\"more\": 1}", 31),
+       "a zero byte at byte 19 after the JSON ends"},
   };
   for (const Case& c : cases) {
     const std::string message = load_error(c.json);
