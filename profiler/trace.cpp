@@ -119,7 +119,13 @@ void add_run_memory(Trace& trace) {
 }  // namespace
 
 EventKind from_recorded(events::EventKind kind) {
-  static_assert(static_cast<int>(events::EventKind::annotation) == static_cast<int>(EventKind::annotation));
+  static_assert(static_cast<int>(events::EventKind::run) == static_cast<int>(EventKind::run) &&
+                static_cast<int>(events::EventKind::step) == static_cast<int>(EventKind::step) &&
+                static_cast<int>(events::EventKind::reorder) == static_cast<int>(EventKind::reorder) &&
+                static_cast<int>(events::EventKind::interop_task) ==
+                    static_cast<int>(EventKind::interop_task) &&
+                static_cast<int>(events::EventKind::memory) == static_cast<int>(EventKind::memory) &&
+                static_cast<int>(events::EventKind::annotation) == static_cast<int>(EventKind::annotation));
   return static_cast<EventKind>(kind);
 }
 

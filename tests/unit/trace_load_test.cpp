@@ -14,6 +14,7 @@
 #include "graph/session.h"
 #include "graph_builder.h"
 #include "profiler/export.h"
+#include "profiler/key_averages.h"
 #include "profiler/profile.h"
 
 namespace kiln {
@@ -346,6 +347,23 @@ TEST(TraceLoad, FilesThatCannotBeReadOrAreOverTheCapAreClearErrors) {
     EXPECT_NE(message.find("--max-trace-bytes"), std::string::npos) << message;
   }
   std::filesystem::remove(big);
+}
+
+TEST(TraceLoad, DeeplyNestedEventsLoadWithoutRecursion) {
+  // 200,000 events, each inside the one before: nesting, numbering and the tables walk iteratively.
+  constexpr int kDepth = 200'000;
+  std::string events;
+  for (int i = 0; i < kDepth; ++i) {
+    if (i > 0) events += ",";
+    events += R"({"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": )" + std::to_string(i) +
+              R"(, "dur": )" + std::to_string(2 * (kDepth - i)) + "}";
+  }
+  const Trace trace = trace::load_text(kineto(events), "deep.json");
+  ASSERT_EQ(trace.events.size(), static_cast<size_t>(kDepth));
+  for (size_t i = 0; i < trace.events.size(); ++i) EXPECT_EQ(trace.events[i].parent_id, i) << i;
+  const profiler::KeyAverages table = profiler::key_averages(trace, profiler::GroupBy::op);
+  ASSERT_EQ(table.rows().size(), 1u);
+  EXPECT_EQ(table.rows()[0].calls, kDepth);
 }
 
 TEST(TraceLoad, NumberingRefusesRepeatsAndCyclesAndKeepsParentsFirst) {
