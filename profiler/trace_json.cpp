@@ -331,9 +331,8 @@ void read_trace_json_text(std::string_view text, const std::string& name, const 
   std::string copy(text);
   copy.append(4, '\0');
   rapidjson::StringStream stream(copy.c_str());
-  size_t skip = 0;
-  while (skip < copy.size() && std::strchr(" \n\r\t", copy[skip]) != nullptr) ++skip;
-  const char first = skip < copy.size() ? copy[skip] : '\0';
+  const size_t first_byte = text.find_first_not_of(" \n\r\t");
+  const char first = first_byte != std::string_view::npos ? text[first_byte] : '\0';
   KILN_CHECK(first != '\x1f', invalid_argument, "trace '", name, "' is gzip-compressed: decompress it first");
   Handler handler(visitor, limits.max_depth);
   with_context(str_cat("trace '", name, "'"),

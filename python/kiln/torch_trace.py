@@ -100,11 +100,12 @@ def _describe(event, kind, python_parent):
     record = {"kind": kind, "name": event.name, "start_ns": event.start_time_ns, "end_ns": event.end_time_ns}
     tag = _tag(event)
     if tag in ("TorchOp", "Backend"):
-        inputs = extra.inputs
-        record["input_shapes"] = [list(shape) for shape in inputs.shapes]
-        record["input_dtypes"] = list(inputs.dtypes)
-        if any(inputs.strides):
-            attributes["Input Strides"] = _json.dumps([list(stride) for stride in inputs.strides])
+        inputs = getattr(extra, "inputs", None)
+        if inputs is not None:
+            record["input_shapes"] = [list(shape) for shape in inputs.shapes]
+            record["input_dtypes"] = list(inputs.dtypes)
+            if any(inputs.strides):
+                attributes["Input Strides"] = _json.dumps([list(stride) for stride in inputs.strides])
         attributes["External id"] = event.correlation_id
         if tag == "TorchOp":
             if extra.sequence_number >= 0:
@@ -127,9 +128,10 @@ def _describe(event, kind, python_parent):
         record["bytes"] = extra.alloc_size
         record["total_bytes"] = extra.total_allocated
         attributes["Total Reserved"] = extra.total_reserved
-        device = extra.device
-        attributes["Device Type"] = _DEVICE_TYPES.get(device.type, device.type)
-        attributes["Device Id"] = device.index if device.index is not None else -1
+        device = getattr(extra, "device", None)
+        if device is not None:
+            attributes["Device Type"] = _DEVICE_TYPES.get(device.type, device.type)
+            attributes["Device Id"] = device.index if device.index is not None else -1
         if tag == "Allocation":
             attributes["Addr"] = extra.ptr
         else:
