@@ -20,6 +20,7 @@
 #include "core/version.h"
 #include "graph/session.h"
 #include "python/profiler_bindings.h"
+#include "python/tidy_bindings.h"
 #include "runtime/cpu_info.h"
 #include "runtime/interop.h"
 #include "runtime/thread_budget.h"
@@ -534,4 +535,5 @@ PYBIND11_MODULE(_kiln, m) {
   b.def("openmp_version", &backends::openmp::version);
 
   bind_profiler(m);
+  bind_tidy(m);
 }

@@ -1,5 +1,5 @@
-// kiln's command-line face: `kiln info|run|bench|explain|profile|conformance|launch`. A thin layer over the
-// library; every failure is one line on stderr starting with "kiln: error:" and a non-zero exit code. The
+// kiln's command-line face: `kiln info|run|bench|explain|profile|tidy|conformance|launch`. A thin layer over
+// the library; every failure is one line on stderr starting with "kiln: error:" and a non-zero exit code. The
 // `kiln` executable and `python3 -m kiln` both call run_cli.
 #include "tools/cli.h"
 
@@ -32,6 +32,9 @@ constexpr Command kCommands[] = {
     {"profile", command_profile,
      "record runs and show where the time went: kiln profile MODEL [--runs N] [--trace FILE] [--group-by "
      "op]; or read a PyTorch or kiln trace: kiln profile --load TRACE"},
+    {"tidy", command_tidy,
+     "report anti-patterns in a PyTorch or kiln trace, with source lines: kiln tidy TRACE [--json] "
+     "[--torchtidy-json DIR]"},
     {"conformance", command_conformance, "run ONNX's operator test suite: kiln conformance [DIR]"},
     {"launch", command_launch,
      "start pinned instances of a command: kiln launch [--throughput|--latency] [--instances N] -- COMMAND"},

@@ -3,7 +3,6 @@
 // writes the event tree as a Chrome trace (Perfetto, chrome://tracing), `--json` prints the
 // summary as JSON instead of the table. `kiln profile --load TRACE` reads a trace made elsewhere
 // (PyTorch's Kineto JSON or legacy array, kiln's own) and prints the same table from it.
-#include <charconv>
 #include <cstdio>
 #include <set>
 
@@ -17,19 +16,10 @@
 #include "tools/commands.h"
 #include "tools/random_input.h"
 #include "tools/setting_options.h"
+#include "tools/trace_args.h"
 
 namespace kiln {
 namespace {
-
-int64_t max_trace_bytes(const ParsedArgs& parsed) {
-  if (!parsed.has("max-trace-bytes")) return trace::kDefaultMaxTraceBytes;
-  const std::string text = parsed.value("max-trace-bytes");
-  int64_t bytes = -1;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), bytes);
-  KILN_CHECK(error == std::errc() && end == text.data() + text.size() && bytes >= 0, invalid_argument,
-             "--max-trace-bytes expects a number of bytes >= 0 (0: no cap), got '", text, "'");
-  return bytes;
-}
 
 // What a loaded trace is and what its source could not tell, before the table.
 void print_loaded(const std::string& path, const profiler::Trace& trace) {
@@ -57,7 +47,7 @@ int command_profile(const std::vector<std::string>& args) {
       {"load", true,
        "TRACE: read a trace file instead of recording (PyTorch's Kineto JSON or legacy array, kiln's own or "
        "any Chrome trace)"},
-      {"max-trace-bytes", true, "N: with --load, refuse a file over N bytes (default 2 GiB; 0: no cap)"},
+      max_trace_bytes_option("with --load, "),
       {"help", false, "show this help"},
   });
   const ParsedArgs parsed = parse_args("profile", args, specs);

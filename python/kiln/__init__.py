@@ -21,6 +21,7 @@ from kiln import _kiln
 from kiln import backends
 from kiln import profiler
 from kiln import torch_trace  # imports torch only when a torch profile is read
+from kiln import tidy
 from kiln._kiln import (
     get_num_interop_threads,
     get_num_threads,
@@ -44,6 +45,7 @@ __all__ = [
     "Future",
     "backends",
     "profiler",
+    "tidy",
     "set_num_threads",
     "get_num_threads",
     "num_threads_source",

@@ -84,6 +84,8 @@ def torch_facts(config=None):
     facts["mkldnn_enabled"] = str(bool(torch.backends.mkldnn.enabled)).lower()
     facts["deterministic_algorithms"] = str(bool(torch.are_deterministic_algorithms_enabled())).lower()
     facts["cuda_available"] = str(bool(torch.cuda.is_available())).lower()
+    # What TorchTidy's FP32MatMulPattern reads (empty for a PyTorch built without CUDA).
+    facts["cuda_arch_list"] = ",".join(torch.cuda.get_arch_list())
     if config:
         facts.update(config)
     return facts

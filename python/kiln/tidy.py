@@ -1,0 +1,43 @@
+"""kiln.tidy: anti-patterns in a profile, with the line of your code each comes from.
+
+    import kiln
+    with torch.profiler.profile(with_stack=True, record_shapes=True) as prof:
+        train()
+    report = kiln.tidy.report(prof)           # or a trace file: kiln.tidy.report("trace.json")
+    print(report)                             # TorchTidy's report, plus what kiln adds
+    report.counts                             # {pattern name: matches}
+    report.matches                            # [{"pattern", "message", "file", "line", "event_id"}]
+    report.not_evaluated, report.caveats      # what the trace could not tell; where a rule is wrong
+    report.write_torchtidy_json("out")        # out/torchtidy_report.json, as TorchTidy writes it
+
+The patterns are TorchTidy's (torch.profiler._pattern_matcher in PyTorch 1.13), rule for rule and
+count for count, and kiln's corrections of the rules that are wrong for a trace, under their own
+names. docs/tidy.md has the list.
+"""
+import os as _os
+
+from kiln import _kiln
+from kiln import profiler as _profiler
+
+__all__ = ["report", "Report"]
+
+Report = _kiln.tidy.Report
+
+
+def report(prof_or_path, *, names=(), corrected=True, max_bytes=_profiler.DEFAULT_MAX_TRACE_BYTES):
+    """Analyses a profile: a trace file (str or os.PathLike; see kiln.profiler.load_trace), a stopped
+    torch.profiler.profile, a kiln.profiler.profile or a kiln Trace. `names`: regular expressions,
+    each reported as TorchTidy's NamePattern; corrected=False leaves kiln's corrected patterns out."""
+    if isinstance(names, (str, bytes)) or not all(isinstance(name, str) for name in names):
+        raise TypeError(f"report: names must be a list of regular expressions (str), got {names!r}")
+    if isinstance(prof_or_path, _kiln.profiler.Trace):
+        trace, name = prof_or_path, "trace"
+    elif isinstance(prof_or_path, _profiler.profile):
+        trace, name = prof_or_path.trace, "kiln.profiler.profile"
+    elif isinstance(prof_or_path, (str, bytes, _os.PathLike)):
+        name = _os.fsdecode(prof_or_path)
+        trace = _profiler.load_trace(prof_or_path, max_bytes=max_bytes)
+    else:
+        trace = _profiler.load_trace(prof_or_path)
+        name = f"{type(prof_or_path).__module__}.{type(prof_or_path).__name__}"
+    return _kiln.tidy.analyse(trace, name, list(names), bool(corrected))

@@ -1,0 +1,106 @@
+#include "python/tidy_bindings.h"
+
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include <filesystem>
+
+#include "tidy/report.h"
+
+namespace py = pybind11;
+
+namespace kiln {
+namespace {
+
+py::object location_file(const tidy::SourceLocation& location) {
+  return location.found() ? py::object(py::str(location.file)) : py::object(py::none());
+}
+
+py::object location_line(const tidy::SourceLocation& location) {
+  return location.found() ? py::object(py::int_(location.line)) : py::object(py::none());
+}
+
+py::list notes(const std::vector<tidy::PatternNote>& notes, const char* text_key) {
+  py::list list;
+  for (const tidy::PatternNote& note : notes) {
+    py::dict item;
+    item["pattern"] = note.pattern;
+    item[text_key] = note.text;
+    list.append(item);
+  }
+  return list;
+}
+
+}  // namespace
+
+void bind_tidy(py::module_& m) {
+  py::module_ t = m.def_submodule("tidy", "kiln::tidy");
+  py::class_<tidy::TidyReport>(t, "Report")
+      .def_readonly("trace_name", &tidy::TidyReport::trace_name)
+      .def_readonly("source", &tidy::TidyReport::source)
+      .def_readonly("events", &tidy::TidyReport::events)
+      .def_property_readonly("counts",
+                             [](const tidy::TidyReport& report) {
+                               py::dict counts;
+                               for (const auto& [name, n] : report.counts) counts[py::str(name)] = n;
+                               return counts;
+                             })
+      .def_property_readonly("matches",
+                             [](const tidy::TidyReport& report) {
+                               py::list matches;
+                               for (const tidy::TidyMatch& match : report.matches) {
+                                 py::dict item;
+                                 item["pattern"] = match.pattern;
+                                 item["message"] = match.message;
+                                 item["file"] = location_file(match.location);
+                                 item["line"] = location_line(match.location);
+                                 item["event_id"] = match.event_id;
+                                 matches.append(item);
+                               }
+                               return matches;
+                             })
+      .def_property_readonly("findings",
+                             [](const tidy::TidyReport& report) {
+                               py::list findings;
+                               for (const tidy::TidyFinding& finding : report.findings) {
+                                 py::dict item;
+                                 item["pattern"] = finding.pattern;
+                                 item["url"] = finding.url;
+                                 item["description"] = finding.description;
+                                 item["message"] = finding.message;
+                                 item["file"] = location_file(finding.location);
+                                 item["line"] = location_line(finding.location);
+                                 findings.append(item);
+                               }
+                               return findings;
+                             })
+      .def_property_readonly(
+          "not_evaluated",
+          [](const tidy::TidyReport& report) { return notes(report.not_evaluated, "reason"); })
+      .def_property_readonly("caveats",
+                             [](const tidy::TidyReport& report) { return notes(report.caveats, "caveat"); })
+      .def_readonly("summaries", &tidy::TidyReport::summaries)
+      .def_readonly("assumed", &tidy::TidyReport::assumed)
+      .def_readonly("exact_locations", &tidy::TidyReport::exact_locations)
+      .def("count", &tidy::TidyReport::count, py::arg("pattern"))
+      .def("text", &tidy::TidyReport::text)
+      .def("json", &tidy::TidyReport::json)
+      .def(
+          "write_torchtidy_json",
+          [](const tidy::TidyReport& report, const std::filesystem::path& directory) {
+            report.write_torchtidy_json(directory.string());
+          },
+          py::arg("directory"))
+      .def("__str__", &tidy::TidyReport::text);
+  t.def(
+      "analyse",
+      [](const profiler::Trace& trace, const std::string& name, const std::vector<std::string>& names,
+         bool corrected) {
+        py::gil_scoped_release release;
+        return tidy::analyse(trace, name, {.name_patterns = names, .corrected = corrected});
+      },
+      py::arg("trace"), py::arg("name"), py::arg("names") = std::vector<std::string>{},
+      py::arg("corrected") = true);
+}
+
+}  // namespace kiln

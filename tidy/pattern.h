@@ -1,0 +1,85 @@
+// An anti-pattern: a rule over the event tree that names what to change, in TorchTidy's shape
+// (torch.profiler._pattern_matcher.Pattern in PyTorch 1.13): a name and a description, a skip rule
+// with its reason, match(event) over a traversal, report(event) and summary(events). kiln adds what a
+// rule cannot see in this trace (it still runs, as TorchTidy would), and a caveat where the rule is
+// known to be wrong for this trace.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tidy/event_tree.h"
+#include "tidy/source_location.h"
+
+namespace kiln::tidy {
+
+// What the patterns may ask of the trace besides its events: what it recorded, and the flags it
+// records (or that take PyTorch's default because it does not, noted in `assumed`).
+struct TidyContext {
+  explicit TidyContext(const EventTree& tree);
+
+  const EventTree& tree;
+  const Trace& trace;
+  bool from_pytorch = false;   // a PyTorch source: the live profiler or one of its files
+  bool with_stack = false;     // Python events recorded (the profile says, or any are in the trace)
+  bool record_shapes = false;  // input shapes recorded (the profile says, or any are in the trace)
+  bool caller_frames = false;  // Python events carry their caller's frame (exact locations)
+  bool gpu_activity = false;   // the trace holds GPU work (kernels, memcpy, CUDA runtime calls)
+  // CUDA architectures TorchTidy's FP32MatMulPattern checks (torch.cuda.get_arch_list() as sm_XY
+  // numbers): the profiling PyTorch's list where the trace says it, else the GPUs the trace lists.
+  std::vector<int> cuda_arches;
+  // Flags the trace does not record, taken at PyTorch's default: "allow_tf32_cublas: ...".
+  std::vector<std::string> assumed;
+
+  // torch.backends.cuda.matmul.allow_tf32 when `event` ran: its recorded flag, else the trace's
+  // fact, else PyTorch's default since 1.12 (false).
+  bool allow_tf32_cublas(const TraceEvent& event) const;
+  // True for PyTorch's TorchOp events (operators and record_function ranges).
+  bool is_torch_op(const TraceEvent& event) const;
+  SourceLocation location(EventIndex index) const { return source_location(tree, index); }
+
+ private:
+  std::optional<bool> trace_allow_tf32_;
+};
+
+// Whether an event is GPU work (a kernel, memory copy or set, a CUDA runtime or driver call).
+bool is_gpu_work(const TraceEvent& event);
+
+// Why a pattern says nothing about a trace (its reason), or nothing.
+using Reason = std::optional<std::string>;
+
+class Pattern {
+ public:
+  enum class Traversal { depth_first, breadth_first };
+
+  virtual ~Pattern() = default;
+
+  // TorchTidy's `name` (its summary's and JSON report's key) and `description` (its advice).
+  virtual std::string name() const = 0;
+  virtual std::string description() const = 0;
+  virtual std::string url() const { return {}; }
+  // TorchTidy's skip rule: a reason means no event is matched.
+  virtual Reason skip(const TidyContext&) const { return std::nullopt; }
+  // kiln: what the rule reads that this trace lacks. It still runs (TorchTidy would), but its count
+  // says nothing; the report lists it as not evaluated.
+  virtual Reason cannot_see(const TidyContext&) const { return std::nullopt; }
+  // kiln: where the rule is known to be wrong on this trace, and what says it better.
+  virtual Reason caveat(const TidyContext&) const { return std::nullopt; }
+  virtual Traversal traversal() const { return Traversal::depth_first; }
+
+  // Whether `event` is an instance. Called once per event in traversal() order, after reset();
+  // patterns may keep state across one traversal (ForLoopIndexingPattern's visited set).
+  virtual bool match(const TidyContext& context, EventIndex event) = 0;
+  virtual void reset() {}
+  // The message for one match: the description and where in the user's code (TorchTidy's format).
+  virtual std::string report(const TidyContext& context, EventIndex event) const;
+  virtual std::string summary(const TidyContext& context, std::span<const EventIndex> events) const;
+
+  // The matches over the whole tree, in traversal order (none when skip() says why).
+  std::vector<EventIndex> matched_events(const TidyContext& context);
+};
+
+}  // namespace kiln::tidy

@@ -1,0 +1,222 @@
+#include "tidy/report.h"
+
+#include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/json_writer.h"
+#include "tidy/corrected_patterns.h"
+#include "tidy/torchtidy_patterns.h"
+
+namespace kiln::tidy {
+namespace {
+
+constexpr const char* kTorchTidyReportFile = "torchtidy_report.json";
+
+std::vector<std::unique_ptr<Pattern>> patterns_for(const TidyOptions& options) {
+  std::vector<std::unique_ptr<Pattern>> patterns = torchtidy_patterns();
+  if (options.corrected) {
+    for (std::unique_ptr<Pattern>& pattern : corrected_patterns()) patterns.push_back(std::move(pattern));
+  }
+  for (const std::string& regex : options.name_patterns) patterns.push_back(name_pattern(regex));
+  return patterns;
+}
+
+// The members of the JSON object in `path` as JSON text, in the file's order (empty if no file).
+std::vector<std::pair<std::string, std::string>> existing_members(const std::filesystem::path& path) {
+  std::vector<std::pair<std::string, std::string>> members;
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) return members;
+  std::ifstream in(path, std::ios::binary);
+  KILN_CHECK(in.good(), invalid_argument, "tidy: cannot read ", path.string());
+  std::stringstream text;
+  text << in.rdbuf();
+  rapidjson::Document document;
+  document.Parse(text.str().c_str());
+  KILN_CHECK(!document.HasParseError(), invalid_argument, "tidy: ", path.string(), " is not JSON (byte ",
+             document.GetErrorOffset(), ": ", rapidjson::GetParseError_En(document.GetParseError()),
+             "); remove it or write the report elsewhere");
+  KILN_CHECK(document.IsObject(), invalid_argument, "tidy: ", path.string(),
+             " is not a TorchTidy report (expected a JSON object of files)");
+  for (const auto& member : document.GetObject()) {
+    rapidjson::StringBuffer buffer;
+    rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+    member.value.Accept(writer);
+    members.emplace_back(std::string(member.name.GetString(), member.name.GetStringLength()),
+                         buffer.GetString());
+  }
+  return members;
+}
+
+}  // namespace
+
+TidyReport analyse(const profiler::Trace& trace, const std::string& trace_name, const TidyOptions& options) {
+  std::vector<std::unique_ptr<Pattern>> patterns = patterns_for(options);
+  const EventTree tree(trace);
+  const TidyContext context(tree);
+  TidyReport report;
+  report.trace_name = trace_name;
+  report.source = trace.source;
+  report.events = trace.events.size();
+  report.assumed = context.assumed;
+  report.exact_locations = context.caller_frames || !context.with_stack;
+  std::set<std::string> reported;
+  for (const std::unique_ptr<Pattern>& pattern : patterns) {
+    const std::string name = pattern->name();
+    Reason not_evaluated;
+    if (!context.from_pytorch) {
+      not_evaluated = "a kiln trace: the pattern looks for PyTorch's operators and Python calls";
+    } else if (Reason skipped = pattern->skip(context)) {
+      not_evaluated = skipped;
+    } else {
+      not_evaluated = pattern->cannot_see(context);
+    }
+    std::vector<EventIndex> matched;
+    if (context.from_pytorch) matched = pattern->matched_events(context);
+    if (not_evaluated) report.not_evaluated.push_back({name, *not_evaluated});
+    report.counts.emplace_back(name, matched.size());
+    if (matched.empty()) continue;
+    if (Reason caveat = pattern->caveat(context)) report.caveats.push_back({name, *caveat});
+    report.summaries.push_back(pattern->summary(context, matched));
+    const std::string description = pattern->description();
+    for (const EventIndex event : matched) {
+      const SourceLocation location = context.location(event);
+      report.matches.push_back({name, description, location, tree.event(event).id});
+      std::string message = pattern->report(context, event);
+      if (!reported.insert(message).second) continue;
+      report.findings.push_back({name, pattern->url(), description, std::move(message), location});
+    }
+  }
+  return report;
+}
+
+size_t TidyReport::count(const std::string& pattern) const {
+  for (const auto& [name, n] : counts) {
+    if (name == pattern) return n;
+  }
+  return 0;
+}
+
+std::string TidyReport::text() const {
+  const std::string rule(40, '-');
+  std::ostringstream out;
+  out << rule << "kiln tidy" << rule << "\n";
+  out << "trace: " << trace_name << " (" << source << ", " << events << " events)\n";
+  out << "Matched Events:\n";
+  for (const TidyFinding& finding : findings) {
+    out << finding.location.text() << ": " << finding.pattern << ": " << finding.description << "\n";
+  }
+  out << "Summary:\n";
+  for (const std::string& summary : summaries) out << summary << "\n";
+  for (const PatternNote& caveat : caveats)
+    out << "caveat: " << caveat.pattern << ": " << caveat.text << "\n";
+  if (!not_evaluated.empty()) {
+    out << "Not evaluated:\n";
+    for (const PatternNote& note : not_evaluated) out << note.pattern << ": " << note.text << "\n";
+  }
+  for (const std::string& flag : assumed) out << "assumed: " << flag << "\n";
+  if (!exact_locations && !findings.empty()) {
+    out << "locations: the first line of the enclosing function outside PyTorch (this trace records no "
+           "caller frames; PyTorch's live profiler does, read it with kiln.tidy.report(prof))\n";
+  }
+  out << rule << "kiln tidy" << rule << "\n";
+  return out.str();
+}
+
+std::string TidyReport::json() const {
+  JsonWriter json;
+  json.begin_object();
+  json.member("trace", trace_name).member("source", source).member("events", static_cast<uint64_t>(events));
+  json.key("counts").begin_object();
+  for (const auto& [name, n] : counts) json.member(name, static_cast<uint64_t>(n));
+  json.end_object();
+  json.key("matches").begin_array();
+  for (const TidyMatch& match : matches) {
+    json.begin_object().member("pattern", match.pattern).member("message", match.message);
+    json.key("file");
+    if (match.location.found()) {
+      json.value(match.location.file).member("line", match.location.line);
+    } else {
+      json.null().key("line").null();
+    }
+    json.member("event_id", match.event_id).end_object();
+  }
+  json.end_array();
+  json.key("not_evaluated").begin_array();
+  for (const PatternNote& note : not_evaluated) {
+    json.begin_object().member("pattern", note.pattern).member("reason", note.text).end_object();
+  }
+  json.end_array();
+  json.key("caveats").begin_array();
+  for (const PatternNote& caveat : caveats) {
+    json.begin_object().member("pattern", caveat.pattern).member("caveat", caveat.text).end_object();
+  }
+  json.end_array();
+  json.key("assumed").value(assumed);
+  json.member("exact_locations", exact_locations);
+  json.end_object();
+  return json.take();
+}
+
+void TidyReport::write_torchtidy_json(const std::string& directory) const {
+  const std::filesystem::path path = std::filesystem::path(directory) / kTorchTidyReportFile;
+  // TorchTidy groups by file, in the order files first appear.
+  std::vector<std::pair<std::string, std::vector<const TidyFinding*>>> by_file;
+  for (const TidyFinding& finding : findings) {
+    if (!finding.location.found()) continue;  // TorchTidy raises here; its layout has no place for it
+    auto it = std::find_if(by_file.begin(), by_file.end(),
+                           [&](const auto& entry) { return entry.first == finding.location.file; });
+    if (it == by_file.end()) it = by_file.insert(by_file.end(), {finding.location.file, {}});
+    it->second.push_back(&finding);
+  }
+  const auto write_file = [](JsonWriter& json, const std::vector<const TidyFinding*>& entries) {
+    json.begin_array();
+    for (const TidyFinding* finding : entries) {
+      json.begin_object()
+          .member("line_number", finding->location.line)
+          .member("name", finding->pattern)
+          .member("url", finding->url)
+          .member("message", finding->description)
+          .end_object();
+    }
+    json.end_array();
+  };
+  // TorchTidy's dict.update: files already in the report keep their place and take the new entries.
+  JsonWriter json;
+  json.begin_object();
+  std::set<std::string> written;
+  for (const auto& [file, value] : existing_members(path)) {
+    const auto ours =
+        std::find_if(by_file.begin(), by_file.end(), [&](const auto& entry) { return entry.first == file; });
+    json.key(file);
+    if (ours == by_file.end()) {
+      json.raw(value);
+    } else {
+      write_file(json, ours->second);
+      written.insert(file);
+    }
+  }
+  for (const auto& [file, entries] : by_file) {
+    if (written.count(file) != 0) continue;
+    json.key(file);
+    write_file(json, entries);
+  }
+  json.end_object();
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  KILN_CHECK(out.good(), invalid_argument, "tidy: cannot write ", path.string(),
+             " (does the directory exist?)");
+  out << json.text() << "\n";
+  KILN_CHECK(out.good(), invalid_argument, "tidy: writing ", path.string(), " failed");
+}
+
+}  // namespace kiln::tidy
