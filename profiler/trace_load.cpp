@@ -1,5 +1,7 @@
 #include "profiler/trace_load.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -144,6 +146,14 @@ class Loader final : public TraceJsonVisitor {
   void expect_bytes(uintmax_t bytes) {
     constexpr uintmax_t kSmallestEventBytes = 96;  // {"ph": "X", "name": "a", "pid": 1, ... "dur": 1},
     trace_.events.reserve(static_cast<size_t>(std::min<uintmax_t>(bytes / kSmallestEventBytes, 64u << 20)));
+    // Millions of events fault in page by page; huge pages fault 512 times less often (Linux only
+    // honours the hint where transparent huge pages are enabled for madvise).
+    constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+    const uintptr_t begin =
+        (reinterpret_cast<uintptr_t>(trace_.events.data()) + kHugePage - 1) & ~(kHugePage - 1);
+    const uintptr_t end =
+        (reinterpret_cast<uintptr_t>(trace_.events.data() + trace_.events.capacity())) & ~(kHugePage - 1);
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
   }
 
   void event(JsonValue value, size_t index) override {
