@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""How long `kiln tidy` takes on a big PyTorch trace, and how much memory: the file is generated here.
+
+    /usr/bin/python3 bench/tidy_speed.py [--events 1000000] [--rounds 3] [--kiln build/kiln] [--keep FILE]
+
+One profiled PyTorch run (tests/python/tidy_workloads.py's mixed workload: every TorchTidy pattern,
+with Python frames, shapes and memory events) is written as a Kineto trace and copied end to end,
+shifted in time, until the file holds at least --events events. `kiln tidy --json` then analyses it
+--rounds times, each in its own process; the table gives each round's wall time and peak RSS
+(from wait4), and checks that every pattern's count is the copies times its count on one copy, which
+TorchTidy's own counts on the live run fix. The target (docs/tidy.md): 1 million events in under
+10 s and 2 GB. Needs Debian's /usr/bin/python3 with torch.
+"""
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests" / "python"))
+sys.path.insert(0, str(REPO / "bench"))
+
+import tidy_workloads  # noqa: E402
+import torch_profiles  # noqa: E402
+from machine import machine_lines  # noqa: E402
+from torch.profiler import _pattern_matcher as torchtidy  # noqa: E402
+
+TORCHTIDY_PATTERNS = [
+    torchtidy.ExtraCUDACopyPattern, torchtidy.ForLoopIndexingPattern, torchtidy.FP32MatMulPattern,
+    torchtidy.OptimizerSingleTensorPattern, torchtidy.SynchronizedDataLoaderPattern,
+    torchtidy.GradNotSetToNonePattern, torchtidy.Conv2dBiasFollowedByBatchNorm2dPattern,
+    torchtidy.MatMulDimInFP16Pattern,
+]
+
+
+def one_copy(directory):
+    """The events of one profiled run, as JSON objects, and TorchTidy's count per pattern on it."""
+    prof = tidy_workloads.profiled(tidy_workloads.mixed)
+    counts = {pattern(prof).name: len(pattern(prof).matched_events()) for pattern in TORCHTIDY_PATTERNS}
+    path = directory / "one.json"
+    torch_profiles.write_kineto(prof, path)
+    events = [event for event in json.loads(path.read_text())["traceEvents"]
+              if event.get("ph") in ("X", "i") and event.get("cat") != "Trace"]
+    for event in events:
+        event.get("args", {}).pop("Ev Idx", None)
+    return events, counts
+
+
+def write_copies(events, target, path):
+    """Copies `events` end to end (times shifted past the previous copy, Python ids renumbered) until
+    the file holds at least `target` events; returns the number of copies."""
+    starts = [float(event["ts"]) for event in events]
+    span = max(float(event["ts"]) + float(event.get("dur", 0)) for event in events) - min(starts) + 10.0
+    python_ids = max([event["args"].get("Python id", 0) for event in events if "args" in event] + [0]) + 1
+    copies = -(-target // len(events))
+    with open(path, "w") as out:
+        out.write('{"schemaVersion": 1, "deviceProperties": [], "baseTimeNanoseconds": 0, "traceEvents": [\n')
+        for copy in range(copies):
+            lines = []
+            for event in events:
+                moved = dict(event, ts=f"{float(event['ts']) + copy * span:.3f}")
+                args = event.get("args")
+                if args and "Python id" in args:
+                    moved["args"] = dict(args, **{"Python id": args["Python id"] + copy * python_ids})
+                    if isinstance(args["Python parent id"], int):
+                        moved["args"]["Python parent id"] = args["Python parent id"] + copy * python_ids
+                text = json.dumps(moved)
+                # ts as written by Kineto: a number with three decimals, not a string.
+                lines.append(text.replace(f'"ts": "{moved["ts"]}"', f'"ts": {moved["ts"]}'))
+            out.write((",\n" if copy else "") + ",\n".join(lines))
+        out.write("\n]}\n")
+    return copies
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--kiln", default=str(REPO / "build" / "kiln"))
+    parser.add_argument("--keep", help="write the generated trace here (default: a temporary file)")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = pathlib.Path(scratch)
+        events, counts = one_copy(scratch)
+        path = pathlib.Path(args.keep) if args.keep else scratch / "big.json"
+        copies = write_copies(events, args.events, path)
+        total = copies * len(events)
+        print("\n".join(machine_lines(args.kiln)))
+        print(f"trace: {total} events ({copies} copies of {len(events)}), {path.stat().st_size / 2**20:.0f} MiB\n")
+        print("| round | wall s | peak RSS MiB |\n|---:|---:|---:|")
+        for round_index in range(args.rounds):
+            start = time.monotonic()
+            process = subprocess.Popen([args.kiln, "tidy", str(path), "--json"], stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True)
+            # wait4 gives this child's own peak RSS (getrusage would give the largest child so far).
+            stdout = process.stdout.read()
+            _, status, usage = os.wait4(process.pid, 0)
+            seconds = time.monotonic() - start
+            process.returncode = os.waitstatus_to_exitcode(status)
+            if process.returncode != 0:
+                sys.exit(f"kiln tidy failed: {process.stderr.read()}")
+            report = json.loads(stdout)
+            for pattern, count in counts.items():
+                if report["counts"][pattern] != copies * count:
+                    sys.exit(f"{pattern}: {report['counts'][pattern]} matches, expected {copies} x {count}")
+            print(f"| {round_index + 1} | {seconds:.2f} | {usage.ru_maxrss / 1024:.0f} |")
+        print(f"\nevery pattern's count is {copies} x TorchTidy's on one copy: "
+              + ", ".join(f"{pattern} {count}" for pattern, count in counts.items() if count))
+
+
+if __name__ == "__main__":
+    main()
