@@ -65,7 +65,7 @@ class ExtraHostToDeviceCopyPattern final : public Pattern {
     return std::nullopt;
   }
   bool match(const TidyContext& context, EventIndex event) override {
-    const EventIndex copy = extra_copy_of(context, event);
+    const EventIndex copy = extra_copy_of(context, event, /*past_memory_events=*/true);
     return copy != kNoEvent && launched_gpu_work(context, copy, true);
   }
 };

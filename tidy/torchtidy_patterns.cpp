@@ -66,10 +66,24 @@ class ExtraCUDACopyPattern final : public Pattern {
     return torchtidy_skips_without(context.record_shapes, "record_shapes");
   }
   Reason caveat(const TidyContext& context) const override {
-    if (context.gpu_activity) return std::nullopt;
-    return "the trace has no GPU work, so every match is a copy from host to host (e.g. .to(..., copy=True) "
-           "of a tensor just filled): the rule never checks where the copy goes. 'Extra Host To Device Copy "
-           "Pattern' also requires the copy to reach a GPU";
+    std::string flaws;
+    if (!context.gpu_activity) {
+      flaws =
+          "the trace has no GPU work, so every match is a copy from host to host (e.g. .to(..., copy=True) "
+          "of "
+          "a tensor just filled): the rule never checks where the copy goes";
+    }
+    if (context.trace.memory_recorded) {
+      // profile_memory: a tensor freed between the fill and the copy is a memory event between them.
+      flaws +=
+          str_cat(flaws.empty() ? "" : "; ",
+                  "a tensor freed between the fill and the copy hides the fill (the rule takes the memory "
+                  "event for the previous call)");
+    }
+    if (flaws.empty()) return std::nullopt;
+    return flaws +
+           ". 'Extra Host To Device Copy Pattern' requires the copy to reach a GPU and looks past memory "
+           "events";
   }
   bool match(const TidyContext& context, EventIndex event) override {
     return extra_copy_of(context, event) != kNoEvent;
@@ -318,7 +332,7 @@ std::vector<std::unique_ptr<Pattern>> torchtidy_patterns() {
   return patterns;
 }
 
-EventIndex extra_copy_of(const TidyContext& context, EventIndex to) {
+EventIndex extra_copy_of(const TidyContext& context, EventIndex to, bool past_memory_events) {
   const EventTree& tree = context.tree;
   if (tree.event(to).name != "aten::to") return kNoEvent;
   const auto last_child = [&](EventIndex index) {
@@ -335,6 +349,8 @@ EventIndex extra_copy_of(const TidyContext& context, EventIndex to) {
   const EventIndex parent = tree.parent(to);
   if (parent == kNoEvent) return kNoEvent;
   EventIndex event = tree.previous(parent);
+  while (past_memory_events && event != kNoEvent && tree.event(event).kind == EventKind::memory)
+    event = tree.previous(event);
   if (event == kNoEvent) return kNoEvent;
   static const std::string kInitOps[] = {"aten::fill_", "aten::zero_", "aten::normal_", "aten::uniform_"};
   const auto is_init = [&](EventIndex index) {

@@ -24,8 +24,9 @@ std::vector<std::unique_ptr<Pattern>> torchtidy_patterns();
 // The ExtraCUDACopyPattern chain from an `aten::to`: its last child `aten::_to_copy`, whose last child
 // is an `aten::copy_` with equal dtypes for its first two inputs, and the previous sibling of the
 // `aten::to`'s parent leading through last children to a fill (fill_, zero_, normal_, uniform_).
-// Returns the copy_, or kNoEvent.
-EventIndex extra_copy_of(const TidyContext& context, EventIndex to);
+// Returns the copy_, or kNoEvent. TorchTidy's previous sibling may be a memory event (a tensor freed
+// between the fill and the copy hides the fill); `past_memory_events` looks past them.
+EventIndex extra_copy_of(const TidyContext& context, EventIndex to, bool past_memory_events = false);
 
 // Whether the operator launched GPU work (a CUDA runtime call, kernel or copy below it); with
 // `copy_only`, a memory copy.

@@ -131,6 +131,13 @@ TEST(TorchTidyPatterns, ExtraCUDACopyFollowsTheChainAndChecksTheDtypes) {
   EXPECT_EQ(report.count("Extra CUDA Copy Pattern"), 1u);
   EXPECT_EQ(report.count("Extra Host To Device Copy Pattern"), 1u);
   EXPECT_TRUE(note_of(report.caveats, "Extra CUDA Copy Pattern").empty());
+  // A tensor freed between the fill and the copy: TorchTidy takes the free for the previous call.
+  events.push_back(
+      R"({"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 15, )"
+      R"("s": "t", "args": {"Bytes": -256, "Total Allocated": 0}})");
+  report = tidy::analyse(kineto(events), "t");
+  EXPECT_EQ(report.count("Extra CUDA Copy Pattern"), 0u);
+  EXPECT_EQ(report.count("Extra Host To Device Copy Pattern"), 1u);
 }
 
 TEST(TorchTidyPatterns, ForLoopIndexingNeedsTenRepeats) {
