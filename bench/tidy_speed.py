@@ -39,7 +39,7 @@ TORCHTIDY_PATTERNS = [
 
 def one_copy(directory):
     """The events of one profiled run, as JSON objects, and TorchTidy's count per pattern on it."""
-    prof = tidy_workloads.profiled(tidy_workloads.mixed)
+    prof = tidy_workloads.profiled(tidy_workloads.mixed, profile_memory=True)
     counts = {pattern(prof).name: len(pattern(prof).matched_events()) for pattern in TORCHTIDY_PATTERNS}
     path = directory / "one.json"
     torch_profiles.write_kineto(prof, path)

@@ -5,7 +5,6 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -48,7 +47,9 @@ std::vector<std::pair<std::string, std::string>> existing_members(const std::fil
              "); remove it or write the report elsewhere");
   KILN_CHECK(document.IsObject(), invalid_argument, "tidy: ", path.string(),
              " is not a TorchTidy report (expected a JSON object of files)");
-  for (const auto& member : document.GetObject()) {
+  const auto first = document.MemberBegin();
+  for (rapidjson::SizeType i = 0; i < document.MemberCount(); ++i) {
+    const auto& member = first[i];
     rapidjson::StringBuffer buffer;
     rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
     member.value.Accept(writer);
@@ -171,13 +172,13 @@ std::string TidyReport::json() const {
 void TidyReport::write_torchtidy_json(const std::string& directory) const {
   const std::filesystem::path path = std::filesystem::path(directory) / kTorchTidyReportFile;
   // TorchTidy groups by file, in the order files first appear.
-  std::vector<std::pair<std::string, std::vector<const TidyFinding*>>> by_file;
+  std::vector<std::string> files;
+  std::map<std::string, std::vector<const TidyFinding*>> by_file;
   for (const TidyFinding& finding : findings) {
     if (!finding.location.found()) continue;  // TorchTidy raises here; its layout has no place for it
-    auto it = std::find_if(by_file.begin(), by_file.end(),
-                           [&](const auto& entry) { return entry.first == finding.location.file; });
-    if (it == by_file.end()) it = by_file.insert(by_file.end(), {finding.location.file, {}});
-    it->second.push_back(&finding);
+    std::vector<const TidyFinding*>& entries = by_file[finding.location.file];
+    if (entries.empty()) files.push_back(finding.location.file);
+    entries.push_back(&finding);
   }
   const auto write_file = [](JsonWriter& json, const std::vector<const TidyFinding*>& entries) {
     json.begin_array();
@@ -194,22 +195,21 @@ void TidyReport::write_torchtidy_json(const std::string& directory) const {
   // TorchTidy's dict.update: files already in the report keep their place and take the new entries.
   JsonWriter json;
   json.begin_object();
-  std::set<std::string> written;
   for (const auto& [file, value] : existing_members(path)) {
-    const auto ours =
-        std::find_if(by_file.begin(), by_file.end(), [&](const auto& entry) { return entry.first == file; });
     json.key(file);
+    const auto ours = by_file.find(file);
     if (ours == by_file.end()) {
       json.raw(value);
     } else {
       write_file(json, ours->second);
-      written.insert(file);
+      by_file.erase(ours);
     }
   }
-  for (const auto& [file, entries] : by_file) {
-    if (written.count(file) != 0) continue;
+  for (const std::string& file : files) {
+    const auto ours = by_file.find(file);
+    if (ours == by_file.end()) continue;  // written in its place above
     json.key(file);
-    write_file(json, entries);
+    write_file(json, ours->second);
   }
   json.end_object();
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

@@ -266,6 +266,11 @@ class Conv2dBiasFollowedByBatchNorm2dPattern final : public Pattern {
   Reason cannot_see(const TidyContext& context) const override {
     return needs_python_events(context, "the nn.Module events of Conv2d and BatchNorm2d");
   }
+  Reason caveat(const TidyContext& context) const override {
+    if (!context.trace.memory_recorded) return std::nullopt;
+    return "with memory events, a tensor freed between the Conv2d and the BatchNorm2d module calls hides the "
+           "pair (the rule takes the memory event for the next call)";
+  }
   bool match(const TidyContext& context, EventIndex event) override {
     const TraceEvent& conv = context.tree.event(event);
     if (conv.name != "aten::conv2d") return false;

@@ -29,6 +29,9 @@ TORCHTIDY_PATTERNS = [
 CORRECTED = ["FP32 MatMul On TF32 GPU Pattern", "Extra Host To Device Copy Pattern"]
 WORKLOADS = {workload.__name__: workload for workload in
              list(tidy_workloads.WORKLOADS) + [tidy_workloads.clean, tidy_workloads.mixed]}
+# The mixed run again with memory events, which TorchTidy's sibling rules see as calls: kiln must
+# agree with whatever TorchTidy finds there (what it shows is not asserted).
+WORKLOADS["with_memory"] = tidy_workloads.mixed
 
 
 @pytest.fixture(scope="session")
@@ -42,27 +45,40 @@ def runs(tmp_path_factory):
     directory = tmp_path_factory.mktemp("tidy")
     out = {}
     for name, workload in WORKLOADS.items():
-        prof = tidy_workloads.profiled(workload)
+        # PyTorch 1.13 now and then records a run without some of its calls (seen: a Sequential's first
+        # Conv2d module call and every aten::conv2d of the run gone): profile again, up to 3 times,
+        # until TorchTidy finds what the workload is made for.
+        for _ in range(3):
+            prof = tidy_workloads.profiled(workload, profile_memory=name == "with_memory")
+            matched = {}
+            for pattern_class in TORCHTIDY_PATTERNS:
+                pattern = pattern_class(prof)
+                matched[pattern.name] = pattern.matched_events()
+            if expected_shown(name) <= {pattern for pattern, events in matched.items() if events}:
+                break
         path = directory / f"{name}.json"
         torch_profiles.write_kineto(prof, path)
-        matched = {}
-        for pattern_class in TORCHTIDY_PATTERNS:
-            pattern = pattern_class(prof)
-            matched[pattern.name] = pattern.matched_events()
         out[name] = (prof, path, matched)
     return out
+
+
+def expected_shown(name):
+    if name == "mixed":
+        return set(tidy_workloads.WORKLOADS.values())
+    if name in ("clean", "with_memory"):
+        return set()
+    return {tidy_workloads.WORKLOADS[WORKLOADS[name]]}
 
 
 @pytest.mark.parametrize("name", list(WORKLOADS))
 def test_the_workload_shows_what_it_is_made_for(runs, name):
     _, _, matched = runs[name]
     shown = {pattern for pattern, events in matched.items() if events}
+    assert expected_shown(name) <= shown, matched
     if name == "clean":
         assert shown == set()
-    elif name == "mixed":
-        assert shown == set(tidy_workloads.WORKLOADS.values())
-    else:
-        assert tidy_workloads.WORKLOADS[WORKLOADS[name]] in shown, matched
+    if name == "with_memory":
+        assert "FP32 MatMul Pattern" in shown  # no memory event can hide it
 
 
 @pytest.mark.parametrize("name", list(WORKLOADS))
