@@ -1,5 +1,6 @@
-// Fuzzes trace loading (profiler/trace_load.h): any byte string must either load or raise
-// kiln::Error; the loaded tree must have ids 1..N with each parent before its child.
+// Fuzzes trace loading (profiler/trace_load.h) and the anti-pattern analysis over what loads
+// (tidy/report.h): any byte string must either load or raise kiln::Error; the loaded tree must have
+// ids 1..N with each parent before its child, and every pattern must run over it.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -7,6 +8,7 @@
 
 #include "core/error.h"
 #include "profiler/trace_load.h"
+#include "tidy/report.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
@@ -17,6 +19,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (event.id != i + 1 || event.parent_id >= event.id || event.thread >= trace.threads.size())
         std::abort();
     }
+    const kiln::tidy::TidyReport report =
+        kiln::tidy::analyse(trace, "fuzz.json", {.name_patterns = {"aten::"}});
+    (void)report.json();
+    (void)report.text();
   } catch (const kiln::Error&) {
     // Rejecting bad input with an error is the expected outcome.
   }

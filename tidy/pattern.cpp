@@ -49,6 +49,8 @@ TidyContext::TidyContext(const EventTree& event_tree) : tree(event_tree), trace(
     }
     gpu_activity = gpu_activity || is_gpu_work(event);
   }
+  depth_first = tree.depth_first();
+  breadth_first = tree.breadth_first();
   with_stack = flag_fact(trace, "with_stack").value_or(python_events);
   record_shapes = flag_fact(trace, "record_shapes").value_or(trace.shapes_recorded);
 
@@ -93,9 +95,8 @@ std::vector<EventIndex> Pattern::matched_events(const TidyContext& context) {
   std::vector<EventIndex> matched;
   if (skip(context).has_value()) return matched;
   reset();
-  const std::vector<EventIndex> order =
-      traversal() == Traversal::depth_first ? context.tree.depth_first() : context.tree.breadth_first();
-  for (const EventIndex event : order) {
+  for (const EventIndex event :
+       traversal() == Traversal::depth_first ? context.depth_first : context.breadth_first) {
     if (match(context, event)) matched.push_back(event);
   }
   return matched;

@@ -33,6 +33,9 @@ struct TidyContext {
   std::vector<int> cuda_arches;
   // Flags the trace does not record, taken at PyTorch's default: "allow_tf32_cublas: ...".
   std::vector<std::string> assumed;
+  // The traversals, computed once for every pattern.
+  std::vector<EventIndex> depth_first;
+  std::vector<EventIndex> breadth_first;
 
   // torch.backends.cuda.matmul.allow_tf32 when `event` ran: its recorded flag, else the trace's
   // fact, else PyTorch's default since 1.12 (false).

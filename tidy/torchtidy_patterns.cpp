@@ -373,8 +373,8 @@ bool launched_gpu_work(const TidyContext& context, EventIndex op, bool copy_only
   for (const EventIndex below : context.tree.depth_first(context.tree.children(op))) {
     const TraceEvent& event = context.tree.event(below);
     if (!is_gpu_work(event)) continue;
-    if (!copy_only || event.name.find("emcpy") != std::string::npos || event.category == "gpu_memcpy")
-      return true;
+    // A copy: Kineto's gpu_memcpy ("Memcpy HtoD ..."), or the CUDA call that started it (cudaMemcpyAsync).
+    if (!copy_only || event.category == "gpu_memcpy" || event.name.starts_with("cudaMemcpy")) return true;
   }
   return false;
 }
