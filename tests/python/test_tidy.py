@@ -234,11 +234,12 @@ def test_cli_tidy_text_json_and_torchtidy_json(kiln_bin, runs, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     ([], "kiln tidy expects one TRACE file, got 0"),
-    (["/nonexistent/trace.json"], "/nonexistent/trace.json"),
+    (["/nonexistent/trace.json"], "cannot open trace '/nonexistent/trace.json'"),
     (["{trace}", "--name", "(bad"], "'(bad' is not a regular expression"),
     (["{trace}", "--bogus"], "--bogus"),
     (["{trace}", "--torchtidy-json", "/nonexistent/dir"], "cannot write /nonexistent/dir/torchtidy_report.json"),
-    (["{trace}", "--max-trace-bytes", "10"], "10"),
+    (["{trace}", "--max-trace-bytes", "10"], "over the cap of 10 bytes"),
+    (["{trace}", "{trace}"], "kiln tidy expects one TRACE file, got 2"),
 ])
 def test_cli_tidy_errors_name_what_is_wrong(kiln_bin, runs, args, message):
     _, path, _ = runs["clean"]
