@@ -2,6 +2,7 @@
 """How long `kiln tidy` takes on a big PyTorch trace, and how much memory: the file is generated here.
 
     /usr/bin/python3 bench/tidy_speed.py [--events 1000000] [--rounds 3] [--kiln build/kiln] [--keep FILE]
+        [--pythonpath build/python]
 
 One profiled PyTorch run (tests/python/tidy_workloads.py's mixed workload: every TorchTidy pattern,
 with Python frames, shapes and memory events) is written as a Kineto trace and copied end to end,
@@ -9,7 +10,8 @@ shifted in time, until the file holds at least --events events. `kiln tidy --jso
 --rounds times, each in its own process; the table gives each round's wall time and peak RSS
 (from wait4), and checks that every pattern's count is the copies times its count on one copy, which
 TorchTidy's own counts on the live run fix. The target (docs/tidy.md): 1 million events in under
-10 s and 2 GB. Needs Debian's /usr/bin/python3 with torch.
+10 s and 2 GB. First, TorchTidy and kiln.tidy.report are timed side by side on the live profile of
+one copy (TorchTidy reads only live profiles). Needs Debian's /usr/bin/python3 with torch.
 """
 import argparse
 import json
@@ -37,10 +39,30 @@ TORCHTIDY_PATTERNS = [
 ]
 
 
-def one_copy(directory):
-    """The events of one profiled run, as JSON objects, and TorchTidy's count per pattern on it."""
+def median_seconds(function, rounds=5):
+    times = []
+    for _ in range(rounds):
+        start = time.monotonic()
+        function()
+        times.append(time.monotonic() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def one_copy(directory, kiln_module):
+    """The events of one profiled run, as JSON objects, and TorchTidy's count per pattern on it.
+    Prints how long TorchTidy and kiln.tidy take on that live profile, side by side."""
     prof = tidy_workloads.profiled(tidy_workloads.mixed, profile_memory=True)
     counts = {pattern(prof).name: len(pattern(prof).matched_events()) for pattern in TORCHTIDY_PATTERNS}
+    torchtidy_seconds = median_seconds(lambda: [pattern(prof).matched_events() for pattern in TORCHTIDY_PATTERNS])
+    line = f"the live profile ({len(torch_profiles.preorder(prof))} events), median of 5: TorchTidy's 8 patterns " \
+           f"{torchtidy_seconds * 1000:.1f} ms"
+    if kiln_module is not None:
+        kiln_seconds = median_seconds(lambda: kiln_module.tidy.report(prof))
+        trace = kiln_module.profiler.load_trace(prof)
+        analysis_seconds = median_seconds(lambda: kiln_module.tidy.report(trace))
+        line += (f"; kiln.tidy.report {kiln_seconds * 1000:.1f} ms, of which the analysis (C++) "
+                 f"{analysis_seconds * 1000:.1f} ms and reading PyTorch's tree from Python the rest")
+    print(line)
     path = directory / "one.json"
     torch_profiles.write_kineto(prof, path)
     events = [event for event in json.loads(path.read_text())["traceEvents"]
@@ -82,15 +104,22 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--kiln", default=str(REPO / "build" / "kiln"))
     parser.add_argument("--keep", help="write the generated trace here (default: a temporary file)")
+    parser.add_argument("--pythonpath", default=str(REPO / "build" / "python"),
+                        help="where the kiln Python module is, to time kiln.tidy on the live profile too")
     args = parser.parse_args()
+    sys.path.insert(0, args.pythonpath)
+    try:
+        import kiln as kiln_module
+    except ImportError:
+        kiln_module = None
 
     with tempfile.TemporaryDirectory() as scratch:
         scratch = pathlib.Path(scratch)
-        events, counts = one_copy(scratch)
+        print("\n".join(machine_lines(args.kiln)))
+        events, counts = one_copy(scratch, kiln_module)
         path = pathlib.Path(args.keep) if args.keep else scratch / "big.json"
         copies = write_copies(events, args.events, path)
         total = copies * len(events)
-        print("\n".join(machine_lines(args.kiln)))
         print(f"trace: {total} events ({copies} copies of {len(events)}), {path.stat().st_size / 2**20:.0f} MiB\n")
         print("| round | wall s | peak RSS MiB |\n|---:|---:|---:|")
         for round_index in range(args.rounds):
