@@ -163,6 +163,8 @@ const char* kind_name(EventKind kind) {
       return "memory";
     case EventKind::annotation:
       return "annotation";
+    case EventKind::plan:
+      return "plan";
   }
   return "unknown";
 }

@@ -31,6 +31,8 @@ enum class EventKind : uint8_t {
   interop_task,  // a task on the inter-op pool: subject is its name (a static string)
   memory,        // an allocation (value > 0) or free (value < 0) of bytes; subject its tag
   annotation,    // a user's record_function scope: subject is its interned name
+  plan,          // Session planning for new input shapes or settings: subject is the Plan once built
+                 // (null if building failed)
 };
 const char* kind_name(EventKind kind);
 
@@ -102,6 +104,8 @@ class Scope {
   Scope& operator=(const Scope&) = delete;
 
   uint64_t id() const { return id_; }
+  // For a subject known only at the end (a plan's event learns its plan once it is built).
+  void set_subject(const void* subject) { subject_ = subject; }
 
  private:
   void finish();

@@ -6,6 +6,7 @@
 
 #include "backends/selection.h"
 #include "core/error.h"
+#include "core/events.h"
 #include "graph/executor.h"
 #include "graph/onnx_import.h"
 #include "graph/verbose.h"
@@ -119,7 +120,13 @@ std::shared_ptr<const Plan> Session::cached_plan(const PlanKey& key, const std::
     if (it != plans_.end()) return it->second;
   }
   reload_initializers();
+  // Planning is an event of its own: in steady state it means a plan-cache miss (tidy reports them).
+  events::Scope planning_event(events::EventKind::plan, nullptr, 0);
   std::shared_ptr<const Plan> plan = Plan::build(model_, shapes, values, settings, &autotune_cache_);
+  if (planning_event.id() != 0) {
+    events::keep_alive(plan);
+    planning_event.set_subject(plan.get());
+  }
   struct ReleaseAfterwards {
     Session& session;
     ~ReleaseAfterwards() { session.release_unreferenced_initializers(); }

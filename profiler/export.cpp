@@ -40,6 +40,9 @@ void write_event_args(JsonWriter& json, const Trace& trace, const TraceEvent& ev
     json.member("threads", event.threads);
     json.member("flops", event.flops);
     json.member("bytes", event.bytes);
+    json.member("inputs", event.inputs);
+    json.member("outputs", event.outputs);
+    json.member("rejected", event.rejected);
     if (trace.shapes_recorded) {
       json.member("input_shapes", event.input_shapes);
       json.member("input_dtypes", event.input_dtypes);
@@ -48,11 +51,12 @@ void write_event_args(JsonWriter& json, const Trace& trace, const TraceEvent& ev
       json.member("output_dtypes", event.output_dtypes);
       json.member("output_layouts", event.output_layouts);
     }
-  } else if (event.kind == EventKind::run) {
+  } else if (event.kind == EventKind::run || event.kind == EventKind::plan) {
     json.member("threads", event.threads);
     json.member("plan_settings", event.settings);
     json.member("plan_steps", event.plan_steps);
-    if (trace.memory_recorded) {
+    if (trace.shapes_recorded) json.member("input_shapes", event.input_shapes);
+    if (event.kind == EventKind::run && trace.memory_recorded) {
       json.member("arena_bytes", event.arena_bytes);
       json.member("allocated_bytes", event.allocated_bytes);
       json.member("peak_bytes", event.peak_bytes);

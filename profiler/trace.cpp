@@ -39,7 +39,53 @@ std::vector<std::string> layout_names(const std::vector<Layout>& layouts) {
   return names;
 }
 
-void resolve_step(TraceEvent& event, const Plan& plan, int64_t index, const TraceOptions& options) {
+// Each plan's steps' inputs and outputs as value names, as data flows between the steps that run: a
+// view step's output is named by the value it views (a view over an arena's storage is made once per
+// run context and never runs as a step, so readers of it read what the view's source step wrote).
+class FlowNames {
+ public:
+  struct Step {
+    std::vector<std::string> inputs;
+    std::vector<std::string> outputs;
+  };
+  const Step& step(const Plan& plan, size_t index) {
+    auto [it, added] = by_plan_.try_emplace(&plan);
+    if (added) it->second = names_of(plan);
+    return it->second[index];
+  }
+
+ private:
+  static std::vector<Step> names_of(const Plan& plan) {
+    const std::vector<PlanStep>& steps = plan.steps();
+    std::vector<int> producer(plan.slots().size(), -1);
+    for (size_t s = 0; s < steps.size(); ++s) {
+      for (const int slot : steps[s].outputs) {
+        if (slot >= 0) producer[static_cast<size_t>(slot)] = static_cast<int>(s);
+      }
+    }
+    const auto name = [&](int slot) -> std::string {
+      if (slot < 0) return {};
+      // Views of views end at stored data; a view step's first input is what it views.
+      for (int hops = 0; producer[static_cast<size_t>(slot)] >= 0 && hops < static_cast<int>(steps.size());
+           ++hops) {
+        const PlanStep& step = steps[static_cast<size_t>(producer[static_cast<size_t>(slot)])];
+        if (!step.kernel->is_view() || step.inputs.empty() || step.inputs[0] < 0) break;
+        slot = step.inputs[0];
+      }
+      return plan.slots()[static_cast<size_t>(slot)].name;
+    };
+    std::vector<Step> names(steps.size());
+    for (size_t s = 0; s < steps.size(); ++s) {
+      for (const int slot : steps[s].inputs) names[s].inputs.push_back(name(slot));
+      for (const int slot : steps[s].outputs) names[s].outputs.push_back(name(slot));
+    }
+    return names;
+  }
+  std::unordered_map<const Plan*, std::vector<Step>> by_plan_;
+};
+
+void resolve_step(TraceEvent& event, const Plan& plan, int64_t index, const TraceOptions& options,
+                  FlowNames& flow_names) {
   if (index < 0 || static_cast<size_t>(index) >= plan.steps().size()) return;
   const PlanStep& step = plan.steps()[static_cast<size_t>(index)];
   const StepRecord& record = step.record;
@@ -53,6 +99,11 @@ void resolve_step(TraceEvent& event, const Plan& plan, int64_t index, const Trac
   event.flops = step_flops(record);
   event.bytes = stored_bytes(record.input_shapes, record.input_dtypes, record.input_layouts) +
                 stored_bytes(record.output_shapes, record.output_dtypes, record.output_layouts);
+  const FlowNames::Step& names = flow_names.step(plan, static_cast<size_t>(index));
+  event.inputs = names.inputs;
+  event.outputs = names.outputs;
+  for (const RejectedCandidate& candidate : record.rejected)
+    event.rejected.push_back(str_cat(candidate.backend, ": ", candidate.reason));
   if (!options.record_shapes) return;
   event.input_shapes = record.input_shapes;
   event.output_shapes = record.output_shapes;
@@ -62,7 +113,17 @@ void resolve_step(TraceEvent& event, const Plan& plan, int64_t index, const Trac
   event.output_layouts = layout_names(record.output_layouts);
 }
 
-TraceEvent resolve(const events::Event& raw, const TraceOptions& options) {
+// A run's or a planning's plan: its settings, graph input shapes and size.
+void resolve_plan(TraceEvent& event, const Plan& plan, const TraceOptions& options) {
+  event.threads = plan.threads();
+  event.settings = plan.settings_text();
+  event.plan_steps = static_cast<int>(plan.steps().size());
+  event.arena_bytes = static_cast<int64_t>(plan.memory_plan().arena_bytes);
+  if (!options.record_shapes) return;
+  for (const int slot : plan.input_slots()) event.input_shapes.push_back(plan.slots()[slot].info.shape);
+}
+
+TraceEvent resolve(const events::Event& raw, const TraceOptions& options, FlowNames& flow_names) {
   TraceEvent event;
   event.kind = from_recorded(raw.kind);
   event.thread = raw.thread;
@@ -70,17 +131,18 @@ TraceEvent resolve(const events::Event& raw, const TraceOptions& options) {
   event.end_ns = raw.end_ns;
   switch (raw.kind) {
     case events::EventKind::run: {
-      const auto* plan = static_cast<const Plan*>(raw.subject);
       event.name = "run";
+      resolve_plan(event, *static_cast<const Plan*>(raw.subject), options);
       event.threads = static_cast<int>(raw.value);
-      event.settings = plan->settings_text();
-      event.plan_steps = static_cast<int>(plan->steps().size());
-      event.arena_bytes = static_cast<int64_t>(plan->memory_plan().arena_bytes);
       break;
     }
+    case events::EventKind::plan:
+      event.name = "plan";
+      if (raw.subject != nullptr) resolve_plan(event, *static_cast<const Plan*>(raw.subject), options);
+      break;
     case events::EventKind::step:
     case events::EventKind::reorder:
-      resolve_step(event, *static_cast<const Plan*>(raw.subject), raw.value, options);
+      resolve_step(event, *static_cast<const Plan*>(raw.subject), raw.value, options, flow_names);
       break;
     case events::EventKind::interop_task:
     case events::EventKind::annotation:
@@ -125,7 +187,8 @@ EventKind from_recorded(events::EventKind kind) {
                 static_cast<int>(events::EventKind::interop_task) ==
                     static_cast<int>(EventKind::interop_task) &&
                 static_cast<int>(events::EventKind::memory) == static_cast<int>(EventKind::memory) &&
-                static_cast<int>(events::EventKind::annotation) == static_cast<int>(EventKind::annotation));
+                static_cast<int>(events::EventKind::annotation) == static_cast<int>(EventKind::annotation) &&
+                static_cast<int>(events::EventKind::plan) == static_cast<int>(EventKind::plan));
   return static_cast<EventKind>(kind);
 }
 
@@ -134,8 +197,8 @@ constexpr std::pair<EventKind, const char*> kKindNames[] = {
     {EventKind::run, "run"},         {EventKind::step, "step"},
     {EventKind::reorder, "reorder"}, {EventKind::interop_task, "interop_task"},
     {EventKind::memory, "memory"},   {EventKind::annotation, "annotation"},
-    {EventKind::op, "op"},           {EventKind::python, "python"},
-    {EventKind::other, "other"},
+    {EventKind::plan, "plan"},       {EventKind::op, "op"},
+    {EventKind::python, "python"},   {EventKind::other, "other"},
 };
 }  // namespace
 
@@ -193,10 +256,11 @@ Trace build_trace(const events::Collected& collected, const TraceOptions& option
 
   // Threads that recorded, renumbered densely in order of first appearance.
   std::unordered_map<uint32_t, uint32_t> thread_index;
+  FlowNames flow_names;
   trace.events.reserve(order.size());
   for (size_t i = 0; i < order.size(); ++i) {
     const events::Event& raw = collected.events[order[i]];
-    TraceEvent event = resolve(raw, options);
+    TraceEvent event = resolve(raw, options, flow_names);
     event.id = i + 1;
     if (raw.parent_id != 0) {
       auto parent = renumbered.find(raw.parent_id);

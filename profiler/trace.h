@@ -18,10 +18,21 @@
 
 namespace kiln::profiler {
 
-// What an event is. The first six are what kiln records (core/events.h, same order); the rest come
+// What an event is. The first seven are what kiln records (core/events.h, same order); the rest come
 // only from traces kiln reads: `op` a framework operator (PyTorch's cpu_op), `python` a Python
 // function or module call, `other` anything else the source had (GPU kernels, trace spans ...).
-enum class EventKind : uint8_t { run, step, reorder, interop_task, memory, annotation, op, python, other };
+enum class EventKind : uint8_t {
+  run,
+  step,
+  reorder,
+  interop_task,
+  memory,
+  annotation,
+  plan,
+  op,
+  python,
+  other
+};
 
 EventKind from_recorded(events::EventKind kind);
 const char* kind_name(EventKind kind);
@@ -32,14 +43,15 @@ struct TraceEvent {
   uint64_t id = 0;         // 1..N in start order (a parent before its children)
   uint64_t parent_id = 0;  // 0: a root (or a parent that was not recorded, see Trace::unparented)
   EventKind kind = EventKind::run;
-  std::string
-      name;  // step/reorder: op type; run: "run"; task and annotation: their names; memory: "[memory]"
+  std::string name;      // step/reorder: op type; run, plan: "run", "plan"; task and annotation: their names;
+                         // memory: "[memory]"
   uint32_t thread = 0;   // index into Trace::threads
   int64_t start_ns = 0;  // steady clock; Trace::origin_ns is the earliest
   int64_t end_ns = 0;
   int64_t duration_ns() const { return end_ns - start_ns; }
 
-  // Steps and reorders: the plan's static record (shapes and dtypes only when shapes were recorded).
+  // Steps and reorders: the plan's static record (shapes and dtypes only when shapes were recorded;
+  // runs and plans: input_shapes are the graph inputs').
   int step = -1;  // index in its plan
   std::string node;
   std::string backend;
@@ -53,11 +65,18 @@ struct TraceEvent {
   std::vector<std::string> output_layouts;
   int64_t flops = 0;  // multiply-adds x 2 (convolutions and products; 0 for other ops)
   int64_t bytes = 0;  // bytes its inputs and outputs occupy as stored
-  int threads = 0;    // steps: intra-op threads its kernel runs with; runs: the run's
+  int threads = 0;    // steps: intra-op threads its kernel runs with; runs and plans: the plan's
+  // Steps: the values it reads and writes, by name (the plan's data flow between the steps that run:
+  // a view step's output is named by the value it views; "" for an absent optional input or a
+  // constant packed into the kernel), and each backend that refused the node: "backend: reason".
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  std::vector<std::string> rejected;
 
-  // Runs: the plan's settings, its step count and memory: the arena its context holds throughout,
-  // what the run itself allocated (outputs, scratch; a new context's arena excluded) and its peak
-  // (arena + the most the run's own allocations held at once).
+  // Runs and plans (planning for new input shapes or settings; a failed one has no settings): the
+  // plan's settings, its graph inputs' shapes, its step count; runs: memory: the arena its context
+  // holds throughout, what the run itself allocated (outputs, scratch; a new context's arena
+  // excluded) and its peak (arena + the most the run's own allocations held at once).
   std::string settings;
   int plan_steps = 0;
   int64_t arena_bytes = 0;

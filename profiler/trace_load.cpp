@@ -413,6 +413,9 @@ class Loader final : public TraceJsonVisitor {
         event.threads = static_cast<int>(number("threads"));
         event.flops = number("flops");
         event.bytes = number("bytes");
+        event.inputs = strings("inputs");
+        event.outputs = strings("outputs");
+        event.rejected = strings("rejected");
         event.input_shapes = shapes("input_shapes");
         event.input_dtypes = strings("input_dtypes");
         event.input_layouts = strings("input_layouts");
@@ -421,9 +424,11 @@ class Loader final : public TraceJsonVisitor {
         event.output_layouts = strings("output_layouts");
         break;
       case EventKind::run:
+      case EventKind::plan:
         event.threads = static_cast<int>(number("threads"));
         event.settings = string("plan_settings");
         event.plan_steps = static_cast<int>(number("plan_steps"));
+        event.input_shapes = shapes("input_shapes");
         event.arena_bytes = number("arena_bytes");
         event.allocated_bytes = number("allocated_bytes");
         event.peak_bytes = number("peak_bytes");

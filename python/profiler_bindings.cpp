@@ -48,6 +48,9 @@ py::dict event_dict(const profiler::Trace& trace, const TraceEvent& event) {
       dict["threads"] = event.threads;
       dict["flops"] = event.flops;
       dict["bytes"] = event.bytes;
+      dict["inputs"] = event.inputs;
+      dict["outputs"] = event.outputs;
+      dict["rejected"] = event.rejected;
       if (trace.shapes_recorded) {
         dict["input_shapes"] = shapes_list(event.input_shapes);
         dict["input_dtypes"] = event.input_dtypes;
@@ -58,10 +61,12 @@ py::dict event_dict(const profiler::Trace& trace, const TraceEvent& event) {
       }
       break;
     case profiler::EventKind::run:
+    case profiler::EventKind::plan:
       dict["threads"] = event.threads;
       dict["plan_settings"] = event.settings;
       dict["plan_steps"] = event.plan_steps;
-      if (trace.memory_recorded) {
+      if (trace.shapes_recorded) dict["input_shapes"] = shapes_list(event.input_shapes);
+      if (event.kind == profiler::EventKind::run && trace.memory_recorded) {
         dict["arena_bytes"] = event.arena_bytes;
         dict["allocated_bytes"] = event.allocated_bytes;
         dict["peak_bytes"] = event.peak_bytes;
@@ -234,6 +239,8 @@ void bind_profiler(py::module_& m) {
       [](const std::string& path, int64_t max_bytes) { return trace::load(path, {.max_bytes = max_bytes}); },
       py::arg("path"), py::arg("max_bytes") = trace::kDefaultMaxTraceBytes,
       "Reads a trace file (Kineto JSON, PyTorch's legacy array, kiln's or any Chrome trace).");
+  p.def("machine_facts", &profiler::machine_facts,
+        "This process's machine facts, as kiln info prints them and kiln's traces record them.");
   p.def("trace_from_events", &trace_from_events, py::arg("events"), py::arg("threads"), py::arg("source"),
         py::arg("facts"), py::arg("unavailable"), py::arg("notes"), py::arg("shapes_recorded"),
         py::arg("memory_recorded"));

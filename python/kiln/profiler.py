@@ -40,11 +40,18 @@ __all__ = [
     "record_function",
     "trace_handler",
     "load_trace",
+    "machine_facts",
     "DEFAULT_MAX_TRACE_BYTES",
 ]
 
 _profiler = _kiln.profiler
 DEFAULT_MAX_TRACE_BYTES = _profiler.DEFAULT_MAX_TRACE_BYTES
+
+
+def machine_facts():
+    """This machine as kiln's traces record it: {"cpu", "cpu_capability", "cpu_extensions", "isa",
+    "threads", "cores", ...}, what kiln tidy compares before it measures a fix here."""
+    return dict(_profiler.machine_facts())
 
 
 def load_trace(path_or_profiler, *, max_bytes=DEFAULT_MAX_TRACE_BYTES):

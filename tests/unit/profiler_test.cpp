@@ -115,6 +115,57 @@ TEST(Profiler, EveryStepOfEveryRunOnceUnderItsRun) {
   }
 }
 
+TEST(Profiler, PlanningIsAnEventAndStepsRecordTheDataFlowAndRefusals) {
+  Session session(KILN_DEMO_MODEL, Settings().set("threads", 1));
+  profiler::Profile profile;
+  profile.start();
+  session.run(demo_inputs());  // the first run plans
+  session.run(demo_inputs());  // the second does not
+  const Trace trace = profile.stop();
+  const std::vector<const TraceEvent*> plans = of_kind(trace, EventKind::plan);
+  const std::vector<const TraceEvent*> runs = of_kind(trace, EventKind::run);
+  ASSERT_EQ(plans.size(), 1u);
+  ASSERT_EQ(runs.size(), 2u);
+  const TraceEvent& plan = *plans[0];
+  EXPECT_EQ(plan.name, "plan");
+  EXPECT_LE(plan.end_ns, runs[0]->start_ns);  // planned before its run started
+  EXPECT_GT(plan.duration_ns(), 0);
+  EXPECT_EQ(plan.settings, runs[0]->settings);
+  EXPECT_EQ(plan.plan_steps, runs[0]->plan_steps);
+  EXPECT_EQ(plan.input_shapes, std::vector<Shape>{Shape({1, 3, 64, 64})});
+  EXPECT_EQ(runs[0]->input_shapes, plan.input_shapes);
+
+  // Every value a step reads is a graph input, a constant or what an earlier step of its run wrote.
+  std::map<std::string, int> written;
+  const auto plan_ptr = session.plan_for(std::vector<Shape>{{1, 3, 64, 64}});
+  for (const Slot& slot : plan_ptr->slots()) {
+    if (slot.origin != SlotOrigin::computed) written[slot.name] = -1;
+  }
+  for (const TraceEvent& event : trace.events) {
+    if (event.kind != EventKind::step && event.kind != EventKind::reorder) continue;
+    if (run_of(trace, event) != runs[0]) continue;
+    ASSERT_EQ(event.inputs.size(), event.input_shapes.size()) << event.node;
+    for (const std::string& input : event.inputs) {
+      if (!input.empty()) EXPECT_TRUE(written.count(input)) << event.node << " reads " << input;
+    }
+    for (const std::string& output : event.outputs) written[output] = event.step;
+  }
+
+  // Why the backends before the one that took a step refused it.
+  Session native(KILN_DEMO_MODEL, Settings().set("threads", 1).set_by_name("onednn_enabled", 0));
+  profile.start();
+  native.run(demo_inputs());
+  bool refused = false;
+  for (const TraceEvent& event : profile.stop().events) {
+    if (event.kind != EventKind::step || event.name != "Conv") continue;
+    EXPECT_EQ(event.backend, "native");
+    EXPECT_NE(std::find(event.rejected.begin(), event.rejected.end(), "onednn: backend disabled"),
+              event.rejected.end());
+    refused = true;
+  }
+  EXPECT_TRUE(refused);
+}
+
 TEST(Profiler, AnnotationsContainWhatRanInsideThem) {
   Session session(KILN_DEMO_MODEL, Settings().set("threads", 1));
   const TensorMap inputs = demo_inputs();

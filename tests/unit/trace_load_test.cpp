@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -198,6 +199,8 @@ TEST(TraceLoad, KilnsOwnTraceReadsBackAsTheTreeItWasWrittenFrom) {
     profiler::RecordFunction annotation("annotated run");
     session.run(inputs);
   }
+  Session other(KILN_DEMO_MODEL, Settings().set("threads", 1));
+  other.run(inputs);  // plans while recording: a plan event
   const Trace written = profile.stop();
   const std::filesystem::path path = temp_path("kiln.json");
   profiler::export_chrome_trace(written, path.string());
@@ -226,7 +229,14 @@ TEST(TraceLoad, KilnsOwnTraceReadsBackAsTheTreeItWasWrittenFrom) {
     EXPECT_EQ(b.flops, a.flops);
     EXPECT_EQ(b.memory_bytes, a.memory_bytes);
     EXPECT_EQ(b.peak_bytes, a.peak_bytes);
+    EXPECT_EQ(b.inputs, a.inputs);
+    EXPECT_EQ(b.outputs, a.outputs);
+    EXPECT_EQ(b.rejected, a.rejected);
+    EXPECT_EQ(b.settings, a.settings);
+    EXPECT_EQ(b.plan_steps, a.plan_steps);
   }
+  EXPECT_TRUE(std::any_of(read.events.begin(), read.events.end(),
+                          [](const TraceEvent& event) { return event.kind == profiler::EventKind::plan; }));
 }
 
 TEST(TraceLoad, MalformedTracesAreClearErrors) {
