@@ -5,6 +5,8 @@
 
 #include <filesystem>
 
+#include "core/error.h"
+#include "tidy/estimate.h"
 #include "tidy/report.h"
 
 namespace py = pybind11;
@@ -31,6 +33,10 @@ py::list notes(const std::vector<tidy::PatternNote>& notes, const char* text_key
   return list;
 }
 
+py::object optional_number(const std::optional<double>& number) {
+  return number ? py::object(py::float_(*number)) : py::object(py::none());
+}
+
 }  // namespace
 
 void bind_tidy(py::module_& m) {
@@ -55,6 +61,9 @@ void bind_tidy(py::module_& m) {
                                  item["file"] = location_file(match.location);
                                  item["line"] = location_line(match.location);
                                  item["event_id"] = match.event_id;
+                                 item["detail"] = match.detail;
+                                 item["time_ms"] = match.time_ms;
+                                 item["estimated_saving_ms"] = optional_number(match.estimated_saving_ms);
                                  matches.append(item);
                                }
                                return matches;
@@ -70,6 +79,7 @@ void bind_tidy(py::module_& m) {
                                  item["message"] = finding.message;
                                  item["file"] = location_file(finding.location);
                                  item["line"] = location_line(finding.location);
+                                 item["detail"] = finding.detail;
                                  findings.append(item);
                                }
                                return findings;
@@ -82,6 +92,22 @@ void bind_tidy(py::module_& m) {
       .def_readonly("summaries", &tidy::TidyReport::summaries)
       .def_readonly("assumed", &tidy::TidyReport::assumed)
       .def_readonly("exact_locations", &tidy::TidyReport::exact_locations)
+      .def_readonly("runs", &tidy::TidyReport::runs)
+      .def_readonly("run_ms", &tidy::TidyReport::run_ms)
+      .def_property_readonly("estimates",
+                             [](const tidy::TidyReport& report) {
+                               py::list estimates;
+                               for (const tidy::PatternEstimate& estimate : report.estimates) {
+                                 py::dict item;
+                                 item["pattern"] = estimate.pattern;
+                                 item["matched_ms"] = estimate.matched_ms;
+                                 item["estimated_saving_ms"] = optional_number(estimate.saving_ms);
+                                 item["basis"] = estimate.basis;
+                                 estimates.append(item);
+                               }
+                               return estimates;
+                             })
+      .def_property_readonly("total_estimated_saving_ms", &tidy::TidyReport::total_estimated_saving_ms)
       .def("count", &tidy::TidyReport::count, py::arg("pattern"))
       .def("text", &tidy::TidyReport::text)
       .def("json", &tidy::TidyReport::json)
@@ -101,6 +127,15 @@ void bind_tidy(py::module_& m) {
       },
       py::arg("trace"), py::arg("name"), py::arg("names") = std::vector<std::string>{},
       py::arg("corrected") = true);
+  t.def(
+      "estimate_savings",
+      [](tidy::TidyReport& report, const profiler::Trace& trace, const std::filesystem::path& model,
+         int runs) {
+        KILN_CHECK(runs >= 1, invalid_argument, "estimate_savings: runs must be at least 1, got ", runs);
+        py::gil_scoped_release release;
+        tidy::estimate_savings(report, trace, {.model = model.string(), .runs = runs});
+      },
+      py::arg("report"), py::arg("trace"), py::arg("model"), py::arg("runs") = 20);
 }
 
 }  // namespace kiln

@@ -39,7 +39,8 @@ bool is_gpu_work(const TraceEvent& event) {
   return event.name.starts_with("cuda");
 }
 
-TidyContext::TidyContext(const EventTree& event_tree) : tree(event_tree), trace(event_tree.trace()) {
+TidyContext::TidyContext(const EventTree& event_tree)
+    : tree(event_tree), trace(event_tree.trace()), flow(event_tree) {
   from_pytorch = trace.source != "kiln" && trace.source != "kiln_json";
   bool python_events = false;
   for (const TraceEvent& event : trace.events) {

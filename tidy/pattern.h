@@ -13,6 +13,7 @@
 
 #include "tidy/event_tree.h"
 #include "tidy/source_location.h"
+#include "tidy/step_flow.h"
 
 namespace kiln::tidy {
 
@@ -36,6 +37,8 @@ struct TidyContext {
   // The traversals, computed once for every pattern.
   std::vector<EventIndex> depth_first;
   std::vector<EventIndex> breadth_first;
+  // kiln traces: the data flow between each run's steps.
+  StepFlow flow;
 
   // torch.backends.cuda.matmul.allow_tf32 when `event` ran: its recorded flag, else the trace's
   // fact, else PyTorch's default since 1.12 (false).
@@ -60,6 +63,10 @@ class Pattern {
 
   virtual ~Pattern() = default;
 
+  // Which traces the rule reads: PyTorch's operators and Python calls (TorchTidy's rules), or kiln's
+  // runs and steps (kiln's runtime patterns). On the other kind it is not evaluated.
+  virtual bool reads_kiln_steps() const { return false; }
+
   // TorchTidy's `name` (its summary's and JSON report's key) and `description` (its advice).
   virtual std::string name() const = 0;
   virtual std::string description() const = 0;
@@ -77,6 +84,9 @@ class Pattern {
   // patterns may keep state across one traversal (ForLoopIndexingPattern's visited set).
   virtual bool match(const TidyContext& context, EventIndex event) = 0;
   virtual void reset() {}
+  // kiln's patterns: what this match is (the step or run, and why); empty for TorchTidy's rules,
+  // whose message is the same for every match.
+  virtual std::string detail(const TidyContext&, EventIndex) const { return {}; }
   // The message for one match: the description and where in the user's code (TorchTidy's format).
   virtual std::string report(const TidyContext& context, EventIndex event) const;
   virtual std::string summary(const TidyContext& context, std::span<const EventIndex> events) const;

@@ -5,6 +5,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -15,6 +17,7 @@
 #include "core/error.h"
 #include "core/json_writer.h"
 #include "tidy/corrected_patterns.h"
+#include "tidy/kiln_patterns.h"
 #include "tidy/torchtidy_patterns.h"
 
 namespace kiln::tidy {
@@ -24,6 +27,7 @@ constexpr const char* kTorchTidyReportFile = "torchtidy_report.json";
 
 std::vector<std::unique_ptr<Pattern>> patterns_for(const TidyOptions& options) {
   std::vector<std::unique_ptr<Pattern>> patterns = torchtidy_patterns();
+  for (std::unique_ptr<Pattern>& pattern : kiln_patterns()) patterns.push_back(std::move(pattern));
   if (options.corrected) {
     for (std::unique_ptr<Pattern>& pattern : corrected_patterns()) patterns.push_back(std::move(pattern));
   }
@@ -59,6 +63,20 @@ std::vector<std::pair<std::string, std::string>> existing_members(const std::fil
   return members;
 }
 
+std::string format_ms(double ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f ms", ms);
+  return text;
+}
+
+// TorchTidy's speedup: the time before over the time after.
+std::string speedup_text(double total_ms, double saving_ms) {
+  if (saving_ms >= total_ms) return "all of it";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2fX", total_ms / (total_ms - saving_ms));
+  return text;
+}
+
 }  // namespace
 
 TidyReport analyse(const profiler::Trace& trace, const std::string& trace_name, const TidyOptions& options) {
@@ -71,19 +89,27 @@ TidyReport analyse(const profiler::Trace& trace, const std::string& trace_name, 
   report.events = trace.events.size();
   report.assumed = context.assumed;
   report.exact_locations = context.caller_frames || !context.with_stack;
+  for (const TraceEvent& event : trace.events) {
+    if (event.kind != EventKind::run) continue;
+    ++report.runs;
+    report.run_ms += static_cast<double>(event.duration_ns()) * 1e-6;
+  }
   std::set<std::string> reported;
   for (const std::unique_ptr<Pattern>& pattern : patterns) {
     const std::string name = pattern->name();
+    const bool readable = pattern->reads_kiln_steps() != context.from_pytorch;
     Reason not_evaluated;
-    if (!context.from_pytorch) {
-      not_evaluated = "a kiln trace: the pattern looks for PyTorch's operators and Python calls";
+    if (!readable) {
+      not_evaluated = context.from_pytorch
+                          ? "a PyTorch trace: the pattern reads kiln's runs and plan steps"
+                          : "a kiln trace: the pattern looks for PyTorch's operators and Python calls";
     } else if (Reason skipped = pattern->skip(context)) {
       not_evaluated = skipped;
     } else {
       not_evaluated = pattern->cannot_see(context);
     }
     std::vector<EventIndex> matched;
-    if (context.from_pytorch) matched = pattern->matched_events(context);
+    if (readable) matched = pattern->matched_events(context);
     if (not_evaluated) report.not_evaluated.push_back({name, *not_evaluated});
     report.counts.emplace_back(name, matched.size());
     if (matched.empty()) continue;
@@ -92,13 +118,22 @@ TidyReport analyse(const profiler::Trace& trace, const std::string& trace_name, 
     const std::string description = pattern->description();
     for (const EventIndex event : matched) {
       const SourceLocation location = context.location(event);
-      report.matches.push_back({name, description, location, tree.event(event).id});
+      std::string detail = pattern->detail(context, event);
+      report.matches.push_back({name, description, location, tree.event(event).id, detail,
+                                static_cast<double>(tree.event(event).duration_ns()) * 1e-6, std::nullopt});
       std::string message = pattern->report(context, event);
       if (!reported.insert(message).second) continue;
-      report.findings.push_back({name, pattern->url(), description, std::move(message), location});
+      report.findings.push_back(
+          {name, pattern->url(), description, std::move(message), location, std::move(detail)});
     }
   }
   return report;
+}
+
+double TidyReport::total_estimated_saving_ms() const {
+  double total = 0;
+  for (const PatternEstimate& estimate : estimates) total += estimate.saving_ms.value_or(0);
+  return total;
 }
 
 size_t TidyReport::count(const std::string& pattern) const {
@@ -115,15 +150,48 @@ std::string TidyReport::text() const {
   out << "trace: " << trace_name << " (" << source << ", " << events << " events)\n";
   out << "Matched Events:\n";
   for (const TidyFinding& finding : findings) {
-    out << finding.location.text() << ": " << finding.pattern << ": " << finding.description << "\n";
+    if (finding.detail.empty()) {
+      out << finding.location.text() << ": " << finding.pattern << ": " << finding.description << "\n";
+    } else {
+      out << finding.pattern << ": " << finding.detail << "\n";
+    }
   }
   out << "Summary:\n";
   for (const std::string& summary : summaries) out << summary << "\n";
+  if (!estimates.empty()) {
+    out << "Estimates (each fix measured on this machine, kiln's kernels at the trace's shapes):\n";
+    for (const PatternEstimate& estimate : estimates) {
+      out << estimate.pattern << ": ";
+      if (estimate.saving_ms) {
+        out << "Total Estimated Speedup: " << format_ms(*estimate.saving_ms) << " of "
+            << format_ms(estimate.matched_ms) << " matched ("
+            << speedup_text(estimate.matched_ms, *estimate.saving_ms) << "); " << estimate.basis << "\n";
+      } else {
+        out << "not estimated: " << estimate.basis << "\n";
+      }
+    }
+    if (run_ms > 0) {
+      const double saving = total_estimated_saving_ms();
+      out << "Total Estimated Speedup: " << format_ms(saving) << " of " << format_ms(run_ms) << " over "
+          << runs << " runs (" << speedup_text(run_ms, saving) << ")\n";
+    }
+  }
   for (const PatternNote& caveat : caveats)
     out << "caveat: " << caveat.pattern << ": " << caveat.text << "\n";
   if (!not_evaluated.empty()) {
+    // Patterns sharing a reason on one line (every TorchTidy rule on a kiln trace says the same).
     out << "Not evaluated:\n";
-    for (const PatternNote& note : not_evaluated) out << note.pattern << ": " << note.text << "\n";
+    std::vector<std::pair<std::string, std::string>> by_reason;  // reason, patterns
+    for (const PatternNote& note : not_evaluated) {
+      const auto same = std::find_if(by_reason.begin(), by_reason.end(),
+                                     [&](const auto& entry) { return entry.first == note.text; });
+      if (same == by_reason.end()) {
+        by_reason.emplace_back(note.text, note.pattern);
+      } else {
+        same->second += ", " + note.pattern;
+      }
+    }
+    for (const auto& [reason, names] : by_reason) out << names << ": " << reason << "\n";
   }
   for (const std::string& flag : assumed) out << "assumed: " << flag << "\n";
   if (!exact_locations && !findings.empty()) {
@@ -150,7 +218,11 @@ std::string TidyReport::json() const {
     } else {
       json.null().key("line").null();
     }
-    json.member("event_id", match.event_id).end_object();
+    json.member("event_id", match.event_id);
+    if (!match.detail.empty()) json.member("detail", match.detail);
+    json.member("time_ms", match.time_ms);
+    if (match.estimated_saving_ms) json.member("estimated_saving_ms", *match.estimated_saving_ms);
+    json.end_object();
   }
   json.end_array();
   json.key("not_evaluated").begin_array();
@@ -165,6 +237,22 @@ std::string TidyReport::json() const {
   json.end_array();
   json.key("assumed").value(assumed);
   json.member("exact_locations", exact_locations);
+  json.member("runs", runs).member("run_ms", run_ms);
+  if (!estimates.empty()) {
+    json.key("estimates").begin_array();
+    for (const PatternEstimate& estimate : estimates) {
+      json.begin_object().member("pattern", estimate.pattern).member("matched_ms", estimate.matched_ms);
+      json.key("estimated_saving_ms");
+      if (estimate.saving_ms) {
+        json.value(*estimate.saving_ms);
+      } else {
+        json.null();
+      }
+      json.member("basis", estimate.basis).end_object();
+    }
+    json.end_array();
+    json.member("total_estimated_saving_ms", total_estimated_saving_ms());
+  }
   json.end_object();
   return json.take();
 }

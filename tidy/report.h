@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,18 @@ struct TidyMatch {
   std::string message;  // the pattern's description
   SourceLocation location;
   uint64_t event_id = 0;
+  std::string detail;  // kiln's patterns: the step or run, and why (Pattern::detail)
+  double time_ms = 0;  // the matched event's time in the trace
+  // Measured by estimate_savings (tidy/estimate.h): what the fix saves for this event, on this machine.
+  std::optional<double> estimated_saving_ms;
+};
+
+// What a pattern's fix saves over all its matches, TorchTidy's "Total Estimated Speedup".
+struct PatternEstimate {
+  std::string pattern;
+  double matched_ms = 0;            // the matched events' time in the trace
+  std::optional<double> saving_ms;  // over the matches estimated; none: not estimated
+  std::string basis;                // how it was measured, or why it was not
 };
 
 // One distinct report message (TorchTidy reports each once, at its first match's location).
@@ -32,6 +45,7 @@ struct TidyFinding {
   std::string description;
   std::string message;  // Pattern::report: the description and "[Source Code Location] ..."
   SourceLocation location;
+  std::string detail;  // kiln's patterns: the step or run, and why
 };
 
 struct PatternNote {
@@ -51,12 +65,19 @@ struct TidyReport {
   std::vector<PatternNote> caveats;        // where a pattern that matched is wrong for this trace
   std::vector<std::string> assumed;        // flags the trace lacks, taken at PyTorch's default
   bool exact_locations = true;             // false: locations are enclosing functions' first lines
+  double run_ms = 0;                       // kiln traces: the runs' time, what savings compare with
+  int runs = 0;
+  std::vector<PatternEstimate> estimates;  // estimate_savings: per matched pattern it can estimate
 
   size_t count(const std::string& pattern) const;
   std::string text() const;
+  // The estimated savings over all patterns, ms (each event's saving counted once per pattern).
+  double total_estimated_saving_ms() const;
   // {"trace", "source", "events", "counts": {pattern: n}, "matches": [{"pattern", "message", "file",
-  // "line", "event_id"}], "not_evaluated": [{"pattern", "reason"}], "caveats": [{"pattern", "caveat"}],
-  // "assumed": [...], "exact_locations"}.
+  // "line", "event_id", "detail", "time_ms", "estimated_saving_ms" where estimated}], "not_evaluated":
+  // [{"pattern", "reason"}], "caveats": [{"pattern", "caveat"}], "assumed": [...], "exact_locations",
+  // "runs", "run_ms", and after estimate_savings "estimates": [{"pattern", "matched_ms",
+  // "estimated_saving_ms" (null: not estimated), "basis"}] and "total_estimated_saving_ms"}.
   std::string json() const;
   // TorchTidy's layout: {file: [{"line_number", "name", "url", "message"}]} for each distinct finding
   // with a location, merged into `directory`/torchtidy_report.json if it exists (its keys replaced,

@@ -20,6 +20,7 @@
 #include "graph/flops.h"
 #include "graph/observer.h"
 #include "graph/plan.h"
+#include "graph/random_input.h"
 #include "graph/session.h"
 #include "profiler/export.h"
 #include "profiler/key_averages.h"
@@ -28,7 +29,6 @@
 #include "runtime/threads.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
-#include "tools/random_input.h"
 #include "tools/setting_options.h"
 
 namespace kiln {

@@ -6,11 +6,11 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "graph/random_input.h"
 #include "graph/session.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/explain_report.h"
-#include "tools/random_input.h"
 #include "tools/setting_options.h"
 
 namespace kiln {

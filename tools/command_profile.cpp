@@ -2,19 +2,23 @@
 // node, backend, kernel, shape), with self and total time, calls, GFLOP/s and memory; `--trace FILE`
 // writes the event tree as a Chrome trace (Perfetto, chrome://tracing), `--json` prints the
 // summary as JSON instead of the table. `kiln profile --load TRACE` reads a trace made elsewhere
-// (PyTorch's Kineto JSON or legacy array, kiln's own) and prints the same table from it.
+// (PyTorch's Kineto JSON or legacy array, kiln's own) and prints the same table from it. `--tidy`
+// adds kiln tidy's report of the recorded runs (with `--benchmark`, what each fix saves).
 #include <cstdio>
+#include <filesystem>
 #include <set>
 
 #include "core/error.h"
+#include "graph/random_input.h"
 #include "graph/session.h"
 #include "profiler/export.h"
 #include "profiler/key_averages.h"
 #include "profiler/profile.h"
 #include "profiler/trace_load.h"
+#include "tidy/estimate.h"
+#include "tidy/report.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
-#include "tools/random_input.h"
 #include "tools/setting_options.h"
 #include "tools/trace_args.h"
 
@@ -44,6 +48,10 @@ int command_profile(const std::vector<std::string>& args) {
       {"no-shapes", false, "record no shapes, dtypes or layouts"},
       {"no-memory", false, "record no allocations (and no memory columns)"},
       {"json", false, "print the summary as one JSON object instead of the table"},
+      {"tidy", false,
+       "after the table, report kiln's runtime anti-patterns in the recorded runs (kiln tidy)"},
+      {"benchmark", false,
+       "with --tidy, measure what fixing each pattern saves on this machine (kiln tidy --benchmark)"},
       {"load", true,
        "TRACE: read a trace file instead of recording (PyTorch's Kineto JSON or legacy array, kiln's own or "
        "any Chrome trace)"},
@@ -102,6 +110,10 @@ int command_profile(const std::vector<std::string>& args) {
              "--group-by shape needs shapes, which --no-shapes leaves out");
   profiler::KeyAverages({}, group, false).table(sort_by);  // an unknown key fails before any run
 
+  KILN_CHECK(parsed.has("tidy") || !parsed.has("benchmark"), invalid_argument,
+             "--benchmark applies to --tidy");
+  KILN_CHECK(!parsed.has("tidy") || !parsed.has("json"), invalid_argument,
+             "--tidy prints text; for JSON write --trace FILE and run kiln tidy FILE --json");
   Session session(parsed.positional[0]);
   const RandomInputs random = random_inputs(session.inputs(), batch);
   for (int i = 0; i < warmup; ++i) session.run(random.by_name);
@@ -109,7 +121,9 @@ int command_profile(const std::vector<std::string>& args) {
       {.record_shapes = !parsed.has("no-shapes"), .profile_memory = !parsed.has("no-memory")});
   profile.start();
   for (int i = 0; i < runs; ++i) session.run(random.by_name);
-  const profiler::Trace trace = profile.stop();
+  profiler::Trace trace = profile.stop();
+  // So kiln tidy --benchmark finds the model the trace ran.
+  trace.facts["model"] = std::filesystem::absolute(parsed.positional[0]).string();
   if (parsed.has("trace")) profiler::export_chrome_trace(trace, parsed.value("trace"));
 
   if (parsed.has("json")) {
@@ -123,6 +137,11 @@ int command_profile(const std::vector<std::string>& args) {
   if (parsed.has("trace")) {
     std::printf("trace: %s (%zu events; open it in https://ui.perfetto.dev or chrome://tracing)\n",
                 parsed.value("trace").c_str(), trace.events.size());
+  }
+  if (parsed.has("tidy")) {
+    tidy::TidyReport report = tidy::analyse(trace, parsed.positional[0]);
+    if (parsed.has("benchmark")) tidy::estimate_savings(report, trace, {.model = parsed.positional[0]});
+    std::fputs(report.text().c_str(), stdout);
   }
   return 0;
 }

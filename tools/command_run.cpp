@@ -4,12 +4,12 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "graph/random_input.h"
 #include "graph/session.h"
 #include "runtime/threads.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/npy.h"
-#include "tools/random_input.h"
 #include "tools/setting_options.h"
 
 namespace kiln {

@@ -9,12 +9,9 @@
 
 #include "graph/plan.h"
 #include "graph/session.h"
+#include "graph/step_timer.h"
 
 namespace kiln {
-
-// Each of `plan`'s steps' median wall time over `runs` runs of `inputs` (after one warm-up run), in
-// ms; empty for 0 runs. `plan` is the session's plan for those inputs.
-std::vector<double> profile_steps(Session& session, const TensorMap& inputs, const Plan& plan, int runs);
 
 // "[1, 64, 56, 56]:nhwc [64, 64, 3, 3]": shapes, each with its layout unless plain.
 std::string shapes_text(const std::vector<Shape>& shapes, const std::vector<Layout>& layouts);

@@ -10,9 +10,15 @@
     report.not_evaluated, report.caveats      # what the trace could not tell; where a rule is wrong
     report.write_torchtidy_json("out")        # out/torchtidy_report.json, as TorchTidy writes it
 
+    with kiln.profiler.profile() as prof:     # kiln's own runs: kiln's runtime patterns
+        for x in inputs: session.run({"input": x})
+    report = kiln.tidy.report(prof, benchmark=True, model="model.onnx")
+    report.estimates                          # [{"pattern", "matched_ms", "estimated_saving_ms", "basis"}]
+
 The patterns are TorchTidy's (torch.profiler._pattern_matcher in PyTorch 1.13), rule for rule and
-count for count, and kiln's corrections of the rules that are wrong for a trace, under their own
-names. docs/tidy.md has the list.
+count for count, kiln's corrections of the rules that are wrong for a trace, under their own names,
+and kiln's runtime patterns over kiln's own traces, whose fixes `benchmark=True` measures on this
+machine. docs/tidy.md has the list.
 """
 import os as _os
 
@@ -24,12 +30,19 @@ __all__ = ["report", "Report"]
 Report = _kiln.tidy.Report
 
 
-def report(prof_or_path, *, names=(), corrected=True, max_bytes=_profiler.DEFAULT_MAX_TRACE_BYTES):
+def report(prof_or_path, *, names=(), corrected=True, max_bytes=_profiler.DEFAULT_MAX_TRACE_BYTES,
+           benchmark=False, model=None, runs=20):
     """Analyses a profile: a trace file (str or os.PathLike; see kiln.profiler.load_trace), a stopped
     torch.profiler.profile, a kiln.profiler.profile or a kiln Trace. `names`: regular expressions,
-    each reported as TorchTidy's NamePattern; corrected=False leaves kiln's corrected patterns out."""
+    each reported as TorchTidy's NamePattern; corrected=False leaves kiln's corrected patterns out.
+    benchmark=True measures what fixing each of kiln's runtime patterns saves, on this machine, with
+    `model` (the ONNX file a kiln trace ran; default: the one the trace names) planned again under
+    the settings in force now (they must plan as the trace's runs did) and under each fix, `runs`
+    timed runs per measurement."""
     if isinstance(names, (str, bytes)) or not all(isinstance(name, str) for name in names):
         raise TypeError(f"report: names must be a list of regular expressions (str), got {names!r}")
+    if not benchmark and model is not None:
+        raise ValueError("report: model= applies to benchmark=True (it is what the fixes are measured on)")
     if isinstance(prof_or_path, _kiln.profiler.Trace):
         trace, name = prof_or_path, "trace"
     elif isinstance(prof_or_path, _profiler.profile):
@@ -40,4 +53,9 @@ def report(prof_or_path, *, names=(), corrected=True, max_bytes=_profiler.DEFAUL
     else:
         trace = _profiler.load_trace(prof_or_path)
         name = f"{type(prof_or_path).__module__}.{type(prof_or_path).__name__}"
-    return _kiln.tidy.analyse(trace, name, list(names), bool(corrected))
+    analysed = _kiln.tidy.analyse(trace, name, list(names), bool(corrected))
+    if benchmark:
+        if model is None:
+            model = trace.facts.get("model", "")
+        _kiln.tidy.estimate_savings(analysed, trace, _os.fspath(model), int(runs))
+    return analysed

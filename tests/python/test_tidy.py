@@ -27,6 +27,9 @@ TORCHTIDY_PATTERNS = [
     torchtidy.MatMulDimInFP16Pattern,
 ]
 CORRECTED = ["FP32 MatMul On TF32 GPU Pattern", "Extra Host To Device Copy Pattern"]
+KILN_PATTERNS = ["ReorderBetweenStepsPattern", "NativeFallbackPattern", "FP32OnBF16CPUPattern",
+                 "UnfusedElementwisePattern", "TinyOpMultithreadedPattern", "OversubscriptionPattern",
+                 "PlanCacheMissPattern", "IdleGapPattern"]
 WORKLOADS = {workload.__name__: workload for workload in
              list(tidy_workloads.WORKLOADS) + [tidy_workloads.clean, tidy_workloads.mixed]}
 # The mixed run again with memory events, which TorchTidy's sibling rules see as calls: kiln must
@@ -99,11 +102,14 @@ def test_from_torch_matches_the_events_torchtidy_matches(kiln, runs, name):
                      for m in report.matches if m["pattern"] == pattern]
         assert locations == [torchtidy.source_code_location(event) for event in torch_events], pattern
     assert report.exact_locations
-    assert report.counts.keys() == set(matched) | set(CORRECTED)
-    # A CPU-only run: the corrected checks are not evaluated, and say why.
+    assert report.counts.keys() == set(matched) | set(CORRECTED) | set(KILN_PATTERNS)
+    # A CPU-only run: the corrected checks are not evaluated, and say why; kiln's runtime patterns
+    # read kiln's steps, which a PyTorch trace does not have.
     reasons = {note["pattern"]: note["reason"] for note in report.not_evaluated}
     assert all("no GPU work" in reasons[pattern] for pattern in CORRECTED)
     assert all(report.counts[pattern] == 0 for pattern in CORRECTED)
+    assert all("a PyTorch trace" in reasons[pattern] for pattern in KILN_PATTERNS)
+    assert all(report.counts[pattern] == 0 for pattern in KILN_PATTERNS)
 
 
 @pytest.mark.parametrize("name", list(WORKLOADS))
@@ -195,7 +201,7 @@ def test_the_legacy_export_names_what_it_cannot_evaluate(kiln, runs, tmp_path):
         torchtidy.ForLoopIndexingPattern(bare).matched_events())
 
 
-def test_a_kiln_trace_is_not_evaluated_by_pytorchs_patterns(kiln, demo_model):
+def test_a_kiln_trace_is_evaluated_by_kilns_patterns_only(kiln, demo_model):
     import numpy as np
 
     session = kiln.Session(str(demo_model))
@@ -203,9 +209,11 @@ def test_a_kiln_trace_is_not_evaluated_by_pytorchs_patterns(kiln, demo_model):
     with kiln.profiler.profile() as prof:
         session.run(inputs)
     report = kiln.tidy.report(prof)
-    assert report.source == "kiln" and not report.matches
-    assert len(report.not_evaluated) == len(report.counts)
+    assert report.source == "kiln"
+    # What is evaluated are kiln's runtime patterns (test_tidy_kiln.py), and only they match.
+    assert {note["pattern"] for note in report.not_evaluated} == set(report.counts) - set(KILN_PATTERNS)
     assert all("a kiln trace" in note["reason"] for note in report.not_evaluated)
+    assert all(match["pattern"] in KILN_PATTERNS for match in report.matches)
 
 
 def run_cli(kiln_bin, *args):
@@ -226,7 +234,7 @@ def test_cli_tidy_text_json_and_torchtidy_json(kiln_bin, runs, tmp_path):
     assert report["counts"]["aten::select"] > 0
     assert sum(report["counts"].values()) == len(report["matches"])
     for match in report["matches"]:
-        assert set(match) == {"pattern", "message", "file", "line", "event_id"}
+        assert set(match) == {"pattern", "message", "file", "line", "event_id", "time_ms"}
     for note in report["not_evaluated"]:
         assert set(note) == {"pattern", "reason"}
     assert "tidy_workloads.py" in json.loads((tmp_path / "torchtidy_report.json").read_text())

@@ -1,4 +1,5 @@
-// Seeded random data for model inputs the user did not supply (`kiln run`, `kiln bench`).
+// Seeded random data for model inputs the user did not supply (`kiln run`, `kiln bench`), and for
+// runs tidy measures at the shapes a trace recorded.
 #pragma once
 
 #include <random>
@@ -21,5 +22,7 @@ struct RandomInputs {
   std::vector<Tensor> ordered;
 };
 RandomInputs random_inputs(const std::vector<ValueInfo>& inputs, int64_t symbolic_size);
+// The same at given shapes, one per input (a trace's run recorded them).
+RandomInputs random_inputs(const std::vector<ValueInfo>& inputs, const std::vector<Shape>& shapes);
 
 }  // namespace kiln

@@ -1,4 +1,4 @@
-#include "tools/random_input.h"
+#include "graph/random_input.h"
 
 #include <type_traits>
 
@@ -39,6 +39,21 @@ RandomInputs random_inputs(const std::vector<ValueInfo>& inputs, int64_t symboli
   for (const ValueInfo& input : inputs) {
     result.ordered.push_back(random_input(input, symbolic_size, rng));
     result.by_name[input.name] = result.ordered.back();
+  }
+  return result;
+}
+
+RandomInputs random_inputs(const std::vector<ValueInfo>& inputs, const std::vector<Shape>& shapes) {
+  KILN_CHECK(shapes.size() == inputs.size(), invalid_argument, "the model has ", inputs.size(),
+             " inputs, the shapes given are for ", shapes.size());
+  std::mt19937 rng(kRandomInputSeed);
+  RandomInputs result;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ValueInfo info = inputs[i];
+    info.shape.clear();
+    for (const int64_t size : shapes[i]) info.shape.push_back(Dim{size, {}});
+    result.ordered.push_back(random_input(info, 1, rng));
+    result.by_name[info.name] = result.ordered.back();
   }
   return result;
 }

@@ -1,0 +1,263 @@
+"""kiln tidy's runtime patterns over kiln's own traces: each triggered by a model or setting made for
+it and silent on a clean model, and `--benchmark`'s estimates measured (their accuracy against the
+applied fix is bench/tidy_estimates.py's job: timing does not belong in tests)."""
+import json
+import subprocess
+import threading
+import time
+
+import pytest
+
+import tidy_models
+
+KILN_PATTERNS = ["ReorderBetweenStepsPattern", "NativeFallbackPattern", "FP32OnBF16CPUPattern",
+                 "UnfusedElementwisePattern", "TinyOpMultithreadedPattern", "OversubscriptionPattern",
+                 "PlanCacheMissPattern", "IdleGapPattern"]
+
+
+@pytest.fixture(scope="module")
+def kiln(kiln_module):
+    return kiln_module
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tidy_models")
+    return {
+        "clean": tidy_models.conv_chain(folder / "clean.onnx"),
+        "dynamic": tidy_models.conv_chain(folder / "dynamic.onnx", batch=None, size=32),
+        "transpose": tidy_models.conv_transpose_conv(folder / "transpose.onnx"),
+        "hardsigmoid": tidy_models.conv_chain(folder / "hardsigmoid.onnx", activation="HardSigmoid", layers=2),
+        "elementwise": tidy_models.elementwise_chain(folder / "elementwise.onnx"),
+    }
+
+
+def has_bf16(kiln):
+    extensions = kiln.profiler.machine_facts()["cpu_extensions"].split()
+    return "AVX512_BF16" in extensions or "AMX_BF16" in extensions
+
+
+def clean_precision(kiln):
+    # On a CPU with bf16, float32 products are FP32OnBF16CPUPattern's matches: the clean run is bf16.
+    return "bf16" if has_bf16(kiln) else "fp32"
+
+
+def profile_runs(kiln, model, *, runs=5, shape=(1, 3, 56, 56), **settings):
+    # A set thread count: at the default, a run adapts to other processes' load with another plan,
+    # which is a plan-cache miss (and the clean run would not be clean).
+    settings.setdefault("threads", 2)
+    session = kiln.Session(str(model))
+    inputs = {"input": tidy_models.random_input(shape)}
+    with kiln.backends.settings(**settings):
+        session.run(inputs)  # plans before recording: a first run's planning is not a miss
+        with kiln.profiler.profile() as prof:
+            for _ in range(runs):
+                session.run(inputs)
+    return prof
+
+
+def matched(report, pattern):
+    return [match for match in report.matches if match["pattern"] == pattern]
+
+
+def test_clean_model_matches_nothing(kiln, models):
+    prof = profile_runs(kiln, models["clean"], precision=clean_precision(kiln))
+    report = kiln.tidy.report(prof)
+    assert {pattern: report.counts[pattern] for pattern in KILN_PATTERNS} == dict.fromkeys(KILN_PATTERNS, 0)
+    assert report.runs == 5 and report.run_ms > 0
+
+
+def test_reorders_between_steps(kiln, models):
+    report = kiln.tidy.report(profile_runs(kiln, models["transpose"], precision=clean_precision(kiln)))
+    reorders = matched(report, "ReorderBetweenStepsPattern")
+    # Into the native Transpose (plain) and out of it (nhwc for the second Conv), every run.
+    assert len(reorders) == 2 * 5
+    details = {match["detail"] for match in reorders}
+    assert any("nhwc" in detail and "'conv0'" in detail and "'swap_hw'" in detail for detail in details)
+    assert any("'swap_hw'" in detail and "'conv1'" in detail for detail in details)
+    # The graph input's and output's conversions are not between steps.
+    assert not any("input:" in match["detail"].split(" converts ")[0] for match in reorders)
+
+
+def test_native_fallback_names_the_reason(kiln, models):
+    report = kiln.tidy.report(profile_runs(kiln, models["clean"], onednn_enabled=False,
+                                           precision=clean_precision(kiln)))
+    fallbacks = matched(report, "NativeFallbackPattern")
+    # The four Convs and, no longer fused into them, the four Relus: every run.
+    assert len(fallbacks) == 8 * 5
+    assert {match["detail"].split("(")[1].split(",")[0] for match in fallbacks} == {"Conv", "Relu"}
+    assert all("onednn: backend disabled" in match["detail"] for match in fallbacks)
+    # Ops no faster backend implements are not fallbacks (their only reason is "no ... kernel for").
+    report = kiln.tidy.report(profile_runs(kiln, models["transpose"], precision=clean_precision(kiln)))
+    assert report.counts["NativeFallbackPattern"] == 0
+
+
+def test_fp32_on_a_bf16_cpu(kiln, models):
+    report = kiln.tidy.report(profile_runs(kiln, models["clean"], precision="fp32"))
+    if has_bf16(kiln):
+        found = matched(report, "FP32OnBF16CPUPattern")
+        assert len(found) == 4 * 5
+        assert all("float32 (nhwc)" in match["detail"] for match in found)
+    else:
+        # The documented fallback: not evaluated, and why.
+        reasons = {note["pattern"]: note["reason"] for note in report.not_evaluated}
+        assert "no bf16 arithmetic" in reasons["FP32OnBF16CPUPattern"]
+        assert report.counts["FP32OnBF16CPUPattern"] == 0
+
+
+def test_unfused_elementwise(kiln, models):
+    report = kiln.tidy.report(profile_runs(kiln, models["hardsigmoid"], precision=clean_precision(kiln)))
+    unfused = matched(report, "UnfusedElementwisePattern")
+    assert len(unfused) == 2 * 5  # HardSigmoid is not a post-op: after each Conv, every run
+    assert all("HardSigmoid" in match["detail"] and "Conv" in match["detail"] for match in unfused)
+    # Elementwise after elementwise counts too: the chain's every step after the first.
+    report = kiln.tidy.report(profile_runs(kiln, models["elementwise"], shape=(1, 64), threads=1))
+    assert report.counts["UnfusedElementwisePattern"] == 23 * 5
+
+
+def test_tiny_ops_multithreaded(kiln, models):
+    report = kiln.tidy.report(profile_runs(kiln, models["elementwise"], shape=(1, 64), threads=2))
+    tiny = matched(report, "TinyOpMultithreadedPattern")
+    # Most steps of every run (the tests run beside others: a step that waits for a core may take
+    # longer than 20 us).
+    assert len(tiny) >= 12 * 5
+    assert all("on 2 threads" in match["detail"] for match in tiny)
+    # One thread: nothing to join.
+    report = kiln.tidy.report(profile_runs(kiln, models["elementwise"], shape=(1, 64), threads=1))
+    assert report.counts["TinyOpMultithreadedPattern"] == 0
+
+
+def concurrent_runs(kiln, model, budget, threads_per_run=2, runs=6):
+    session = kiln.Session(str(model))
+    inputs = {"input": tidy_models.random_input((1, 3, 56, 56))}
+    previous = kiln.get_thread_budget()
+    kiln.set_thread_budget(budget)
+    try:
+        def worker():
+            with kiln.backends.settings(threads=threads_per_run, precision=clean_precision(kiln)):
+                for _ in range(runs):
+                    session.run(inputs)
+
+        with kiln.backends.settings(threads=threads_per_run, precision=clean_precision(kiln)):
+            session.run(inputs)
+            session.run(inputs)
+        with kiln.profiler.profile() as prof:
+            workers = [threading.Thread(target=worker) for _ in range(2)]
+            for thread in workers:
+                thread.start()
+            for thread in workers:
+                thread.join()
+    finally:
+        kiln.set_thread_budget(previous)
+        # Runs keep sharing the budget for a couple of run lengths (at least 10 ms) after contention:
+        # the tests after this one must not get the shared count (another plan).
+        time.sleep(0.2)
+    return prof
+
+
+def test_oversubscription(kiln, models):
+    cores = int(kiln.profiler.machine_facts()["cores"])
+    # Two runs at once, each on `cores` threads, with the budget off: more threads than cores.
+    report = kiln.tidy.report(concurrent_runs(kiln, models["clean"], budget=0, threads_per_run=cores))
+    over = matched(report, "OversubscriptionPattern")
+    assert over and all(f"on {cores} cores" in match["detail"] for match in over)
+    # The default budget (the cores) leases fewer threads to concurrent runs: no oversubscription.
+    report = kiln.tidy.report(concurrent_runs(kiln, models["clean"], budget=cores, threads_per_run=cores))
+    assert report.counts["OversubscriptionPattern"] == 0
+
+
+def test_plan_cache_miss_on_changing_shapes(kiln, models):
+    session = kiln.Session(str(models["dynamic"]), threads=2)
+    with kiln.profiler.profile() as prof:
+        for batch in (1, 1, 2, 1, 3):  # batch 1 plans once; 2 and 3 plan in steady state
+            session.run({"input": tidy_models.random_input((batch, 3, 32, 32))})
+    report = kiln.tidy.report(prof)
+    misses = matched(report, "PlanCacheMissPattern")
+    assert len(misses) == 2
+    assert "[2, 3, 32, 32]" in misses[0]["detail"] and "[3, 3, 32, 32]" in misses[1]["detail"]
+    assert all(match["time_ms"] > 0 for match in misses)
+
+
+def test_idle_gaps_between_runs(kiln, models):
+    session = kiln.Session(str(models["clean"]))
+    inputs = {"input": tidy_models.random_input((1, 3, 56, 56))}
+    with kiln.backends.settings(precision=clean_precision(kiln), threads=2):
+        session.run(inputs)
+        with kiln.profiler.profile() as prof:
+            for _ in range(3):
+                started = time.perf_counter()
+                session.run(inputs)
+                time.sleep(max(0.02, 3 * (time.perf_counter() - started)))  # "loading" the next input
+    report = kiln.tidy.report(prof)
+    gaps = matched(report, "IdleGapPattern")
+    assert len(gaps) == 2  # before the second and third run
+    assert all("after the run before it" in match["detail"] for match in gaps)
+
+
+def test_benchmark_estimates_every_estimable_pattern(kiln, models):
+    prof = profile_runs(kiln, models["transpose"], precision="fp32", threads=2)
+    with kiln.backends.settings(precision="fp32", threads=2):
+        report = kiln.tidy.report(prof, benchmark=True, model=str(models["transpose"]), runs=5)
+    estimates = {estimate["pattern"]: estimate for estimate in report.estimates}
+    reorder = estimates["ReorderBetweenStepsPattern"]
+    assert reorder["estimated_saving_ms"] > 0 and "Reorder's own time" in reorder["basis"]
+    assert all(match["estimated_saving_ms"] > 0 for match in matched(report, "ReorderBetweenStepsPattern"))
+    bf16 = estimates["FP32OnBF16CPUPattern"] if has_bf16(kiln) else None
+    if bf16 is not None:
+        assert bf16["estimated_saving_ms"] is not None and "bf16" in bf16["basis"]
+    total = sum(estimate["estimated_saving_ms"] or 0 for estimate in report.estimates)
+    assert report.total_estimated_saving_ms == pytest.approx(total)
+    assert "Total Estimated Speedup" in report.text()
+
+
+def test_benchmark_says_why_it_cannot_estimate(kiln, models):
+    prof = profile_runs(kiln, models["transpose"], precision="fp32", threads=2)
+    # No model: nothing measured, and the reason.
+    report = kiln.tidy.report(prof, benchmark=True)
+    assert all(estimate["estimated_saving_ms"] is None for estimate in report.estimates)
+    assert all("no model given" in estimate["basis"] for estimate in report.estimates)
+    # Other settings than the trace ran with would measure another plan.
+    with kiln.backends.settings(precision="fp32", threads=1):
+        report = kiln.tidy.report(prof, benchmark=True, model=str(models["transpose"]), runs=2)
+    assert all("planned under" in estimate["basis"] for estimate in report.estimates)
+    with pytest.raises(ValueError, match="model= applies to benchmark=True"):
+        kiln.tidy.report(prof, model=str(models["transpose"]))
+
+
+def test_cli_profile_tidy_and_tidy_benchmark_json(kiln_bin, models, tmp_path):
+    trace = tmp_path / "trace.json"
+    result = subprocess.run([str(kiln_bin), "profile", str(models["transpose"]), "--runs", "3", "--threads", "2",
+                             "--trace", str(trace), "--tidy"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "ReorderBetweenStepsPattern: step" in result.stdout
+    # The trace names its model, so --benchmark needs only the settings it ran with.
+    result = subprocess.run([str(kiln_bin), "tidy", str(trace), "--json", "--benchmark", "--runs", "3",
+                             "--threads", "2"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    reorders = [m for m in report["matches"] if m["pattern"] == "ReorderBetweenStepsPattern"]
+    assert reorders and all(m["estimated_saving_ms"] > 0 for m in reorders)
+    estimate = next(e for e in report["estimates"] if e["pattern"] == "ReorderBetweenStepsPattern")
+    # JSON numbers have 4 decimals: the sum of rounded savings is within 1e-4 per match.
+    assert estimate["estimated_saving_ms"] == pytest.approx(sum(m["estimated_saving_ms"] for m in reorders),
+                                                            abs=1e-4 * (len(reorders) + 1))
+    assert report["total_estimated_saving_ms"] >= estimate["estimated_saving_ms"] or \
+        any((e["estimated_saving_ms"] or 0) < 0 for e in report["estimates"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--threads", "2"], "--threads applies to --benchmark"),
+    (["--model", "m.onnx"], "--model applies to --benchmark"),
+])
+def test_cli_measurement_options_need_benchmark(kiln_bin, models, tmp_path, args, message):
+    trace = tmp_path / "trace.json"
+    subprocess.run([str(kiln_bin), "profile", str(models["clean"]), "--runs", "1", "--trace", str(trace)],
+                   check=True, capture_output=True)
+    result = subprocess.run([str(kiln_bin), "tidy", str(trace), *args], capture_output=True, text=True)
+    assert result.returncode != 0 and message in result.stderr
+
+
+def test_cli_profile_benchmark_needs_tidy(kiln_bin, models):
+    result = subprocess.run([str(kiln_bin), "profile", str(models["clean"]), "--benchmark"],
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "--benchmark applies to --tidy" in result.stderr

@@ -1,0 +1,224 @@
+// kiln tidy's runtime patterns on small kiln traces built event by event, each made to match and to
+// miss by one condition: the data flow between steps, the thread sweep, idle gaps and planning in
+// steady state, and what estimate_savings says when it cannot measure. (Real runs, the CLI and
+// measured estimates: tests/python/test_tidy_kiln.py.)
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tidy/estimate.h"
+#include "tidy/kiln_patterns.h"
+#include "tidy/report.h"
+#include "tidy/step_flow.h"
+
+namespace kiln {
+namespace {
+
+using profiler::EventKind;
+using profiler::Trace;
+using profiler::TraceEvent;
+
+constexpr int64_t kUs = 1000;
+
+// A kiln trace made by hand: events appended in start order (parents first), ids 1..N.
+class TraceBuilder {
+ public:
+  TraceBuilder() {
+    trace_.source = "kiln";
+    trace_.facts = {{"cores", "2"}, {"cpu_extensions", "AVX2 FMA"}};
+    trace_.threads = {{100, "main"}, {101, "second"}};
+  }
+  uint64_t run(int64_t start_us, int64_t end_us, uint32_t thread = 0, int threads = 2) {
+    TraceEvent& event = add(EventKind::run, "run", 0, start_us, end_us, thread);
+    event.threads = threads;
+    event.settings = "onednn,blas,native;threads=2";
+    return event.id;
+  }
+  uint64_t plan(int64_t start_us, int64_t end_us) {
+    TraceEvent& event = add(EventKind::plan, "plan", 0, start_us, end_us, 0);
+    event.input_shapes = {{2, 3, 8, 8}};
+    return event.id;
+  }
+  // A step of `run` reading `inputs` and writing `outputs` (value names).
+  TraceEvent& step(uint64_t run, const std::string& op, const std::string& node, int64_t start_us,
+                   int64_t end_us, std::vector<std::string> inputs, std::vector<std::string> outputs,
+                   const std::string& kernel, int threads = 2) {
+    const TraceEvent& parent = trace_.events[run - 1];
+    TraceEvent& event =
+        add(op == "Reorder" ? EventKind::reorder : EventKind::step, op, run, start_us, end_us, parent.thread);
+    event.step = steps_++;
+    event.node = node;
+    event.backend = kernel.substr(0, kernel.find(':'));
+    event.kernel = kernel;
+    event.threads = threads;
+    event.inputs = std::move(inputs);
+    event.outputs = std::move(outputs);
+    event.input_dtypes.assign(event.inputs.size(), "float32");
+    event.input_layouts.assign(event.inputs.size(), "plain");
+    event.output_layouts.assign(event.outputs.size(), "plain");
+    return event;
+  }
+  Trace& trace() { return trace_; }
+
+ private:
+  TraceEvent& add(EventKind kind, const std::string& name, uint64_t parent, int64_t start_us, int64_t end_us,
+                  uint32_t thread) {
+    TraceEvent event;
+    event.id = trace_.events.size() + 1;
+    event.parent_id = parent;
+    event.kind = kind;
+    event.name = name;
+    event.thread = thread;
+    event.start_ns = start_us * kUs;
+    event.end_ns = end_us * kUs;
+    trace_.events.push_back(std::move(event));
+    return trace_.events.back();
+  }
+  Trace trace_;
+  int steps_ = 0;
+};
+
+std::vector<std::string> details(const tidy::TidyReport& report, const std::string& pattern) {
+  std::vector<std::string> found;
+  for (const tidy::TidyMatch& match : report.matches) {
+    if (match.pattern == pattern) found.push_back(match.detail);
+  }
+  return found;
+}
+
+TEST(StepFlow, ProducersAndReadersWithinEachRun) {
+  TraceBuilder builder;
+  const uint64_t first = builder.run(0, 100);
+  builder.step(first, "Conv", "conv", 0, 10, {"input", "w"}, {"c"}, "onednn:conv");
+  builder.step(first, "Relu", "relu", 10, 20, {"c"}, {"r"}, "native:relu");
+  builder.step(first, "Add", "add", 20, 30, {"c", "r"}, {"output"}, "native:add");
+  const uint64_t second = builder.run(200, 300);
+  builder.step(second, "Relu", "relu", 210, 220, {"c"}, {"r"}, "native:relu");  // "c" not written in this run
+  const tidy::EventTree tree(builder.trace());
+  const tidy::StepFlow flow(tree);
+  EXPECT_EQ(flow.producer(1, 0), tidy::kNoEvent);  // a graph input
+  EXPECT_EQ(flow.producer(2, 0), 1u);
+  EXPECT_EQ(flow.producer(3, 1), 2u);
+  EXPECT_EQ(std::vector<tidy::EventIndex>(flow.readers(1, 0).begin(), flow.readers(1, 0).end()),
+            (std::vector<tidy::EventIndex>{2, 3}));
+  EXPECT_TRUE(flow.readers(3, 0).empty());  // the graph output
+  EXPECT_EQ(flow.run_of(3), 0u);
+  EXPECT_EQ(flow.producer(5, 0), tidy::kNoEvent);  // runs do not share values
+  EXPECT_EQ(flow.run_of(5), 4u);
+}
+
+TEST(KilnPatterns, ReordersFallbacksAndChains) {
+  TraceBuilder builder;
+  const uint64_t run = builder.run(0, 1000);
+  builder.step(run, "Reorder", "input:to_nhwc", 0, 10, {"input"}, {"input:nhwc"},
+               "onednn:reorder_plain_to_nhwc");
+  builder.step(run, "Conv", "conv", 10, 100, {"input:nhwc", "w"}, {"c"}, "onednn:conv");
+  builder.step(run, "Reorder", "c:to_plain", 100, 110, {"c"}, {"c:plain"}, "onednn:reorder_nhwc_to_plain");
+  TraceEvent& hard =
+      builder.step(run, "HardSigmoid", "hs", 110, 200, {"c:plain"}, {"h"}, "native:hardsigmoid");
+  hard.rejected = {"onednn: no oneDNN kernel for HardSigmoid"};
+  TraceEvent& mul = builder.step(run, "Mul", "mul", 200, 300, {"h", "h"}, {"m"}, "native:mul");
+  mul.rejected = {"onednn: backend disabled", "blas: no BLAS kernel for Mul"};
+  builder.step(run, "Reorder", "m:free", 300, 301, {"m"}, {"m:view"}, "onednn:reorder_free_view");
+  builder.step(run, "Relu", "relu", 301, 400, {"m:view"}, {"output"}, "native:relu");
+  const tidy::TidyReport report = tidy::analyse(builder.trace(), "t");
+
+  // Between Conv and HardSigmoid; not the graph input's conversion; not a free view.
+  EXPECT_EQ(
+      details(report, tidy::kReorderBetweenSteps),
+      std::vector<std::string>{"step 2 'c:to_plain' (Reorder, onednn:reorder_nhwc_to_plain) converts plain "
+                               "to plain between step 1 'conv' (Conv, onednn:conv) and step 3 'hs' "
+                               "(HardSigmoid, native:hardsigmoid)"});
+  // HardSigmoid has no oneDNN kernel at all: not a fallback. Mul does, and was refused.
+  EXPECT_EQ(details(report, tidy::kNativeFallback),
+            std::vector<std::string>{"step 4 'mul' (Mul, native:mul): onednn: backend disabled"});
+  // hs after conv (through the Reorder); Relu after Mul (through the free view); Mul reads h twice,
+  // its only reader still.
+  EXPECT_EQ(details(report, tidy::kUnfusedElementwise).size(), 3u);
+  // The trace's CPU has no bf16: not evaluated, and why.
+  EXPECT_EQ(report.count(tidy::kFP32OnBF16CPU), 0u);
+  bool said_why = false;
+  for (const tidy::PatternNote& note : report.not_evaluated) {
+    said_why = said_why || (note.pattern == tidy::kFP32OnBF16CPU &&
+                            note.text.find("no bf16 arithmetic (extensions: AVX2 FMA)") != std::string::npos);
+  }
+  EXPECT_TRUE(said_why);
+}
+
+TEST(KilnPatterns, ThreadsOfStepsRunningAtOnceAgainstTheCores) {
+  TraceBuilder builder;
+  const uint64_t first = builder.run(0, 100, 0);
+  const uint64_t second = builder.run(50, 150, 1);
+  builder.step(first, "Conv", "a", 0, 40, {"input"}, {"x"}, "onednn:conv");     // alone: 2 threads
+  builder.step(first, "Conv", "b", 40, 100, {"x"}, {"y"}, "onednn:conv");       // with c: 4 > 2
+  builder.step(second, "Conv", "c", 60, 90, {"input"}, {"x"}, "onednn:conv");   // with b
+  builder.step(second, "Conv", "d", 100, 150, {"x"}, {"y"}, "onednn:conv", 1);  // b ended at 100
+  const tidy::TidyReport report = tidy::analyse(builder.trace(), "t");
+  const std::vector<std::string> over = details(report, tidy::kOversubscription);
+  ASSERT_EQ(over.size(), 2u);
+  EXPECT_NE(over[0].find("'b'"), std::string::npos);
+  EXPECT_NE(over[0].find("asking for 4 threads ran at once on 2 cores"), std::string::npos) << over[0];
+  EXPECT_NE(over[1].find("'c'"), std::string::npos);
+}
+
+TEST(KilnPatterns, TinyStepsOnSeveralThreadsOnlyWhereTheyAreMuchOfTheRun) {
+  TraceBuilder builder;
+  const uint64_t tiny = builder.run(0, 100);
+  for (int i = 0; i < 10; ++i)
+    builder.step(tiny, "Add", "add" + std::to_string(i), i * 10, i * 10 + 9, {"v"}, {"w"}, "onednn:add");
+  const uint64_t big = builder.run(1000, 3000);
+  builder.step(big, "Conv", "conv", 1000, 2900, {"input"}, {"x"}, "onednn:conv");
+  builder.step(big, "Add", "add", 2900, 2910, {"x"}, {"y"}, "onednn:add");  // 10 us: 0.5% of its run
+  const tidy::TidyReport report = tidy::analyse(builder.trace(), "t");
+  EXPECT_EQ(report.count(tidy::kTinyOpMultithreaded), 10u);
+}
+
+TEST(KilnPatterns, PlanningInSteadyStateAndIdleGaps) {
+  TraceBuilder builder;
+  builder.plan(0, 50);  // before the first run: warm-up, not a miss
+  builder.run(50, 150);
+  builder.run(160, 260);   // 10 us gap
+  builder.plan(300, 700);  // after runs: a miss
+  builder.run(700, 800);   // 440 us after the run before: an idle gap longer than that run
+  const tidy::TidyReport report = tidy::analyse(builder.trace(), "t");
+  const std::vector<std::string> misses = details(report, tidy::kPlanCacheMiss);
+  ASSERT_EQ(misses.size(), 1u);
+  EXPECT_NE(misses[0].find("planning for inputs [2, 3, 8, 8]"), std::string::npos) << misses[0];
+  EXPECT_NE(misses[0].find("took 0.4 ms"), std::string::npos) << misses[0];
+  EXPECT_EQ(details(report, tidy::kIdleGap),
+            std::vector<std::string>{
+                "run 5 started 0.44 ms after the run before it on its thread, which took 0.1 ms"});
+}
+
+TEST(KilnPatterns, EstimatesSayWhyWhenTheyCannotMeasure) {
+  TraceBuilder builder;
+  builder.run(0, 100);
+  builder.plan(200, 600);
+  builder.run(600, 700);
+  const uint64_t run = builder.trace().events.back().id;
+  builder.step(run, "Conv", "conv", 600, 650, {"input"}, {"c"}, "onednn:conv");
+  builder.step(run, "Reorder", "c:to_plain", 650, 660, {"c"}, {"p"}, "onednn:reorder_nhwc_to_plain");
+  builder.step(run, "Relu", "relu", 660, 700, {"p"}, {"output"}, "native:relu");
+  tidy::TidyReport report = tidy::analyse(builder.trace(), "t");
+  tidy::estimate_savings(report, builder.trace(), {});
+  std::map<std::string, const tidy::PatternEstimate*> estimates;
+  for (const tidy::PatternEstimate& estimate : report.estimates) estimates[estimate.pattern] = &estimate;
+  // Planning needs no model: its recorded time is what warming up every shape takes out.
+  ASSERT_TRUE(estimates.count(tidy::kPlanCacheMiss));
+  EXPECT_NEAR(estimates[tidy::kPlanCacheMiss]->saving_ms.value_or(-1), 0.4, 1e-9);
+  // The rest need the model.
+  ASSERT_TRUE(estimates.count(tidy::kReorderBetweenSteps));
+  EXPECT_FALSE(estimates[tidy::kReorderBetweenSteps]->saving_ms.has_value());
+  EXPECT_NE(estimates[tidy::kReorderBetweenSteps]->basis.find("no model given"), std::string::npos);
+  EXPECT_NEAR(report.total_estimated_saving_ms(), 0.4, 1e-9);
+  const std::string json = report.json();
+  EXPECT_NE(json.find(R"("estimated_saving_ms": null)"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("total_estimated_saving_ms": 0.4)"), std::string::npos) << json;
+  EXPECT_NE(report.text().find("Total Estimated Speedup: 0.400 ms of 0.400 ms matched (all of it)"),
+            std::string::npos)
+      << report.text();
+}
+
+}  // namespace
+}  // namespace kiln

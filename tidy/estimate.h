@@ -1,0 +1,27 @@
+// What fixing each of kiln's runtime patterns would save, measured on this machine with kiln's own
+// kernels at the shapes the trace ran (`kiln tidy --benchmark`, `kiln profile --tidy --benchmark`):
+// the model is planned again under the settings the trace ran with and under the fix's, and the
+// matched steps are timed in both (or, where the fix is the absence of a step, the step itself).
+// TorchTidy benchmarks its fixes the same way, but only on CUDA.
+#pragma once
+
+#include <string>
+
+#include "profiler/trace.h"
+#include "tidy/report.h"
+
+namespace kiln::tidy {
+
+struct EstimateOptions {
+  std::string model;  // the ONNX file the trace ran (empty: nothing is estimated, and the report says so)
+  int runs = 20;      // timed runs per measurement (each after a warm-up run)
+};
+
+// Fills report.estimates (one per kiln pattern that matched) and each estimated match's saving.
+// Measures under the calling thread's current settings, which must plan as the trace's runs did;
+// where they do not, or the trace was recorded on another CPU, or a fix cannot apply here (bf16 on a
+// CPU without it), the pattern is "not estimated" with the reason. Patterns whose fix is outside
+// kiln (NativeFallbackPattern's backend gaps, IdleGapPattern) are not estimated, with the reason.
+void estimate_savings(TidyReport& report, const profiler::Trace& trace, const EstimateOptions& options);
+
+}  // namespace kiln::tidy

@@ -1,0 +1,405 @@
+#include "tidy/kiln_patterns.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <string_view>
+
+#include "core/error.h"
+
+namespace kiln::tidy {
+namespace {
+
+bool is_step(const TraceEvent& event) {
+  return event.kind == EventKind::step || event.kind == EventKind::reorder;
+}
+
+bool any_of_names(std::string_view name, std::initializer_list<std::string_view> names) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// Ops that read each element once and write one: a pass over memory a fused kernel folds away.
+bool is_elementwise(std::string_view op) {
+  return any_of_names(op,
+                      {"Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish",  "Elu",
+                       "Selu", "Softplus",  "Erf",  "Exp",     "Log",  "Sqrt",        "Reciprocal", "Neg",
+                       "Abs",  "Add",       "Sub",  "Mul",     "Div",  "Pow",         "Gelu",       "Mish"});
+}
+
+// Kernels that move no data: a view or a Reorder that only relabels.
+bool moves_no_data(const TraceEvent& event) {
+  return event.kernel.ends_with(":view") || event.kernel.ends_with(":reorder_free_view");
+}
+
+// "step 3 '/conv1/Conv' (Conv, onednn:brgconv:avx512_core)" (kernel names start with their backend's).
+std::string step_text(const TraceEvent& step) {
+  return str_cat("step ", step.step, " '", step.node, "' (", step.name, ", ", step.kernel, ")");
+}
+
+// "no oneDNN kernel for Transpose": the backend does not implement the op at all.
+bool refuses_op_type(const std::string& rejection, const std::string& op) {
+  return rejection.find(": no ") != std::string::npos && rejection.ends_with(str_cat(" kernel for ", op));
+}
+
+std::string format_ms(int64_t ns) {
+  return str_cat(static_cast<double>(ns / 1000) / 1000.0, " ms");
+}
+
+// The base every kiln pattern shares: it reads kiln traces, and reports the matched step (or the
+// run, or the planning) instead of a source location (a kiln trace has none), once per step.
+class KilnPattern : public Pattern {
+ public:
+  bool reads_kiln_steps() const override { return true; }
+  std::string report(const TidyContext& context, EventIndex event) const override {
+    const TraceEvent& matched = context.tree.event(event);
+    const std::string where = is_step(matched) ? step_text(matched) : detail(context, event);
+    return str_cat(description(), "\n[Where] ", where);
+  }
+};
+
+class ReorderBetweenStepsPattern final : public KilnPattern {
+ public:
+  std::string name() const override { return kReorderBetweenSteps; }
+  std::string description() const override {
+    return "A Reorder converts a value between two steps that store it in different layouts. Run both on "
+           "a backend that shares the layout (kiln explain shows why the plain-layout neighbour refused "
+           "oneDNN), or keep the precision the same on both sides.";
+  }
+  bool match(const TidyContext& context, EventIndex event) override {
+    const TraceEvent& reorder = context.tree.event(event);
+    if (reorder.kind != EventKind::reorder || moves_no_data(reorder)) return false;
+    const EventIndex producer = context.flow.producer(event, 0);
+    if (producer == kNoEvent || context.tree.event(producer).kind != EventKind::step) return false;
+    for (const EventIndex reader : context.flow.readers(event, 0)) {
+      if (context.tree.event(reader).kind == EventKind::step) return true;
+    }
+    return false;
+  }
+  std::string detail(const TidyContext& context, EventIndex event) const override {
+    const TraceEvent& reorder = context.tree.event(event);
+    const TraceEvent& producer = context.tree.event(context.flow.producer(event, 0));
+    std::string readers;
+    for (const EventIndex reader : context.flow.readers(event, 0))
+      readers += str_cat(readers.empty() ? "" : ", ", step_text(context.tree.event(reader)));
+    const std::string from = reorder.input_layouts.empty() ? "?" : reorder.input_layouts[0];
+    const std::string to = reorder.output_layouts.empty() ? "?" : reorder.output_layouts[0];
+    return str_cat(step_text(reorder), " converts ", from, " to ", to, " between ", step_text(producer),
+                   " and ", readers);
+  }
+};
+
+class NativeFallbackPattern final : public KilnPattern {
+ public:
+  std::string name() const override { return kNativeFallback; }
+  std::string description() const override {
+    return "A step ran on the native (reference) kernels although a faster backend implements its op: "
+           "that backend refused it. Remove the reason where it is a setting (a disabled backend, "
+           "deterministic mode); otherwise it is a gap in the backend, worth reporting.";
+  }
+  bool match(const TidyContext& context, EventIndex event) override {
+    const TraceEvent& step = context.tree.event(event);
+    if (step.kind != EventKind::step || step.backend != "native" || moves_no_data(step)) return false;
+    return std::any_of(step.rejected.begin(), step.rejected.end(),
+                       [&](const std::string& rejection) { return !refuses_op_type(rejection, step.name); });
+  }
+  std::string detail(const TidyContext& context, EventIndex event) const override {
+    const TraceEvent& step = context.tree.event(event);
+    std::string reasons;
+    for (const std::string& rejection : step.rejected) {
+      if (!refuses_op_type(rejection, step.name)) reasons += str_cat(reasons.empty() ? "" : "; ", rejection);
+    }
+    return str_cat(step_text(step), ": ", reasons);
+  }
+};
+
+class FP32OnBF16CPUPattern final : public KilnPattern {
+ public:
+  std::string name() const override { return kFP32OnBF16CPU; }
+  std::string description() const override {
+    return "A float32 convolution or matrix product ran on a CPU with bf16 arithmetic. Where bf16's 8-bit "
+           "mantissa is accurate enough (check the outputs), set conv_precision/matmul_precision to bf16 "
+           "(--precision bf16, kiln.backends.flags(precision='bf16')).";
+  }
+  Reason skip(const TidyContext& context) const override {
+    if (!trace_has_bf16(context.trace)) {
+      const auto extensions = context.trace.facts.find("cpu_extensions");
+      return str_cat("the trace's CPU has no bf16 arithmetic (extensions: ",
+                     extensions == context.trace.facts.end() ? "not recorded" : extensions->second, ")");
+    }
+    if (!context.trace.shapes_recorded)
+      return "recorded without shapes: the steps' layouts (bf16 or not) are unknown";
+    return std::nullopt;
+  }
+  bool match(const TidyContext& context, EventIndex event) override {
+    const TraceEvent& step = context.tree.event(event);
+    if (step.kind != EventKind::step || !is_product_op(step.name)) return false;
+    if (step.input_dtypes.empty() || step.input_dtypes[0] != "float32" || step.input_layouts.empty())
+      return false;
+    return !step.input_layouts[0].ends_with("_bf16");
+  }
+  std::string detail(const TidyContext& context, EventIndex event) const override {
+    const TraceEvent& step = context.tree.event(event);
+    std::string shapes;
+    for (const Shape& shape : step.input_shapes)
+      shapes += str_cat(shapes.empty() ? "" : " ", shape_to_string(shape));
+    return str_cat(step_text(step), " on ", shapes, " in float32 (", step.input_layouts[0], ")");
+  }
+};
+
+class UnfusedElementwisePattern final : public KilnPattern {
+ public:
+  std::string name() const override { return kUnfusedElementwise; }
+  std::string description() const override {
+    return "An elementwise step reads the only output of the step before it: one more pass over memory. "
+           "A product's activation fuses into it where the backend takes it as a post-op (Relu, "
+           "LeakyRelu, Clip, Sigmoid, Tanh, GELU, a bias or residual sum); others stay separate steps.";
+  }
+  bool match(const TidyContext& context, EventIndex event) override {
+    return unfused_head(context, event) != kNoEvent;
+  }
+  std::string detail(const TidyContext& context, EventIndex event) const override {
+    const TraceEvent& step = context.tree.event(event);
+    return str_cat(step_text(step), " reads the only output of ",
+                   step_text(context.tree.event(unfused_head(context, event))));
+  }
+};
+
+class TinyOpMultithreadedPattern final : public KilnPattern {
+ public:
+  std::string name() const override { return kTinyOpMultithreaded; }
+  std::string description() const override {
+    return str_cat("Steps shorter than ", kTinyStepNs / 1000,
+                   " us ran on several threads, and such steps are ", static_cast<int>(kTinyRunShare * 100),
+                   "% or more of the run: starting and joining the threads costs more than the work they "
+                   "share. Run the model on fewer threads (threads=1), or several models side by side.");
+  }
+  void reset() override { prepared_ = false; }
+  bool match(const TidyContext& context, EventIndex event) override {
+    if (!prepared_) prepare(context);
+    if (!is_tiny_multithreaded(context.tree.event(event))) return false;
+    const EventIndex run = context.flow.run_of(event);
+    return run != kNoEvent && qualifying_runs_.count(run) != 0;
+  }
+  std::string detail(const TidyContext& context, EventIndex event) const override {
+    const TraceEvent& step = context.tree.event(event);
+    return str_cat(step_text(step), " took ", static_cast<double>(step.duration_ns()) / 1000.0, " us on ",
+                   step.threads, " threads");
+  }
+
+ private:
+  static bool is_tiny_multithreaded(const TraceEvent& event) {
+    return is_step(event) && event.threads > 1 && event.duration_ns() < kTinyStepNs && !moves_no_data(event);
+  }
+  void prepare(const TidyContext& context) {
+    std::map<EventIndex, int64_t> tiny_ns;
+    for (EventIndex i = 0; i < context.tree.size(); ++i) {
+      const EventIndex run = context.flow.run_of(i);
+      if (run != kNoEvent && is_tiny_multithreaded(context.tree.event(i)))
+        tiny_ns[run] += context.tree.event(i).duration_ns();
+    }
+    qualifying_runs_.clear();
+    for (const auto& [run, ns] : tiny_ns) {
+      const int64_t run_ns = context.tree.event(run).duration_ns();
+      if (run_ns > 0 && static_cast<double>(ns) >= kTinyRunShare * static_cast<double>(run_ns))
+        qualifying_runs_.insert({run, ns});
+    }
+    prepared_ = true;
+  }
+  bool prepared_ = false;
+  std::map<EventIndex, int64_t> qualifying_runs_;
+};
+
+class OversubscriptionPattern final : public KilnPattern {
+ public:
+  std::string name() const override { return kOversubscription; }
+  std::string description() const override {
+    return "Steps ran while the steps running at once (concurrent runs, parallel branches) asked for more "
+           "threads than the machine has cores: threads wait for a core and caches are shared. Keep "
+           "runs x threads within the cores: the thread budget (KILN_THREAD_BUDGET, on by default), fewer "
+           "threads per run, or fewer concurrent runs.";
+  }
+  Reason skip(const TidyContext& context) const override {
+    if (trace_cores(context.trace) <= 0) return "the trace does not say how many cores its machine had";
+    return std::nullopt;
+  }
+  void reset() override { prepared_ = false; }
+  bool match(const TidyContext& context, EventIndex event) override {
+    if (!prepared_) prepare(context);
+    return peak_threads_[event] > trace_cores(context.trace);
+  }
+  std::string detail(const TidyContext& context, EventIndex event) const override {
+    const TraceEvent& step = context.tree.event(event);
+    return str_cat(step_text(step), " ran while steps asking for ", peak_threads_[event],
+                   " threads ran at once on ", trace_cores(context.trace), " cores");
+  }
+
+ private:
+  // For each step, the most threads the steps running at once asked for during it: a sweep over
+  // starts and ends (an end before a start at the same time).
+  void prepare(const TidyContext& context) {
+    const size_t size = context.tree.size();
+    peak_threads_.assign(size, 0);
+    std::vector<std::pair<int64_t, int64_t>> edges;  // (time, +index+1 start / -(index+1) end)
+    for (EventIndex i = 0; i < size; ++i) {
+      const TraceEvent& event = context.tree.event(i);
+      if (!is_step(event) || event.threads <= 0) continue;
+      edges.emplace_back(event.start_ns, static_cast<int64_t>(i) + 1);
+      edges.emplace_back(event.end_ns, -(static_cast<int64_t>(i) + 1));
+    }
+    std::sort(edges.begin(), edges.end());
+    std::vector<EventIndex> running;
+    int threads = 0;
+    for (const auto& [time, edge] : edges) {
+      const EventIndex index = static_cast<EventIndex>(std::abs(edge) - 1);
+      const int asked = context.tree.event(index).threads;
+      if (edge < 0) {
+        threads -= asked;
+        std::erase(running, index);
+        continue;
+      }
+      threads += asked;
+      running.push_back(index);
+      for (const EventIndex other : running) peak_threads_[other] = std::max(peak_threads_[other], threads);
+    }
+    prepared_ = true;
+  }
+  bool prepared_ = false;
+  std::vector<int> peak_threads_;
+};
+
+class PlanCacheMissPattern final : public KilnPattern {
+ public:
+  std::string name() const override { return kPlanCacheMiss; }
+  std::string description() const override {
+    return "The session planned again after runs had started: new input shapes (or settings) missed the "
+           "plan cache, and planning (shape inference, kernel creation, weight reorders) ran inside the "
+           "steady state. Pad or bucket inputs to a few shapes, and plan each ahead "
+           "(Session::plan_for, Session.plan) during warm-up.";
+  }
+  void reset() override { prepared_ = false; }
+  bool match(const TidyContext& context, EventIndex event) override {
+    if (!prepared_) {
+      first_run_end_ = INT64_MAX;
+      for (const TraceEvent& run : context.trace.events) {
+        if (run.kind == EventKind::run) first_run_end_ = std::min(first_run_end_, run.end_ns);
+      }
+      prepared_ = true;
+    }
+    const TraceEvent& plan = context.tree.event(event);
+    return plan.kind == EventKind::plan && plan.start_ns >= first_run_end_;
+  }
+  std::string detail(const TidyContext& context, EventIndex event) const override {
+    const TraceEvent& plan = context.tree.event(event);
+    std::string shapes;
+    for (const Shape& shape : plan.input_shapes)
+      shapes += str_cat(shapes.empty() ? "" : " ", shape_to_string(shape));
+    return str_cat("planning for inputs ", shapes.empty() ? std::string("(shapes not recorded)") : shapes,
+                   " under '", plan.settings, "' took ", format_ms(plan.duration_ns()),
+                   " after the first run");
+  }
+
+ private:
+  bool prepared_ = false;
+  int64_t first_run_end_ = INT64_MAX;
+};
+
+class IdleGapPattern final : public KilnPattern {
+ public:
+  std::string name() const override { return kIdleGap; }
+  std::string description() const override {
+    return "A run started after an idle gap longer than the run before it: the time goes to what feeds "
+           "the runs (input loading, pre-processing), not to kiln. Prepare the next input while a run "
+           "executes (Session::run_async, a prefetching loader).";
+  }
+  void reset() override { prepared_ = false; }
+  bool match(const TidyContext& context, EventIndex event) override {
+    if (!prepared_) prepare(context);
+    return gap_ns_.count(event) != 0;
+  }
+  std::string detail(const TidyContext& context, EventIndex event) const override {
+    const auto found = gap_ns_.find(event);
+    return str_cat("run ", context.tree.event(event).id, " started ", format_ms(found->second.first),
+                   " after the run before it on its thread, which took ", format_ms(found->second.second));
+  }
+
+ private:
+  void prepare(const TidyContext& context) {
+    std::map<uint32_t, EventIndex> last_run;  // per thread
+    gap_ns_.clear();
+    for (EventIndex i = 0; i < context.tree.size(); ++i) {
+      const TraceEvent& run = context.tree.event(i);
+      if (run.kind != EventKind::run) continue;
+      const auto [previous, first] = last_run.try_emplace(run.thread, i);
+      if (!first) {
+        const TraceEvent& before = context.tree.event(previous->second);
+        const int64_t gap = run.start_ns - before.end_ns;
+        if (gap > before.duration_ns()) gap_ns_[i] = {gap, before.duration_ns()};
+        previous->second = i;
+      }
+    }
+    prepared_ = true;
+  }
+  bool prepared_ = false;
+  std::map<EventIndex, std::pair<int64_t, int64_t>> gap_ns_;  // run: (gap, the run before's time)
+};
+
+}  // namespace
+
+bool is_product_op(std::string_view op) {
+  return any_of_names(op, {"Conv", "ConvTranspose", "MatMul", "Gemm"});
+}
+
+EventIndex unfused_head(const TidyContext& context, EventIndex event) {
+  const TraceEvent& step = context.tree.event(event);
+  if (step.kind != EventKind::step || !is_elementwise(step.name)) return kNoEvent;
+  // Each link of the chain is a value only the next step reads; Reorders between the two (a native
+  // elementwise step next to oneDNN's nhwc) are links too, and ReorderBetweenStepsPattern's matches.
+  const auto only_reader_is = [&](EventIndex producer, EventIndex reader) {
+    const std::span<const EventIndex> readers = context.flow.readers(producer, 0);
+    return context.tree.event(producer).outputs.size() == 1 && readers.size() == 1 && readers[0] == reader;
+  };
+  for (size_t input = 0; input < step.inputs.size(); ++input) {
+    EventIndex reader = event;
+    EventIndex producer = context.flow.producer(event, input);
+    while (producer != kNoEvent && context.tree.event(producer).kind == EventKind::reorder &&
+           only_reader_is(producer, reader)) {
+      reader = producer;
+      producer = context.flow.producer(producer, 0);
+    }
+    if (producer == kNoEvent || context.tree.event(producer).kind != EventKind::step) continue;
+    const std::string& op = context.tree.event(producer).name;
+    if ((is_product_op(op) || is_elementwise(op)) && only_reader_is(producer, reader)) return producer;
+  }
+  return kNoEvent;
+}
+
+int trace_cores(const Trace& trace) {
+  const auto found = trace.facts.find("cores");
+  if (found == trace.facts.end()) return 0;
+  int cores = 0;
+  const std::string& text = found->second;
+  std::from_chars(text.data(), text.data() + text.size(), cores);
+  return cores;
+}
+
+bool trace_has_bf16(const Trace& trace) {
+  const auto found = trace.facts.find("cpu_extensions");
+  if (found == trace.facts.end()) return false;
+  return found->second.find("AVX512_BF16") != std::string::npos ||
+         found->second.find("AMX_BF16") != std::string::npos;
+}
+
+std::vector<std::unique_ptr<Pattern>> kiln_patterns() {
+  std::vector<std::unique_ptr<Pattern>> patterns;
+  patterns.push_back(std::make_unique<ReorderBetweenStepsPattern>());
+  patterns.push_back(std::make_unique<NativeFallbackPattern>());
+  patterns.push_back(std::make_unique<FP32OnBF16CPUPattern>());
+  patterns.push_back(std::make_unique<UnfusedElementwisePattern>());
+  patterns.push_back(std::make_unique<TinyOpMultithreadedPattern>());
+  patterns.push_back(std::make_unique<OversubscriptionPattern>());
+  patterns.push_back(std::make_unique<PlanCacheMissPattern>());
+  patterns.push_back(std::make_unique<IdleGapPattern>());
+  return patterns;
+}
+
+}  // namespace kiln::tidy
