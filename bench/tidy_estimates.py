@@ -1,0 +1,318 @@
+#!/usr/bin/python3
+"""Do kiln tidy's estimates hold when the fix is applied? For each of kiln's runtime patterns with an
+estimate, a model or setting made to trigger it is profiled, `kiln.tidy.report(..., benchmark=True)`
+estimates what the fix saves per run, and then the fix is applied and both versions are timed side by
+side (interleaved rounds, median per run). The target (docs/tidy.md): the estimate within +-30% of the
+measured saving wherever that saving is at least 10% of the matched time; smaller savings are reported
+as below noise.
+
+    /usr/bin/python3 bench/tidy_estimates.py [--pythonpath build/python] [--kiln build/kiln] [--rounds 7]
+        [--runs 20] [--json FILE] [--only SCENARIO]
+
+Fixes applied (the models are tests/python/tidy_models.py's):
+  FP32OnBF16CPUPattern        precision bf16 (only on a CPU with bf16)
+  UnfusedElementwisePattern   Conv -> HardSigmoid (not a post-op: a separate native step, with
+  + ReorderBetweenStepsPattern  Reorders around it) against Conv -> Sigmoid (a post-op): both
+                              patterns' estimates together against the measured difference
+  UnfusedElementwisePattern   24 chained elementwise steps on 1M floats against one such step (what
+                              a kernel fusing the chain would cost at best: one pass)
+  TinyOpMultithreadedPattern  threads 1 instead of 2 on 24 elementwise steps of 64 floats
+  OversubscriptionPattern     four concurrent runs at the cores' thread count each: the thread budget
+                              (on by default, at the cores) against the budget off
+  PlanCacheMissPattern        each input shape planned during warm-up instead of in the loop
+                              (oneDNN's primitive cache cleared before each loop: a first miss is cold)
+"""
+import argparse
+import json
+import pathlib
+import statistics
+import sys
+import tempfile
+import threading
+import time
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests" / "python"))
+sys.path.insert(0, str(REPO / "bench"))
+
+import numpy as np  # noqa: E402
+
+import tidy_models  # noqa: E402
+from machine import machine_lines  # noqa: E402
+
+TOLERANCE = 0.30
+NOISE_SHARE = 0.10
+
+
+def load_kiln(pythonpath):
+    sys.path.insert(0, str(pythonpath))
+    import kiln
+    return kiln
+
+
+def has_bf16(kiln):
+    extensions = kiln.profiler.machine_facts()["cpu_extensions"].split()
+    return "AVX512_BF16" in extensions or "AMX_BF16" in extensions
+
+
+def run_ms(session, inputs, runs):
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        session.run(inputs)
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def side_by_side(variants, rounds, runs):
+    """Median ms per run of each variant ({name: (session, inputs, settings)}), in interleaved rounds."""
+    samples = {name: [] for name in variants}
+    for name, (session, inputs, settings) in variants.items():
+        with kiln_module.backends.settings(**settings):
+            run_ms(session, inputs, 3)  # plans and warms up
+    for _ in range(rounds):
+        for name, (session, inputs, settings) in variants.items():
+            with kiln_module.backends.settings(**settings):
+                samples[name].append(statistics.median(run_ms(session, inputs, runs)))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def profiled(kiln, model, inputs, settings, runs):
+    session = kiln.Session(str(model))
+    with kiln.backends.settings(**settings):
+        session.run(inputs)
+        with kiln.profiler.profile() as prof:
+            for _ in range(runs):
+                session.run(inputs)
+    return prof
+
+
+def estimated(kiln, prof, model, settings, patterns, runs, measure_runs):
+    """Per run: the estimated saving and the matched time of `patterns`, and how it was measured."""
+    with kiln.backends.settings(**settings):
+        report = kiln.tidy.report(prof, benchmark=True, model=str(model), runs=measure_runs)
+    saving, matched, bases = 0.0, 0.0, []
+    for estimate in report.estimates:
+        if estimate["pattern"] in patterns:
+            if estimate["estimated_saving_ms"] is None:
+                return None, None, f"{estimate['pattern']} not estimated: {estimate['basis']}"
+            saving += estimate["estimated_saving_ms"] / runs
+            matched += estimate["matched_ms"] / runs
+            bases.append(estimate["basis"])
+    missing = [pattern for pattern in patterns if report.counts.get(pattern, 0) == 0]
+    if missing:
+        return None, None, f"did not match: {', '.join(missing)}"
+    return saving, matched, "; ".join(bases)
+
+
+def row(name, fix, estimate, matched, measured, note=""):
+    if estimate is None:
+        verdict = "not estimated"
+    elif measured < NOISE_SHARE * matched:
+        verdict = "below noise"
+    else:
+        error = (estimate - measured) / measured
+        verdict = f"{'within' if abs(error) <= TOLERANCE else 'OUTSIDE'} ({error * 100:+.0f}%)"
+    return {"pattern": name, "fix": fix, "estimated_ms": estimate, "matched_ms": matched, "measured_ms": measured,
+            "verdict": verdict, "note": note}
+
+
+def fp32_on_bf16(kiln, folder, args):
+    name, fix = "FP32OnBF16CPUPattern", "precision bf16"
+    model = tidy_models.conv_chain(folder / "conv64.onnx", channels=64, size=56)
+    inputs = {"input": tidy_models.random_input((1, 3, 56, 56))}
+    if not has_bf16(kiln):
+        return row(name, fix, None, None, None, "this CPU has no bf16")
+    settings = {"precision": "fp32", "threads": 2}
+    prof = profiled(kiln, model, inputs, settings, args.runs)
+    estimate, matched, basis = estimated(kiln, prof, model, settings, [name], args.runs, args.runs)
+    session = kiln.Session(str(model))
+    times = side_by_side({"fp32": (session, inputs, settings),
+                          "bf16": (session, inputs, {"precision": "bf16", "threads": 2})}, args.rounds, args.runs)
+    return row(name, fix, estimate, matched, times["fp32"] - times["bf16"], basis)
+
+
+def unfused_after_conv(kiln, folder, args):
+    names = ["UnfusedElementwisePattern", "ReorderBetweenStepsPattern"]
+    fix = "Conv+HardSigmoid -> Conv+Sigmoid (post-op)"
+    settings = {"threads": 2, "precision": "bf16" if has_bf16(kiln) else "fp32"}
+    hard = tidy_models.conv_chain(folder / "hard.onnx", activation="HardSigmoid", channels=32, size=56)
+    fused = tidy_models.conv_chain(folder / "sigmoid.onnx", activation="Sigmoid", channels=32, size=56)
+    inputs = {"input": tidy_models.random_input((1, 3, 56, 56))}
+    prof = profiled(kiln, hard, inputs, settings, args.runs)
+    estimate, matched, basis = estimated(kiln, prof, hard, settings, names, args.runs, args.runs)
+    times = side_by_side({"hard": (kiln.Session(str(hard)), inputs, settings),
+                          "fused": (kiln.Session(str(fused)), inputs, settings)}, args.rounds, args.runs)
+    return row(" + ".join(names), fix, estimate, matched, times["hard"] - times["fused"], basis)
+
+
+def unfused_chain(kiln, folder, args):
+    name, fix = "UnfusedElementwisePattern", "24 elementwise steps -> 1 (one pass)"
+    width = 1 << 20
+    chain = tidy_models.elementwise_chain(folder / "chain.onnx", ops=24, width=width)
+    single = tidy_models.elementwise_chain(folder / "single.onnx", ops=1, width=width)
+    inputs = {"input": tidy_models.random_input((1, width))}
+    settings = {"threads": 1}
+    runs = max(args.runs // 4, 3)
+    prof = profiled(kiln, chain, inputs, settings, runs)
+    estimate, matched, basis = estimated(kiln, prof, chain, settings, [name], runs, runs)
+    times = side_by_side({"chain": (kiln.Session(str(chain)), inputs, settings),
+                          "single": (kiln.Session(str(single)), inputs, settings)}, args.rounds, runs)
+    return row(name, fix, estimate, matched, times["chain"] - times["single"], basis)
+
+
+def tiny_ops(kiln, folder, args):
+    name, fix = "TinyOpMultithreadedPattern", "threads 1 instead of 2"
+    model = tidy_models.elementwise_chain(folder / "tiny.onnx", ops=24, width=64)
+    inputs = {"input": tidy_models.random_input((1, 64))}
+    prof = profiled(kiln, model, inputs, {"threads": 2}, args.runs)
+    estimate, matched, basis = estimated(kiln, prof, model, {"threads": 2}, [name], args.runs, args.runs * 5)
+    session = kiln.Session(str(model))
+    times = side_by_side({"2": (session, inputs, {"threads": 2}), "1": (session, inputs, {"threads": 1})},
+                         args.rounds, args.runs * 5)
+    return row(name, fix, estimate, matched, times["2"] - times["1"], basis)
+
+
+CONCURRENT = 4
+
+
+def concurrent_ms(kiln, session, inputs, settings, budget, runs, concurrent=CONCURRENT):
+    """Median run time of `concurrent` threads running at once under `settings`, with thread budget
+    `budget` (0: off)."""
+    times = [[] for _ in range(concurrent)]
+
+    def worker(index):
+        with kiln.backends.settings(**settings):
+            session.run(inputs)
+            times[index] += run_ms(session, inputs, runs)
+
+    previous = kiln.get_thread_budget()
+    kiln.set_thread_budget(budget)
+    try:
+        workers = [threading.Thread(target=worker, args=(i,)) for i in range(concurrent)]
+        for thread in workers:
+            thread.start()
+        for thread in workers:
+            thread.join()
+    finally:
+        kiln.set_thread_budget(previous)
+    return statistics.median([t for samples in times for t in samples])
+
+
+def oversubscription(kiln, folder, args):
+    name = "OversubscriptionPattern"
+    cores = int(kiln.profiler.machine_facts()["cores"])
+    fix = f"{CONCURRENT} concurrent runs of {cores} threads: the thread budget at the cores instead of off"
+    model = tidy_models.conv_chain(folder / "over.onnx", channels=32, size=56)
+    inputs = {"input": tidy_models.random_input((1, 3, 56, 56))}
+    session = kiln.Session(str(model))
+    settings = {"threads": cores, "precision": "bf16" if has_bf16(kiln) else "fp32"}
+
+    def worker():
+        with kiln.backends.settings(**settings):  # scoped settings hold for the thread that opens them
+            run_ms(session, inputs, args.runs)
+
+    with kiln.backends.settings(**settings):
+        previous = kiln.get_thread_budget()
+        kiln.set_thread_budget(0)
+        try:
+            session.run(inputs)
+            with kiln.profiler.profile() as prof:
+                workers = [threading.Thread(target=worker) for _ in range(CONCURRENT)]
+                for thread in workers:
+                    thread.start()
+                for thread in workers:
+                    thread.join()
+        finally:
+            kiln.set_thread_budget(previous)
+        estimate, matched, basis = estimated(kiln, prof, model, settings, [name], CONCURRENT * args.runs, args.runs)
+        time.sleep(0.2)  # runs share the budget for a while after contention: let it lapse
+        base, fixed = [], []
+        for _ in range(args.rounds):
+            base.append(concurrent_ms(kiln, session, inputs, settings, 0, args.runs))
+            fixed.append(concurrent_ms(kiln, session, inputs, settings, cores, args.runs))
+    time.sleep(0.2)
+    note = f"{basis}; measured here: {statistics.median(base):.3f} ms per run with the budget off, " \
+           f"{statistics.median(fixed):.3f} ms at the cores"
+    return row(name, fix, estimate, matched, statistics.median(base) - statistics.median(fixed), note)
+
+
+def plan_cache(kiln, folder, args):
+    name, fix = "PlanCacheMissPattern", "every shape planned in warm-up"
+    model = tidy_models.conv_chain(folder / "dynamic.onnx", batch=None, size=32)
+    batches = [1, 2, 3, 4] * 3
+    inputs = {batch: {"input": tidy_models.random_input((batch, 3, 32, 32))} for batch in set(batches)}
+
+    def loop(session):
+        start = time.perf_counter()
+        for batch in batches:
+            session.run(inputs[batch])
+        return (time.perf_counter() - start) * 1000
+
+    # Planning is timed cold: oneDNN's primitive cache would otherwise make every plan after the
+    # first for a shape much cheaper than a deployment's first miss.
+    clear_cache = kiln.backends.onednn.primitive_cache.clear
+    settings = {"threads": 2}
+    with kiln.backends.settings(**settings):
+        session = kiln.Session(str(model))
+        session.run(inputs[1])  # the first shape plans before the loop in both versions
+        clear_cache()
+        with kiln.profiler.profile() as prof:
+            loop(session)
+        report = kiln.tidy.report(prof, benchmark=True, model=str(model))
+        estimate = next(e["estimated_saving_ms"] for e in report.estimates if e["pattern"] == name)
+        matched = next(e["matched_ms"] for e in report.estimates if e["pattern"] == name)
+        basis = next(e["basis"] for e in report.estimates if e["pattern"] == name)
+        base, fixed = [], []
+        for _ in range(args.rounds):
+            cold = kiln.Session(str(model))
+            cold.run(inputs[1])
+            clear_cache()
+            base.append(loop(cold))
+            warm = kiln.Session(str(model))
+            clear_cache()
+            for batch in set(batches):
+                warm.run(inputs[batch])
+            fixed.append(loop(warm))
+    # Per loop (12 runs), the unit the trace recorded.
+    return row(name, fix, estimate, matched, statistics.median(base) - statistics.median(fixed), basis)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pythonpath", default=str(REPO / "build" / "python"))
+    parser.add_argument("--kiln", default=str(REPO / "build" / "kiln"))
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--only", action="append", help="run only the scenario of this name (repeatable)")
+    args = parser.parse_args()
+    global kiln_module
+    kiln_module = load_kiln(args.pythonpath)
+    for line in machine_lines(args.kiln):
+        print(line)
+    print(f"rounds {args.rounds}, runs {args.runs}; times are ms per run (PlanCacheMissPattern: per loop of 12 runs)\n")
+    print("| pattern | fix applied | matched | estimated saving | measured saving | estimate |")
+    print("|---|---|---:|---:|---:|---|")
+    rows = []
+    with tempfile.TemporaryDirectory() as directory:
+        folder = pathlib.Path(directory)
+        for scenario in (fp32_on_bf16, unfused_after_conv, unfused_chain, tiny_ops, oversubscription, plan_cache):
+            if args.only and scenario.__name__ not in args.only:
+                continue
+            result = scenario(kiln_module, folder, args)
+            rows.append(result)
+            number = (lambda value: "-" if value is None else f"{value:.3f}")
+            print(f"| {result['pattern']} | {result['fix']} | {number(result['matched_ms'])} | "
+                  f"{number(result['estimated_ms'])} | {number(result['measured_ms'])} | {result['verdict']} |",
+                  flush=True)
+    for result in rows:
+        print(f"\n{result['pattern']}: {result['note']}")
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+kiln_module = None
+
+if __name__ == "__main__":
+    main()
