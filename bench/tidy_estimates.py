@@ -21,6 +21,11 @@ Fixes applied (the models are tests/python/tidy_models.py's):
                               (on by default, at the cores) against the budget off
   PlanCacheMissPattern        each input shape planned during warm-up instead of in the loop
                               (oneDNN's primitive cache cleared before each loop: a first miss is cold)
+and TorchTidy's patterns on live PyTorch profiles, estimated with PyTorch on this CPU:
+  FP32 MatMul Pattern         the products under torch.autocast("cpu", torch.bfloat16)
+  Extra CUDA Copy Pattern     the tensors made where they are used instead of filled and copied
+  Matrix Multiplication Dimension Not Aligned Pattern
+                              bf16 products with every dimension padded to a multiple of 8
 """
 import argparse
 import json
@@ -177,26 +182,27 @@ CONCURRENT = 4
 
 
 def concurrent_ms(kiln, session, inputs, settings, budget, runs, concurrent=CONCURRENT):
-    """Median run time of `concurrent` threads running at once under `settings`, with thread budget
-    `budget` (0: off)."""
-    times = [[] for _ in range(concurrent)]
-
-    def worker(index):
+    """Median execution time of the runs of `concurrent` threads each running `runs` times at once
+    under `settings`, with thread budget `budget` (0: off): the runs' events in kiln's profile, which
+    start once a run has its threads (the wait for them is not the oversubscription's cost)."""
+    def worker():
         with kiln.backends.settings(**settings):
-            session.run(inputs)
-            times[index] += run_ms(session, inputs, runs)
+            run_ms(session, inputs, runs)
 
     previous = kiln.get_thread_budget()
     kiln.set_thread_budget(budget)
     try:
-        workers = [threading.Thread(target=worker, args=(i,)) for i in range(concurrent)]
-        for thread in workers:
-            thread.start()
-        for thread in workers:
-            thread.join()
+        with kiln.backends.settings(**settings):
+            session.run(inputs)
+        with kiln.profiler.profile(profile_memory=False, record_shapes=False) as prof:
+            workers = [threading.Thread(target=worker) for _ in range(concurrent)]
+            for thread in workers:
+                thread.start()
+            for thread in workers:
+                thread.join()
     finally:
         kiln.set_thread_budget(previous)
-    return statistics.median([t for samples in times for t in samples])
+    return statistics.median((e["end_ns"] - e["start_ns"]) / 1e6 for e in prof.events() if e["kind"] == "run")
 
 
 def oversubscription(kiln, folder, args):
@@ -278,6 +284,87 @@ def plan_cache(kiln, folder, args):
     return row(name, fix, estimate, matched, statistics.median(base) - statistics.median(fixed), basis)
 
 
+def torch_loop_ms(function, rounds, repeats=5):
+    """Median ms of `function` (a whole loop) over `rounds` x `repeats` calls, after one warm-up."""
+    function()
+    return statistics.median(
+        statistics.median(_timed(function) for _ in range(repeats)) for _ in range(rounds))
+
+
+def _timed(function):
+    start = time.perf_counter()
+    function()
+    return (time.perf_counter() - start) * 1000
+
+
+def torch_scenario(kiln, name, fix, workload, fixed, args):
+    """A PyTorch loop profiled (record_shapes, with_stack), TorchTidy's pattern estimated with PyTorch
+    here, then the loop and its fixed form timed. Per loop."""
+    import torch.profiler
+    for _ in range(10):
+        workload()  # warm-up outside the profile (the allocator settles: first loops fault in pages)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True,
+                                record_shapes=True) as prof:
+        workload()
+    report = kiln.tidy.report(prof, benchmark=True)
+    estimate = next((e for e in report.estimates if e["pattern"] == name), None)
+    if estimate is None:
+        return row(name, fix, None, None, None, "did not match")
+    measured = torch_loop_ms(workload, args.rounds) - torch_loop_ms(fixed, args.rounds)
+    return row(name, fix, estimate["estimated_saving_ms"], estimate["matched_ms"], measured, estimate["basis"])
+
+
+def torch_fp32_matmul(kiln, folder, args):
+    import torch
+    a, b = torch.randn(256, 1024), torch.randn(1024, 1024)
+
+    def workload():
+        for _ in range(10):
+            torch.mm(a, b)
+
+    def fixed():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            workload()
+
+    if not has_bf16(kiln):
+        return row("FP32 MatMul Pattern (PyTorch)", "autocast bf16", None, None, None, "this CPU has no bf16")
+    return torch_scenario(kiln, "FP32 MatMul Pattern", "10 products under torch.autocast('cpu', bfloat16)", workload,
+                          fixed, args)
+
+
+def torch_extra_copy(kiln, folder, args):
+    import torch
+
+    def workload():
+        for _ in range(20):
+            filled = torch.zeros(512, 1024)
+            filled.to("cpu", copy=True)
+
+    def fixed():
+        for _ in range(20):
+            torch.zeros(512, 1024)
+
+    return torch_scenario(kiln, "Extra CUDA Copy Pattern", "20 tensors made where used, not copied", workload, fixed,
+                          args)
+
+
+def torch_unaligned(kiln, folder, args):
+    import torch
+    a, b = torch.randn(509, 1021).bfloat16(), torch.randn(1021, 1019).bfloat16()
+    padded_a, padded_b = torch.randn(512, 1024).bfloat16(), torch.randn(1024, 1024).bfloat16()
+
+    def workload():
+        for _ in range(10):
+            torch.mm(a, b)
+
+    def fixed():
+        for _ in range(10):
+            torch.mm(padded_a, padded_b)
+
+    return torch_scenario(kiln, "Matrix Multiplication Dimension Not Aligned Pattern",
+                          "10 bf16 products with dims padded to multiples of 8", workload, fixed, args)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pythonpath", default=str(REPO / "build" / "python"))
@@ -291,13 +378,15 @@ def main():
     kiln_module = load_kiln(args.pythonpath)
     for line in machine_lines(args.kiln):
         print(line)
-    print(f"rounds {args.rounds}, runs {args.runs}; times are ms per run (PlanCacheMissPattern: per loop of 12 runs)\n")
+    print(f"rounds {args.rounds}, runs {args.runs}; times are ms per run (PlanCacheMissPattern: per loop of 12 runs; "
+          "PyTorch's patterns: per loop)\n")
     print("| pattern | fix applied | matched | estimated saving | measured saving | estimate |")
     print("|---|---|---:|---:|---:|---|")
     rows = []
     with tempfile.TemporaryDirectory() as directory:
         folder = pathlib.Path(directory)
-        for scenario in (fp32_on_bf16, unfused_after_conv, unfused_chain, tiny_ops, oversubscription, plan_cache):
+        for scenario in (fp32_on_bf16, unfused_after_conv, unfused_chain, tiny_ops, oversubscription, plan_cache,
+                         torch_fp32_matmul, torch_extra_copy, torch_unaligned):
             if args.only and scenario.__name__ not in args.only:
                 continue
             result = scenario(kiln_module, folder, args)

@@ -5,17 +5,20 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 
 #include "backends/backends.h"
 #include "backends/settings.h"
 #include "core/error.h"
+#include "graph/observer.h"
 #include "graph/random_input.h"
 #include "graph/session.h"
 #include "graph/step_timer.h"
 #include "runtime/thread_budget.h"
 #include "tidy/kiln_patterns.h"
+#include "tidy/torch_estimate.h"
 
 namespace kiln::tidy {
 namespace {
@@ -74,6 +77,31 @@ std::string fact(const profiler::Trace& trace, const std::string& name) {
   const auto found = trace.facts.find(name);
   return found == trace.facts.end() ? std::string() : found->second;
 }
+
+// Each run's execution time (Observer::on_run_begin to on_run_end, which runs on the run's own
+// thread), from any number of threads at once.
+class RunTimer final : public Observer {
+ public:
+  void on_run_begin(const Plan&) override { started() = std::chrono::steady_clock::now(); }
+  void on_run_end(const Plan&) override {
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started()).count();
+    std::lock_guard lock(mutex_);
+    samples_.push_back(ms);
+  }
+  double median_ms() {
+    std::lock_guard lock(mutex_);
+    return median(samples_);
+  }
+
+ private:
+  static std::chrono::steady_clock::time_point& started() {
+    thread_local std::chrono::steady_clock::time_point start;
+    return start;
+  }
+  std::mutex mutex_;
+  std::vector<double> samples_;
+};
 
 // How many runs were in flight on average while any was (the runs' time over the time covered by at
 // least one), rounded: the concurrency a replay reproduces. The most at once overstates it where
@@ -156,32 +184,31 @@ class Bench {
     return measured;
   }
 
-  // The median run time of `concurrent` threads running the model at once under `changes`, with
-  // thread budget `budget` (0: off, as in a trace that oversubscribed).
+  // The median execution time of the runs of `concurrent` threads each running the model `runs` times
+  // at once under `changes`, with thread budget `budget` (0: off, as in a trace that oversubscribed):
+  // from a run's start to its end, as its event in a trace, without the wait for threads before it.
   double concurrent_run_ms(const Settings& changes, int concurrent, int budget) {
     struct RestoreBudget {
       int budget = get_thread_budget();
       ~RestoreBudget() { set_thread_budget(budget); }
     } restore;
     set_thread_budget(budget);
-    std::vector<std::vector<double>> times(static_cast<size_t>(concurrent));
+    {
+      const ScopedSettings fix(changes);
+      session_->run(inputs_.by_name);  // plans before timing
+    }
+    RunTimer timer;
+    session_->add_observer(&timer);
     std::vector<std::thread> threads;
     for (int t = 0; t < concurrent; ++t) {
-      threads.emplace_back([&, t] {
+      threads.emplace_back([&] {
         const ScopedSettings fix(changes);
-        session_->run(inputs_.by_name);  // warm-up (plans once)
-        for (int r = 0; r < runs_; ++r) {
-          const auto start = std::chrono::steady_clock::now();
-          session_->run(inputs_.by_name);
-          times[static_cast<size_t>(t)].push_back(
-              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-        }
+        for (int r = 0; r < runs_; ++r) session_->run(inputs_.by_name);
       });
     }
     for (std::thread& thread : threads) thread.join();
-    std::vector<double> all;
-    for (const std::vector<double>& samples : times) all.insert(all.end(), samples.begin(), samples.end());
-    return median(std::move(all));
+    session_->remove_observer(&timer);
+    return timer.median_ms();
   }
 
   // The median time of planning the model for `shapes` as a cache miss does: with oneDNN's primitive
@@ -311,11 +338,12 @@ void estimate_oversubscription(PatternEstimate& estimate, std::vector<TidyMatch*
   }
   const double before_ms = median(before);
   const double after_ms = median(after);
-  estimate.basis =
-      str_cat(concurrent, " concurrent runs of ", bench.threads(),
-              " threads timed with the thread budget off (", before_ms, " ms per run) and at the ", cores,
-              " cores (", after_ms, " ms), medians of ", kConcurrentRounds, " alternating rounds of ",
-              bench.runs(), " runs: each matched step's time scaled by that");
+  estimate.basis = str_cat(
+      concurrent, " runs of ", bench.threads(),
+      " threads at once, each run's execution (not its wait for threads) timed with the thread "
+      "budget off (",
+      before_ms, " ms) and at the ", cores, " cores (", after_ms, " ms), medians of ", kConcurrentRounds,
+      " alternating rounds of ", bench.runs(), " runs each: each matched step's time scaled by that");
   apply(estimate, matches,
         [&](const TidyMatch& match) { return match.time_ms * (1 - after_ms / before_ms); });
 }
@@ -338,6 +366,10 @@ void estimate_plan_cache_misses(PatternEstimate& estimate, std::vector<TidyMatch
 }  // namespace
 
 void estimate_savings(TidyReport& report, const profiler::Trace& trace, const EstimateOptions& options) {
+  if (trace.source != "kiln" && trace.source != "kiln_json") {
+    estimate_torch_savings(report, trace, torch_python());
+    return;
+  }
   std::map<std::string, std::vector<TidyMatch*>> by_pattern;
   for (TidyMatch& match : report.matches) by_pattern[match.pattern].push_back(&match);
   report.estimates.clear();

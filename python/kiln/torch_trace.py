@@ -86,6 +86,10 @@ def torch_facts(config=None):
     facts["cuda_available"] = str(bool(torch.cuda.is_available())).lower()
     # What TorchTidy's FP32MatMulPattern reads (empty for a PyTorch built without CUDA).
     facts["cuda_arch_list"] = ",".join(torch.cuda.get_arch_list())
+    # The machine as kiln names it: kiln tidy measures fixes only on the CPU a trace was recorded on.
+    machine = _kiln.profiler.machine_facts()
+    for name in ("cpu", "cpu_extensions", "cores"):
+        facts[name] = machine[name]
     if config:
         facts.update(config)
     return facts

@@ -201,6 +201,30 @@ def test_the_legacy_export_names_what_it_cannot_evaluate(kiln, runs, tmp_path):
         torchtidy.ForLoopIndexingPattern(bare).matched_events())
 
 
+def test_benchmark_times_pytorchs_fixes_with_pytorch_on_this_cpu(kiln, runs):
+    prof, path, _ = runs["mixed"]
+    report = kiln.tidy.report(prof, benchmark=True)
+    estimates = {estimate["pattern"]: estimate for estimate in report.estimates}
+    assert set(estimates) == {"FP32 MatMul Pattern", "Extra CUDA Copy Pattern",
+                              "Matrix Multiplication Dimension Not Aligned Pattern"}
+    extensions = kiln.profiler.machine_facts()["cpu_extensions"].split()
+    if "AVX512_BF16" in extensions or "AMX_BF16" in extensions:
+        assert estimates["FP32 MatMul Pattern"]["estimated_saving_ms"] is not None
+        assert "torch.autocast('cpu', torch.bfloat16)" in estimates["FP32 MatMul Pattern"]["basis"]
+    else:
+        assert "no bf16 arithmetic" in estimates["FP32 MatMul Pattern"]["basis"]
+    # A copy takes time: removing it saves some.
+    assert estimates["Extra CUDA Copy Pattern"]["estimated_saving_ms"] > 0
+    copies = [m for m in report.matches if m["pattern"] == "Extra CUDA Copy Pattern"]
+    assert copies and all(m["estimated_saving_ms"] > 0 for m in copies)
+    # bfloat16 products run on a CPU: padded and unpadded are both timed.
+    assert estimates["Matrix Multiplication Dimension Not Aligned Pattern"]["estimated_saving_ms"] is not None
+    # A trace file names no CPU: nothing is measured on a machine it may not have run on.
+    report = kiln.tidy.report(path, benchmark=True)
+    assert report.estimates and all(e["estimated_saving_ms"] is None for e in report.estimates)
+    assert all("does not name its CPU" in e["basis"] for e in report.estimates)
+
+
 def test_a_kiln_trace_is_evaluated_by_kilns_patterns_only(kiln, demo_model):
     import numpy as np
 

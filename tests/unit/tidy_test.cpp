@@ -11,9 +11,11 @@
 
 #include "core/error.h"
 #include "profiler/trace_load.h"
+#include "tidy/estimate.h"
 #include "tidy/event_tree.h"
 #include "tidy/report.h"
 #include "tidy/source_location.h"
+#include "tidy/torch_estimate.h"
 
 namespace kiln {
 namespace {
@@ -179,6 +181,30 @@ TEST(TorchTidyPatterns, FP32MatMulOnACpuTraceAndTheCorrectedCheck) {
   EXPECT_EQ(report.count("FP32 MatMul Pattern"), 0u);
   EXPECT_NE(note_of(report.not_evaluated, "FP32 MatMul Pattern").find("sm_70"), std::string::npos);
   EXPECT_EQ(report.count("FP32 MatMul On TF32 GPU Pattern"), 0u);
+}
+
+TEST(TorchTidyEstimates, MeasuredOnlyOnTheCpuTheTraceWasRecordedOn) {
+  const std::string dims = R"("Input Dims": [[4, 4], [4, 4]], "Input type": ["float", "float"])";
+  Trace trace = kineto({op("aten::mm", 0, 5, dims)});
+  tidy::TidyReport report = tidy::analyse(trace, "t");
+  // A Kineto file names no CPU: nothing is measured, and the report says why.
+  tidy::estimate_savings(report, trace, {});
+  ASSERT_EQ(report.estimates.size(), 1u);
+  EXPECT_EQ(report.estimates[0].pattern, "FP32 MatMul Pattern");
+  EXPECT_FALSE(report.estimates[0].saving_ms.has_value());
+  EXPECT_NE(report.estimates[0].basis.find("does not name its CPU"), std::string::npos)
+      << report.estimates[0].basis;
+  trace.facts["cpu"] = "Some Other CPU";
+  tidy::estimate_savings(report, trace, {});
+  EXPECT_NE(report.estimates[0].basis.find("recorded on another CPU ('Some Other CPU'"), std::string::npos);
+  // This CPU, with a Python that cannot run: the reason names it (on a CPU without bf16, that first).
+  trace.facts["cpu"] = profiler::machine_facts().at("cpu");
+  tidy::estimate_torch_savings(report, trace, "/nonexistent/python3");
+  const std::string& basis = report.estimates[0].basis;
+  EXPECT_TRUE(basis.find("cannot run /nonexistent/python3") != std::string::npos ||
+              basis.find("no bf16 arithmetic") != std::string::npos)
+      << basis;
+  EXPECT_FALSE(report.estimates[0].saving_ms.has_value());
 }
 
 TEST(TorchTidyPatterns, PythonCallPatterns) {

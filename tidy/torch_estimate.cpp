@@ -1,0 +1,258 @@
+#include "tidy/torch_estimate.h"
+
+#include <fcntl.h>
+#include <rapidjson/document.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "core/error.h"
+#include "core/json_writer.h"
+#include "tidy/pattern.h"
+
+extern char** environ;
+
+namespace kiln::tidy {
+
+extern const char* const kTorchBenchmarkScript;  // tidy/torch_benchmark.py, embedded at build time
+
+namespace {
+
+constexpr const char* kFP32MatMul = "FP32 MatMul Pattern";
+constexpr const char* kExtraCopy = "Extra CUDA Copy Pattern";
+constexpr const char* kUnalignedDims = "Matrix Multiplication Dimension Not Aligned Pattern";
+
+// The fix torch_benchmark.py applies for a pattern, and what the report says it measured.
+struct Fix {
+  const char* pattern;
+  const char* name;
+  const char* basis;
+};
+constexpr Fix kFixes[] = {
+    {kFP32MatMul, "bf16_autocast",
+     "each distinct product timed in float32 and under torch.autocast('cpu', torch.bfloat16) with "
+     "torch.utils.benchmark (TF32, TorchTidy's advice, exists only on GPUs)"},
+    {kExtraCopy, "no_copy",
+     "the copy each chain makes (a new tensor and the copy into it) timed with torch.utils.benchmark: "
+     "creating "
+     "the tensor where it is used saves it"},
+    {kUnalignedDims, "aligned_dims",
+     "each distinct product timed as recorded and with every dimension padded to a multiple of 8 "
+     "(torch.utils.benchmark)"},
+};
+
+struct Case {
+  std::string fix;
+  std::string op;
+  std::vector<Shape> shapes;
+  std::vector<std::string> dtypes;
+  bool operator<(const Case& other) const {
+    return std::tie(fix, op, shapes, dtypes) < std::tie(other.fix, other.op, other.shapes, other.dtypes);
+  }
+};
+
+struct Result {
+  double saving_us = 0;
+  std::string error;
+};
+
+bool cpu_has_bf16(const std::string& extensions) {
+  return extensions.find("AVX512_BF16") != std::string::npos ||
+         extensions.find("AMX_BF16") != std::string::npos;
+}
+
+// Why this trace's fixes cannot be measured here, or nothing.
+Reason unmeasurable(const profiler::Trace& trace) {
+  const std::map<std::string, std::string> here = profiler::machine_facts();
+  const auto cpu = trace.facts.find("cpu");
+  if (cpu == trace.facts.end()) {
+    return std::string(
+        "the trace does not name its CPU (PyTorch's trace files do not; kiln.tidy.report(prof) on the live "
+        "profiler records it), so the fix cannot be measured on the same machine");
+  }
+  if (cpu->second != here.at("cpu")) {
+    return str_cat("the trace was recorded on another CPU ('", cpu->second, "'; here '", here.at("cpu"),
+                   "')");
+  }
+  return std::nullopt;
+}
+
+// Runs `argv` and waits; its standard output and error go to `log`. The exit status, or -1 with
+// `error` set when it could not start.
+int run_process(const std::vector<std::string>& argv, const std::filesystem::path& log, std::string& error) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) {
+    error = str_cat("cannot run ", argv[0], ": ", std::strerror(spawned));
+    return -1;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string last_line(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::string last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
+// Times every case with torch; per case its saving in µs, or why it could not be timed. `failure`
+// says why nothing was timed.
+std::vector<Result> time_cases(const std::vector<Case>& cases, const profiler::Trace& trace,
+                               const std::string& python, std::string& failure) {
+  char pattern[] = "/tmp/kiln_torch_benchmark_XXXXXX";
+  const char* made = mkdtemp(pattern);
+  if (made == nullptr) {
+    failure = str_cat("cannot make a temporary directory: ", std::strerror(errno));
+    return {};
+  }
+  const std::filesystem::path directory(made);
+  struct RemoveAfterwards {
+    std::filesystem::path path;
+    ~RemoveAfterwards() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  } remove_afterwards{directory};
+
+  JsonWriter json;
+  json.begin_object();
+  const auto threads = trace.facts.find("threads");
+  json.member("threads", threads == trace.facts.end() ? std::string() : threads->second);
+  json.key("cases").begin_array();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    json.begin_object()
+        .member("id", static_cast<uint64_t>(i))
+        .member("fix", cases[i].fix)
+        .member("op", cases[i].op);
+    json.member("shapes", cases[i].shapes).member("dtypes", cases[i].dtypes).end_object();
+  }
+  json.end_array().end_object();
+  std::ofstream(directory / "cases.json") << json.text();
+  std::ofstream(directory / "torch_benchmark.py") << kTorchBenchmarkScript;
+
+  std::string error;
+  const int status = run_process({python, (directory / "torch_benchmark.py").string(),
+                                  (directory / "cases.json").string(), (directory / "results.json").string()},
+                                 directory / "log.txt", error);
+  if (status != 0) {
+    failure =
+        status < 0 ? error : str_cat(python, " could not time the fixes: ", last_line(directory / "log.txt"));
+    return {};
+  }
+  std::stringstream text;
+  text << std::ifstream(directory / "results.json").rdbuf();
+  rapidjson::Document document;
+  document.Parse(text.str().c_str());
+  if (document.HasParseError() || !document.IsObject() || !document.HasMember("results") ||
+      !document["results"].IsArray()) {
+    failure = "the benchmark wrote no results";
+    return {};
+  }
+  std::vector<Result> results(cases.size(), Result{0, "not timed"});
+  for (const auto& item : document["results"].GetArray()) {
+    if (!item.IsObject() || !item.HasMember("id") || !item["id"].IsUint()) continue;
+    const size_t id = item["id"].GetUint();
+    if (id >= results.size()) continue;
+    if (item.HasMember("error") && item["error"].IsString()) {
+      results[id] = {0, item["error"].GetString()};
+    } else if (item.HasMember("before_us") && item["before_us"].IsNumber() && item.HasMember("after_us") &&
+               item["after_us"].IsNumber()) {
+      results[id] = {item["before_us"].GetDouble() - item["after_us"].GetDouble(), {}};
+    }
+  }
+  return results;
+}
+
+}  // namespace
+
+std::string torch_python() {
+  const char* chosen = std::getenv("KILN_TORCH_PYTHON");
+  return chosen != nullptr && *chosen != '\0' ? chosen : "/usr/bin/python3";
+}
+
+void estimate_torch_savings(TidyReport& report, const profiler::Trace& trace, const std::string& python) {
+  report.estimates.clear();
+  std::map<std::string, std::vector<TidyMatch*>> by_pattern;
+  for (TidyMatch& match : report.matches) by_pattern[match.pattern].push_back(&match);
+
+  // Each match's case, and the distinct cases to time.
+  std::map<Case, size_t> case_ids;
+  std::vector<Case> cases;
+  std::map<const TidyMatch*, size_t> case_of;
+  const Reason unusable = unmeasurable(trace);
+  const std::string extensions = profiler::machine_facts().at("cpu_extensions");
+  std::vector<PatternEstimate> estimates;
+  for (const Fix& fix : kFixes) {
+    const auto found = by_pattern.find(fix.pattern);
+    if (found == by_pattern.end()) continue;
+    PatternEstimate estimate{fix.pattern, 0, std::nullopt, fix.basis};
+    for (const TidyMatch* match : found->second) estimate.matched_ms += match->time_ms;
+    if (unusable) {
+      estimate.basis = *unusable;
+    } else if (std::string_view(fix.name) == "bf16_autocast" && !cpu_has_bf16(extensions)) {
+      estimate.basis = str_cat("this CPU has no bf16 arithmetic (extensions: ", extensions, ")");
+    } else {
+      for (const TidyMatch* match : found->second) {
+        const TraceEvent& event = trace.events[match->event_id - 1];
+        Case one{fix.name, event.name, event.input_shapes, event.input_dtypes};
+        const auto [it, added] = case_ids.try_emplace(one, cases.size());
+        if (added) cases.push_back(std::move(one));
+        case_of[match] = it->second;
+      }
+    }
+    estimates.push_back(std::move(estimate));
+  }
+
+  std::string failure;
+  const std::vector<Result> results =
+      cases.empty() ? std::vector<Result>() : time_cases(cases, trace, python, failure);
+  for (PatternEstimate& estimate : estimates) {
+    std::vector<TidyMatch*>& matches = by_pattern[estimate.pattern];
+    if (!failure.empty() && case_of.count(matches.front()) != 0) estimate.basis = failure;
+    double total = 0;
+    bool any = false;
+    std::string errors;
+    for (TidyMatch* match : matches) {
+      const auto id = case_of.find(match);
+      if (id == case_of.end() || id->second >= results.size()) continue;
+      const Result& result = results[id->second];
+      if (!result.error.empty()) {
+        if (errors.find(result.error) == std::string::npos)
+          errors += str_cat(errors.empty() ? "" : "; ", result.error);
+        continue;
+      }
+      match->estimated_saving_ms = result.saving_us / 1000;
+      total += *match->estimated_saving_ms;
+      any = true;
+    }
+    if (any) estimate.saving_ms = total;
+    if (!errors.empty()) estimate.basis += str_cat(any ? "; some not timed: " : "; not timed: ", errors);
+  }
+  report.estimates = std::move(estimates);
+}
+
+}  // namespace kiln::tidy
