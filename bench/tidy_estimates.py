@@ -181,12 +181,11 @@ def tiny_ops(kiln, folder, args):
 CONCURRENT = 4
 
 
-def concurrent_ms(kiln, session, inputs, settings, budget, runs, concurrent=CONCURRENT):
-    """Median execution time of the runs of `concurrent` threads each running `runs` times at once
-    under `settings`, with thread budget `budget` (0: off): the runs' events in kiln's profile, which
-    start once a run has its threads (the wait for them is not the oversubscription's cost)."""
+def concurrent_phase(kiln, session, inputs, settings, budget, runs, concurrent=CONCURRENT):
+    """`concurrent` threads each running `runs` times at once under `settings`, with thread budget
+    `budget` (0: off), recorded by kiln's profiler (with shapes, without memory); the profile."""
     def worker():
-        with kiln.backends.settings(**settings):
+        with kiln.backends.settings(**settings):  # scoped settings hold for the thread that opens them
             run_ms(session, inputs, runs)
 
     previous = kiln.get_thread_budget()
@@ -194,7 +193,7 @@ def concurrent_ms(kiln, session, inputs, settings, budget, runs, concurrent=CONC
     try:
         with kiln.backends.settings(**settings):
             session.run(inputs)
-        with kiln.profiler.profile(profile_memory=False, record_shapes=False) as prof:
+        with kiln.profiler.profile(profile_memory=False) as prof:
             workers = [threading.Thread(target=worker) for _ in range(concurrent)]
             for thread in workers:
                 thread.start()
@@ -202,6 +201,14 @@ def concurrent_ms(kiln, session, inputs, settings, budget, runs, concurrent=CONC
                 thread.join()
     finally:
         kiln.set_thread_budget(previous)
+    time.sleep(0.2)  # runs share the budget for a while after contention: let it lapse
+    return prof
+
+
+def concurrent_ms(kiln, session, inputs, settings, budget, runs):
+    """Median execution time of the runs of a concurrent phase: the runs' events, which start once a
+    run has its threads (the wait for them is not the oversubscription's cost)."""
+    prof = concurrent_phase(kiln, session, inputs, settings, budget, runs)
     return statistics.median((e["end_ns"] - e["start_ns"]) / 1e6 for e in prof.events() if e["kind"] == "run")
 
 
@@ -213,31 +220,15 @@ def oversubscription(kiln, folder, args):
     inputs = {"input": tidy_models.random_input((1, 3, 56, 56))}
     session = kiln.Session(str(model))
     settings = {"threads": cores, "precision": "bf16" if has_bf16(kiln) else "fp32"}
-
-    def worker():
-        with kiln.backends.settings(**settings):  # scoped settings hold for the thread that opens them
-            run_ms(session, inputs, args.runs)
-
+    for _ in range(2):  # the trace is recorded in steady state, as the measurements below are
+        concurrent_phase(kiln, session, inputs, settings, 0, args.runs)
+    prof = concurrent_phase(kiln, session, inputs, settings, 0, args.runs)
     with kiln.backends.settings(**settings):
-        previous = kiln.get_thread_budget()
-        kiln.set_thread_budget(0)
-        try:
-            session.run(inputs)
-            with kiln.profiler.profile() as prof:
-                workers = [threading.Thread(target=worker) for _ in range(CONCURRENT)]
-                for thread in workers:
-                    thread.start()
-                for thread in workers:
-                    thread.join()
-        finally:
-            kiln.set_thread_budget(previous)
         estimate, matched, basis = estimated(kiln, prof, model, settings, [name], CONCURRENT * args.runs, args.runs)
-        time.sleep(0.2)  # runs share the budget for a while after contention: let it lapse
-        base, fixed = [], []
-        for _ in range(args.rounds):
-            base.append(concurrent_ms(kiln, session, inputs, settings, 0, args.runs))
-            fixed.append(concurrent_ms(kiln, session, inputs, settings, cores, args.runs))
-    time.sleep(0.2)
+    base, fixed = [], []
+    for _ in range(args.rounds):
+        base.append(concurrent_ms(kiln, session, inputs, settings, 0, args.runs))
+        fixed.append(concurrent_ms(kiln, session, inputs, settings, cores, args.runs))
     note = f"{basis}; measured here: {statistics.median(base):.3f} ms per run with the budget off, " \
            f"{statistics.median(fixed):.3f} ms at the cores"
     return row(name, fix, estimate, matched, statistics.median(base) - statistics.median(fixed), note)

@@ -234,37 +234,55 @@ class OversubscriptionPattern final : public KilnPattern {
   }
 
  private:
-  // For each step, the most threads the steps running at once asked for during it: a sweep over
-  // starts and ends (an end before a start at the same time).
+  // For each step, the most threads the steps running at once asked for during it. A sweep over
+  // starts and ends (an end before a start at the same time) gives the threads asked for after each
+  // edge; a step is running from its start edge to before its end edge, and its peak is the largest
+  // of those sums in between: a range maximum (a segment tree), so O(n log n) however many overlap.
   void prepare(const TidyContext& context) {
     const size_t size = context.tree.size();
     peak_threads_.assign(size, 0);
-    std::vector<std::pair<int64_t, int64_t>> edges;  // (time, +index+1 start / -(index+1) end)
+    struct Edge {
+      int64_t time;
+      int64_t change;  // - threads for an end, + threads for a start (ends first at equal times)
+      EventIndex step;
+      bool operator<(const Edge& other) const {
+        return time != other.time ? time < other.time : change < other.change;
+      }
+    };
+    std::vector<Edge> edges;
     for (EventIndex i = 0; i < size; ++i) {
       const TraceEvent& event = context.tree.event(i);
       if (!is_step(event) || event.threads <= 0) continue;
-      edges.emplace_back(event.start_ns, static_cast<int64_t>(i) + 1);
-      edges.emplace_back(event.end_ns, -(static_cast<int64_t>(i) + 1));
+      edges.push_back({event.start_ns, event.threads, i});
+      edges.push_back({event.end_ns, -static_cast<int64_t>(event.threads), i});
     }
     std::sort(edges.begin(), edges.end());
-    std::vector<EventIndex> running;
-    int threads = 0;
-    for (const auto& [time, edge] : edges) {
-      const EventIndex index = static_cast<EventIndex>(std::abs(edge) - 1);
-      const int asked = context.tree.event(index).threads;
-      if (edge < 0) {
-        threads -= asked;
-        std::erase(running, index);
-        continue;
+    const size_t count = edges.size();
+    std::vector<size_t> start_at(size, 0);
+    std::vector<size_t> end_at(size, 0);
+    std::vector<int64_t> tree(2 * count, 0);  // leaves count..2count-1: threads asked after each edge
+    int64_t threads = 0;                      // int64: a loaded trace may claim any count
+    for (size_t k = 0; k < count; ++k) {
+      threads += edges[k].change;
+      tree[count + k] = threads;
+      (edges[k].change > 0 ? start_at : end_at)[edges[k].step] = k;
+    }
+    for (size_t k = count; k-- > 1;) tree[k] = std::max(tree[2 * k], tree[2 * k + 1]);
+    for (const Edge& edge : edges) {
+      if (edge.change <= 0) continue;
+      int64_t peak = 0;
+      for (size_t low = count + start_at[edge.step],
+                  high = count + std::max(end_at[edge.step], start_at[edge.step] + 1);
+           low < high; low /= 2, high /= 2) {
+        if (low % 2 == 1) peak = std::max(peak, tree[low++]);
+        if (high % 2 == 1) peak = std::max(peak, tree[--high]);
       }
-      threads += asked;
-      running.push_back(index);
-      for (const EventIndex other : running) peak_threads_[other] = std::max(peak_threads_[other], threads);
+      peak_threads_[edge.step] = peak;
     }
     prepared_ = true;
   }
   bool prepared_ = false;
-  std::vector<int> peak_threads_;
+  std::vector<int64_t> peak_threads_;
 };
 
 class PlanCacheMissPattern final : public KilnPattern {
