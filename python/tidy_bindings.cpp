@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "tidy/estimate.h"
+#include "tidy/html_report.h"
 #include "tidy/report.h"
 
 namespace py = pybind11;
@@ -127,6 +128,12 @@ void bind_tidy(py::module_& m) {
       },
       py::arg("trace"), py::arg("name"), py::arg("names") = std::vector<std::string>{},
       py::arg("corrected") = true);
+  t.def(
+      "write_html",
+      [](const tidy::TidyReport& report, const profiler::Trace& trace, const std::filesystem::path& path) {
+        tidy::write_html_report(report, trace, path.string());
+      },
+      py::arg("report"), py::arg("trace"), py::arg("path"));
   t.def(
       "estimate_savings",
       [](tidy::TidyReport& report, const profiler::Trace& trace, const std::filesystem::path& model,

@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
-# Installs the Debian packages kiln needs to build and test (listed in scripts/debian_packages.txt);
-# does nothing when all are present. Every package comes from Debian's apt (no pip). Safe to run
-# repeatedly.
+# Installs the Debian packages kiln needs to build and test (listed in scripts/debian_packages.txt;
+# with --slow also those only the slow tier needs, scripts/debian_packages_slow.txt); does nothing
+# when all are present. Every package comes from Debian's apt (no pip). Safe to run repeatedly.
+#
+#   scripts/install_deps.sh [--slow]
 set -euo pipefail
 
+lists=("$(dirname "${BASH_SOURCE[0]}")/debian_packages.txt")
+if [ "${1:-}" = "--slow" ]; then
+  lists+=("$(dirname "${BASH_SOURCE[0]}")/debian_packages_slow.txt")
+elif [ $# -gt 0 ]; then
+  echo "usage: scripts/install_deps.sh [--slow]" >&2
+  exit 2
+fi
+
 # One package per line, `#` starting a comment (tests/packaging/check_build_packages.py reads the list
-# the same way). The assignment stops the script if the list cannot be read.
-package_names=$(sed 's/#.*//' "$(dirname "${BASH_SOURCE[0]}")/debian_packages.txt")
+# the same way). The assignment stops the script if a list cannot be read.
+package_names=$(sed 's/#.*//' "${lists[@]}")
 read -r -d '' -a packages <<<"$package_names" || true  # read returns 1 at the end of its input
 
 missing=()

@@ -7,7 +7,8 @@
 #   scripts/test.sh --slow   slow tier: sanitizers over the whole suite, vgg16/inception_v3 at batch 4,
 #                            a bounded libFuzzer run over model loading and planning, and a build
 #                            with only the native backend (oneDNN and BLAS configured out) running
-#                            the unit tests
+#                            the unit tests; kiln tidy's HTML report rendered in headless chromium
+#                            (installed for this tier)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,7 +20,11 @@ elif [ $# -gt 0 ]; then
   exit 2
 fi
 
-scripts/install_deps.sh
+if [ "$tier" = slow ]; then
+  scripts/install_deps.sh --slow
+else
+  scripts/install_deps.sh
+fi
 jobs=$(nproc)
 
 if [ "$tier" = default ]; then

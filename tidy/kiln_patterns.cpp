@@ -118,7 +118,7 @@ class FP32OnBF16CPUPattern final : public KilnPattern {
   std::string description() const override {
     return "A float32 convolution or matrix product ran on a CPU with bf16 arithmetic. Where bf16's 8-bit "
            "mantissa is accurate enough (check the outputs), set conv_precision/matmul_precision to bf16 "
-           "(--precision bf16, kiln.backends.flags(precision='bf16')).";
+           "(--precision bf16; Python: kiln.backends.settings(precision='bf16')).";
   }
   Reason skip(const TidyContext& context) const override {
     if (!trace_has_bf16(context.trace)) {

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "profiler/trace_load.h"
 #include "tidy/estimate.h"
+#include "tidy/html_report.h"
 #include "tidy/report.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
@@ -25,6 +26,9 @@ int command_tidy(const std::vector<std::string>& args) {
       {"model", true, "MODEL: with --benchmark, the ONNX file the trace ran (default: the one it names)"},
       {"runs", true, "N: with --benchmark, timed runs per measurement (default 20)"},
       {"torchtidy-json", true, "DIR: also write DIR/torchtidy_report.json as TorchTidy lays it out (merged)"},
+      {"html", true,
+       "FILE: also write the report as one self-contained HTML page (time by op and backend, findings, "
+       "estimates)"},
       {"name", true,
        "REGEX: also report events whose name matches REGEX (TorchTidy's NamePattern; repeatable)"},
       {"no-corrected", false, "only TorchTidy's patterns, without kiln's corrected ones"},
@@ -65,6 +69,7 @@ int command_tidy(const std::vector<std::string>& args) {
     tidy::estimate_savings(report, trace, estimate);
   }
   if (parsed.has("torchtidy-json")) report.write_torchtidy_json(parsed.value("torchtidy-json"));
+  if (parsed.has("html")) tidy::write_html_report(report, trace, parsed.value("html"));
   std::fputs(parsed.has("json") ? (report.json() + "\n").c_str() : report.text().c_str(), stdout);
   return 0;
 }

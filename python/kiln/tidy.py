@@ -14,6 +14,7 @@
         for x in inputs: session.run({"input": x})
     report = kiln.tidy.report(prof, benchmark=True, model="model.onnx")
     report.estimates                          # [{"pattern", "matched_ms", "estimated_saving_ms", "basis"}]
+    kiln.tidy.report(prof, html="report.html")  # also as one self-contained HTML page
 
 The patterns are TorchTidy's (torch.profiler._pattern_matcher in PyTorch 1.13), rule for rule and
 count for count, kiln's corrections of the rules that are wrong for a trace, under their own names,
@@ -31,14 +32,15 @@ Report = _kiln.tidy.Report
 
 
 def report(prof_or_path, *, names=(), corrected=True, max_bytes=_profiler.DEFAULT_MAX_TRACE_BYTES,
-           benchmark=False, model=None, runs=20):
+           benchmark=False, model=None, runs=20, html=None):
     """Analyses a profile: a trace file (str or os.PathLike; see kiln.profiler.load_trace), a stopped
     torch.profiler.profile, a kiln.profiler.profile or a kiln Trace. `names`: regular expressions,
     each reported as TorchTidy's NamePattern; corrected=False leaves kiln's corrected patterns out.
     benchmark=True measures what fixing each of kiln's runtime patterns saves, on this machine, with
     `model` (the ONNX file a kiln trace ran; default: the one the trace names) planned again under
     the settings in force now (they must plan as the trace's runs did) and under each fix, `runs`
-    timed runs per measurement."""
+    timed runs per measurement. html: a path to also write the report to as one self-contained HTML
+    page (time by op and backend, findings, estimates)."""
     if isinstance(names, (str, bytes)) or not all(isinstance(name, str) for name in names):
         raise TypeError(f"report: names must be a list of regular expressions (str), got {names!r}")
     if not benchmark and model is not None:
@@ -58,4 +60,6 @@ def report(prof_or_path, *, names=(), corrected=True, max_bytes=_profiler.DEFAUL
         if model is None:
             model = trace.facts.get("model", "")
         _kiln.tidy.estimate_savings(analysed, trace, _os.fspath(model), int(runs))
+    if html is not None:
+        _kiln.tidy.write_html(analysed, trace, _os.fspath(html))
     return analysed

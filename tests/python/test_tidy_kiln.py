@@ -1,7 +1,9 @@
 """kiln tidy's runtime patterns over kiln's own traces: each triggered by a model or setting made for
 it and silent on a clean model, and `--benchmark`'s estimates measured (their accuracy against the
 applied fix is bench/tidy_estimates.py's job: timing does not belong in tests)."""
+import html.parser
 import json
+import shutil
 import subprocess
 import threading
 import time
@@ -261,3 +263,74 @@ def test_cli_profile_benchmark_needs_tidy(kiln_bin, models):
     result = subprocess.run([str(kiln_bin), "profile", str(models["clean"]), "--benchmark"],
                             capture_output=True, text=True)
     assert result.returncode != 0 and "--benchmark applies to --tidy" in result.stderr
+
+
+class _TagChecker(html.parser.HTMLParser):
+    """Every element closed in order (void elements excepted); what the page would load."""
+    VOID = {"meta", "br", "img", "link", "input", "hr"}
+
+    def __init__(self):
+        super().__init__()
+        self.open, self.errors, self.loads, self.text = [], [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "script" or any(name == "src" for name, _ in attrs) or tag == "link":
+            self.loads.append(tag)
+        if tag not in self.VOID:
+            self.open.append(tag)
+
+    def handle_endtag(self, tag):
+        if not self.open or self.open[-1] != tag:
+            self.errors.append(f"</{tag}> closes <{self.open[-1] if self.open else None}>")
+        else:
+            self.open.pop()
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def html_report(kiln_bin, models, tmp_path, edit=None):
+    trace = tmp_path / "trace.json"
+    subprocess.run([str(kiln_bin), "profile", str(models["transpose"]), "--runs", "3", "--threads", "2",
+                    "--trace", str(trace)], check=True, capture_output=True)
+    if edit:
+        trace.write_text(edit(trace.read_text()))
+    page = tmp_path / "report.html"
+    result = subprocess.run([str(kiln_bin), "tidy", str(trace), "--html", str(page), "--benchmark", "--runs", "2",
+                             "--threads", "2"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return page
+
+
+def test_html_report_is_one_self_contained_page(kiln_bin, models, tmp_path):
+    page = html_report(kiln_bin, models, tmp_path)
+    checker = _TagChecker()
+    checker.feed(page.read_text())
+    assert not checker.errors and not checker.open, (checker.errors, checker.open)
+    assert not checker.loads  # no script, no stylesheet or image fetched
+    text = " ".join(checker.text)
+    for expected in ("Where the time went", "By op", "By backend", "Conv", "Transpose", "Findings",
+                     "ReorderBetweenStepsPattern", "step 2", "Estimated savings", "Total estimated saving"):
+        assert expected in text, expected
+
+
+def test_html_report_escapes_what_the_trace_names(kiln_bin, models, tmp_path):
+    page = html_report(kiln_bin, models, tmp_path, edit=lambda text: text.replace('"swap_hw"', '"<script>x</script>"'))
+    content = page.read_text()
+    assert "&lt;script&gt;x&lt;/script&gt;" in content and "<script>" not in content
+
+
+@pytest.mark.slow
+def test_html_report_renders_in_a_headless_browser(kiln_bin, models, tmp_path):
+    browser = shutil.which("chromium")
+    assert browser, "chromium not found: the slow tier installs it (scripts/install_deps.sh --slow)"
+    page = html_report(kiln_bin, models, tmp_path)
+    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + str(tmp_path / "profile")]
+    dom = subprocess.run(command + ["--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr
+    assert "ReorderBetweenStepsPattern" in dom.stdout and "By backend" in dom.stdout
+    screenshot = tmp_path / "report.png"
+    shot = subprocess.run(command + [f"--screenshot={screenshot}", "--window-size=1200,1600", page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert shot.returncode == 0, shot.stderr
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 10_000

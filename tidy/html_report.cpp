@@ -1,0 +1,178 @@
+#include "tidy/html_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "profiler/key_averages.h"
+
+namespace kiln::tidy {
+namespace {
+
+constexpr int kTimeRows = 15;
+
+constexpr const char* kStyle = R"(
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; }
+h2 { font-size: 1.2em; margin-top: 1.8em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; width: 100%; margin: 0.5em 0; }
+th, td { text-align: left; padding: 0.25em 0.6em; border-bottom: 1px solid #eee; vertical-align: top; }
+td.number { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.bar { background: #4a7bd0; height: 0.8em; display: inline-block; }
+.facts { color: #555; }
+.saving { color: #17693a; font-weight: 600; }
+.none { color: #888; }
+code { font-size: 0.95em; }
+)";
+
+std::string escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string number(double value, int decimals = 3) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+// Self time per key, largest first, as a table with bars (at most kTimeRows rows).
+void time_table(std::ostringstream& out, const profiler::KeyAverages& averages, const char* key_name) {
+  std::vector<const profiler::KeyAverage*> rows;
+  for (const profiler::KeyAverage& row : averages.rows()) rows.push_back(&row);
+  std::sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) { return a->self_ns > b->self_ns; });
+  const double total = static_cast<double>(std::max<int64_t>(averages.self_ns_total(), 1));
+  out << "<table><tr><th>" << key_name << "</th><th>calls</th><th>self ms</th><th>share</th><th></th></tr>\n";
+  for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(kTimeRows); ++i) {
+    const double share = 100.0 * static_cast<double>(rows[i]->self_ns) / total;
+    out << "<tr><td><code>" << escape(rows[i]->key) << "</code></td><td class=\"number\">" << rows[i]->calls
+        << "</td><td class=\"number\">" << number(static_cast<double>(rows[i]->self_ns) * 1e-6)
+        << "</td><td class=\"number\">" << number(share, 1)
+        << "%</td><td style=\"width: 40%\"><span class=\"bar\" "
+        << "style=\"width: " << number(share, 1) << "%\"></span></td></tr>\n";
+  }
+  out << "</table>\n";
+}
+
+std::string where(const TidyFinding& finding) {
+  return finding.detail.empty() ? finding.location.text() : finding.detail;
+}
+
+}  // namespace
+
+std::string html_report(const TidyReport& report, const profiler::Trace& trace) {
+  const bool kiln_trace = trace.source == "kiln" || trace.source == "kiln_json";
+  std::ostringstream out;
+  out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>kiln tidy: "
+      << escape(report.trace_name) << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n";
+  out << "<h1>kiln tidy</h1>\n<p class=\"facts\">" << escape(report.trace_name) << " ("
+      << escape(report.source) << ", " << report.events << " events";
+  if (report.runs > 0) out << ", " << report.runs << " runs, " << number(report.run_ms) << " ms";
+  out << ")";
+  for (const char* fact : {"cpu", "cpu_capability", "framework_version", "kiln_version"}) {
+    const auto found = trace.facts.find(fact);
+    if (found != trace.facts.end()) out << "<br>" << fact << ": " << escape(found->second);
+  }
+  out << "</p>\n";
+
+  out << "<h2>Where the time went</h2>\n<h3>By op</h3>\n";
+  time_table(out, profiler::key_averages(trace, profiler::GroupBy::op), "op");
+  if (kiln_trace) {
+    out << "<h3>By backend</h3>\n";
+    time_table(out, profiler::key_averages(trace, profiler::GroupBy::backend), "backend");
+  }
+
+  // One block per pattern: what to change once, then every place it was found.
+  out << "<h2 id=\"findings\">Findings</h2>\n";
+  if (report.findings.empty()) out << "<p class=\"none\">No anti-pattern matched.</p>\n";
+  std::vector<std::string> patterns;
+  for (const TidyFinding& finding : report.findings) {
+    if (std::find(patterns.begin(), patterns.end(), finding.pattern) == patterns.end())
+      patterns.push_back(finding.pattern);
+  }
+  for (const std::string& pattern : patterns) {
+    const auto first = std::find_if(report.findings.begin(), report.findings.end(),
+                                    [&](const TidyFinding& finding) { return finding.pattern == pattern; });
+    out << "<h3>" << escape(pattern) << " (" << report.count(pattern) << " matches)</h3>\n<p>"
+        << escape(first->description);
+    if (!first->url.empty()) out << " <a href=\"" << escape(first->url) << "\">more</a>";
+    out << "</p>\n<ul>\n";
+    for (const TidyFinding& finding : report.findings) {
+      if (finding.pattern == pattern) out << "<li><code>" << escape(where(finding)) << "</code></li>\n";
+    }
+    out << "</ul>\n";
+  }
+  out << "<h2>Matches per pattern</h2>\n<table><tr><th>pattern</th><th>matches</th></tr>\n";
+  for (const auto& [name, count] : report.counts) {
+    if (count > 0)
+      out << "<tr><td>" << escape(name) << "</td><td class=\"number\">" << count << "</td></tr>\n";
+  }
+  out << "</table>\n";
+
+  if (!report.estimates.empty()) {
+    out << "<h2 id=\"estimates\">Estimated savings (measured on this machine)</h2>\n"
+        << "<table><tr><th>pattern</th><th>matched ms</th><th>saving ms</th><th>how</th></tr>\n";
+    for (const PatternEstimate& estimate : report.estimates) {
+      out << "<tr><td>" << escape(estimate.pattern) << "</td><td class=\"number\">"
+          << number(estimate.matched_ms) << "</td><td class=\"number\">";
+      if (estimate.saving_ms && *estimate.saving_ms < 0) {
+        out << "<span class=\"none\">" << number(*estimate.saving_ms) << " (slower)</span>";
+      } else if (estimate.saving_ms) {
+        out << "<span class=\"saving\">" << number(*estimate.saving_ms) << "</span>";
+      } else {
+        out << "<span class=\"none\">not estimated</span>";
+      }
+      out << "</td><td>" << escape(estimate.basis) << "</td></tr>\n";
+    }
+    out << "</table>\n";
+    if (report.run_ms > 0) {
+      out << "<p>Total estimated saving: <span class=\"saving\">"
+          << number(report.total_estimated_saving_ms()) << " ms</span> of " << number(report.run_ms)
+          << " ms over " << report.runs << " runs.</p>\n";
+    }
+  }
+  if (!report.caveats.empty() || !report.not_evaluated.empty() || !report.assumed.empty()) {
+    out << "<h2>What the trace could not tell</h2>\n<ul>\n";
+    for (const PatternNote& caveat : report.caveats)
+      out << "<li>caveat: " << escape(caveat.pattern) << ": " << escape(caveat.text) << "</li>\n";
+    for (const PatternNote& note : report.not_evaluated)
+      out << "<li>not evaluated: " << escape(note.pattern) << ": " << escape(note.text) << "</li>\n";
+    for (const std::string& flag : report.assumed) out << "<li>assumed: " << escape(flag) << "</li>\n";
+    out << "</ul>\n";
+  }
+  out << "</body>\n</html>\n";
+  return out.str();
+}
+
+void write_html_report(const TidyReport& report, const profiler::Trace& trace, const std::string& path) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  KILN_CHECK(out.good(), invalid_argument, "tidy: cannot write ", path, " (does the directory exist?)");
+  out << html_report(report, trace);
+  KILN_CHECK(out.good(), invalid_argument, "tidy: writing ", path, " failed");
+}
+
+}  // namespace kiln::tidy
