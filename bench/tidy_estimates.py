@@ -11,6 +11,7 @@ as below noise.
 
 Fixes applied (the models are tests/python/tidy_models.py's):
   FP32OnBF16CPUPattern        precision bf16 (only on a CPU with bf16)
+  NativeFallbackPattern       onednn enabled on a Conv+Relu chain run with onednn disabled
   UnfusedElementwisePattern   Conv -> HardSigmoid (not a post-op: a separate native step, with
   + ReorderBetweenStepsPattern  Reorders around it) against Conv -> Sigmoid (a post-op): both
                               patterns' estimates together against the measured difference
@@ -135,6 +136,20 @@ def fp32_on_bf16(kiln, folder, args):
     times = side_by_side({"fp32": (session, inputs, settings),
                           "bf16": (session, inputs, {"precision": "bf16", "threads": 2})}, args.rounds, args.runs)
     return row(name, fix, estimate, matched, times["fp32"] - times["bf16"], basis)
+
+
+def native_fallback(kiln, folder, args):
+    name, fix = "NativeFallbackPattern", "onednn enabled (it was disabled)"
+    model = tidy_models.conv_chain(folder / "fallback.onnx", channels=32, size=56)
+    inputs = {"input": tidy_models.random_input((1, 3, 56, 56))}
+    precision = "bf16" if has_bf16(kiln) else "fp32"
+    settings = {"threads": 2, "precision": precision, "onednn_enabled": False}
+    prof = profiled(kiln, model, inputs, settings, args.runs)
+    estimate, matched, basis = estimated(kiln, prof, model, settings, [name], args.runs, args.runs)
+    session = kiln.Session(str(model))
+    times = side_by_side({"native": (session, inputs, settings),
+                          "onednn": (session, inputs, {"threads": 2, "precision": precision})}, args.rounds, args.runs)
+    return row(name, fix, estimate, matched, times["native"] - times["onednn"], basis)
 
 
 def unfused_after_conv(kiln, folder, args):
@@ -376,7 +391,7 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as directory:
         folder = pathlib.Path(directory)
-        for scenario in (fp32_on_bf16, unfused_after_conv, unfused_chain, tiny_ops, oversubscription, plan_cache,
+        for scenario in (fp32_on_bf16, native_fallback, unfused_after_conv, unfused_chain, tiny_ops, oversubscription, plan_cache,
                          torch_fp32_matmul, torch_extra_copy, torch_unaligned):
             if args.only and scenario.__name__ not in args.only:
                 continue

@@ -108,4 +108,19 @@ class Session {
 // Plans kept per session before the oldest is evicted.
 inline constexpr size_t kMaxCachedPlans = 8;
 
+// An observer registered for a scope: removed however the scope ends (a run that throws included).
+class ScopedObserver {
+ public:
+  ScopedObserver(Session& session, Observer* observer) : session_(session), observer_(observer) {
+    session_.add_observer(observer_);
+  }
+  ~ScopedObserver() { session_.remove_observer(observer_); }
+  ScopedObserver(const ScopedObserver&) = delete;
+  ScopedObserver& operator=(const ScopedObserver&) = delete;
+
+ private:
+  Session& session_;
+  Observer* observer_;
+};
+
 }  // namespace kiln

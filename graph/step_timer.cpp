@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 
 #include "backends/settings.h"
 #include "graph/observer.h"
@@ -9,16 +10,21 @@
 namespace kiln {
 namespace {
 
-// Per-step wall times of the runs it observes (one run at a time).
+// Per-step wall times of the runs it observes. A step begins and ends on one thread, but in parallel
+// execution mode steps run on several at once: each thread keeps its step's start, and the samples
+// are locked.
 class StepTimer final : public Observer {
  public:
-  void on_step_begin(const Plan&, size_t) override { start_ = std::chrono::steady_clock::now(); }
+  void on_step_begin(const Plan&, size_t) override { started() = std::chrono::steady_clock::now(); }
   void on_step_end(const Plan& plan, size_t step) override {
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started()).count();
+    std::lock_guard lock(mutex_);
     samples_.resize(plan.steps().size());
-    samples_[step].push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count());
+    samples_[step].push_back(ms);
   }
-  double median_ms(size_t step) const {
+  double median_ms(size_t step) {
+    std::lock_guard lock(mutex_);
     if (step >= samples_.size() || samples_[step].empty()) return 0;
     std::vector<double> sorted = samples_[step];
     std::sort(sorted.begin(), sorted.end());
@@ -26,7 +32,11 @@ class StepTimer final : public Observer {
   }
 
  private:
-  std::chrono::steady_clock::time_point start_;
+  static std::chrono::steady_clock::time_point& started() {
+    thread_local std::chrono::steady_clock::time_point start;
+    return start;
+  }
+  std::mutex mutex_;
   std::vector<std::vector<double>> samples_;
 };
 
@@ -38,9 +48,10 @@ std::vector<double> profile_steps(Session& session, const TensorMap& inputs, con
   const ScopedThreads plan_threads(plan.threads());
   session.run(inputs);  // warm-up
   StepTimer timer;
-  session.add_observer(&timer);
-  for (int i = 0; i < runs; ++i) session.run(inputs);
-  session.remove_observer(&timer);
+  {
+    const ScopedObserver observing(session, &timer);
+    for (int i = 0; i < runs; ++i) session.run(inputs);
+  }
   std::vector<double> step_ms(plan.steps().size());
   for (size_t s = 0; s < step_ms.size(); ++s) step_ms[s] = timer.median_ms(s);
   return step_ms;

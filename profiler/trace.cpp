@@ -118,7 +118,6 @@ void resolve_plan(TraceEvent& event, const Plan& plan, const TraceOptions& optio
   event.threads = plan.threads();
   event.settings = plan.settings_text();
   event.plan_steps = static_cast<int>(plan.steps().size());
-  event.arena_bytes = static_cast<int64_t>(plan.memory_plan().arena_bytes);
   if (!options.record_shapes) return;
   for (const int slot : plan.input_slots()) event.input_shapes.push_back(plan.slots()[slot].info.shape);
 }
@@ -131,9 +130,11 @@ TraceEvent resolve(const events::Event& raw, const TraceOptions& options, FlowNa
   event.end_ns = raw.end_ns;
   switch (raw.kind) {
     case events::EventKind::run: {
+      const auto* plan = static_cast<const Plan*>(raw.subject);
       event.name = "run";
-      resolve_plan(event, *static_cast<const Plan*>(raw.subject), options);
+      resolve_plan(event, *plan, options);
       event.threads = static_cast<int>(raw.value);
+      event.arena_bytes = static_cast<int64_t>(plan->memory_plan().arena_bytes);
       break;
     }
     case events::EventKind::plan:

@@ -139,8 +139,13 @@ void bind_tidy(py::module_& m) {
       [](tidy::TidyReport& report, const profiler::Trace& trace, const std::filesystem::path& model,
          int runs) {
         KILN_CHECK(runs >= 1, invalid_argument, "estimate_savings: runs must be at least 1, got ", runs);
-        py::gil_scoped_release release;
-        tidy::estimate_savings(report, trace, {.model = model.string(), .runs = runs});
+        // Measured on a copy without Python's lock (it takes seconds); the report changes with it held.
+        tidy::TidyReport measured = report;
+        {
+          py::gil_scoped_release release;
+          tidy::estimate_savings(measured, trace, {.model = model.string(), .runs = runs});
+        }
+        report = std::move(measured);
       },
       py::arg("report"), py::arg("trace"), py::arg("model"), py::arg("runs") = 20);
 }

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "backends/backends.h"
 #include "backends/settings.h"
@@ -25,6 +27,12 @@ namespace {
 
 constexpr const char* kReorderOp = "Reorder";
 constexpr int kPlanningRounds = 5;
+// Distinct input shapes whose planning is timed (each takes kPlanningRounds fresh sessions).
+constexpr size_t kMaxPlannedShapes = 8;
+// Inputs a trace may ask to allocate, per input.
+constexpr int64_t kMaxInputElements = int64_t{1} << 30;
+// Concurrent runs a replay starts, at most (a trace may claim any concurrency).
+constexpr int kMaxConcurrentRuns = 16;
 // Concurrent runs are noisy (threads wait for cores): each version is timed in alternating rounds.
 constexpr int kConcurrentRounds = 3;
 
@@ -33,44 +41,69 @@ double median(std::vector<double> values) {
   return values.empty() ? 0 : values[values.size() / 2];
 }
 
-// One plan's steps timed: the median of each over the runs.
-struct Measured {
-  std::shared_ptr<const Plan> plan;
-  std::vector<double> step_ms;
+// One plan's steps timed: the median of each over the runs. Lookups by node are indexed once: a
+// pattern asks for the same nodes once per run the trace recorded.
+class Measured {
+ public:
+  Measured() = default;
+  Measured(std::shared_ptr<const Plan> plan, std::vector<double> step_ms)
+      : plan_(std::move(plan)), step_ms_(std::move(step_ms)) {
+    const std::vector<PlanStep>& steps = plan_->steps();
+    for (size_t s = 0; s < steps.size(); ++s) {
+      step_of_.try_emplace(steps[s].record.node_name, static_cast<int>(s));
+      // A fused node's record entry is "Relu 'name'": its cost is its step's, not its own.
+      for (const std::string& fused : steps[s].record.fused) {
+        const size_t quote = fused.find('\'');
+        if (quote != std::string::npos && fused.size() > quote + 1 && fused.back() == '\'')
+          fused_away_.insert(fused.substr(quote + 1, fused.size() - quote - 2));
+      }
+    }
+  }
+  const Plan& plan() const { return *plan_; }
 
   // The step that computes `node` (a fused step is named by its first node), or -1.
   int step_of(const std::string& node) const {
-    const std::vector<PlanStep>& steps = plan->steps();
-    for (size_t s = 0; s < steps.size(); ++s) {
-      if (steps[s].record.node_name == node) return static_cast<int>(s);
-    }
-    return -1;
+    const auto found = step_of_.find(node);
+    return found == step_of_.end() ? -1 : found->second;
   }
+  // `node`'s step time; 0 for a node fused into another's step.
   std::optional<double> ms(const std::string& node) const {
     const int step = step_of(node);
-    if (step < 0) return std::nullopt;
-    return step_ms[static_cast<size_t>(step)];
+    if (step < 0) return fused_away_.count(node) != 0 ? std::optional<double>(0.0) : std::nullopt;
+    return step_ms_[static_cast<size_t>(step)];
   }
   // `node`'s step and the Reorders next to it (writing a value it reads, or reading one it writes)
-  // that `base` does not have: what running that node costs in this plan.
+  // that `base` does not have: what running that node costs in this plan (0 when fused away).
   std::optional<double> ms_with_new_reorders(const std::string& node, const Measured& base) const {
+    const auto known = with_reorders_.find(node);
+    if (known != with_reorders_.end()) return known->second;
+    std::optional<double> total = ms(node);
     const int step = step_of(node);
-    if (step < 0) return std::nullopt;
-    const std::vector<PlanStep>& steps = plan->steps();
-    const PlanStep& target = steps[static_cast<size_t>(step)];
-    double total = step_ms[static_cast<size_t>(step)];
-    for (size_t s = 0; s < steps.size(); ++s) {
-      const PlanStep& other = steps[s];
-      if (other.record.op_type != kReorderOp || base.step_of(other.record.node_name) >= 0) continue;
+    if (step >= 0) {
+      const std::vector<PlanStep>& steps = plan_->steps();
+      const PlanStep& target = steps[static_cast<size_t>(step)];
       const auto touches = [](const std::vector<int>& written, const std::vector<int>& read) {
         return std::any_of(written.begin(), written.end(), [&](int slot) {
           return slot >= 0 && std::find(read.begin(), read.end(), slot) != read.end();
         });
       };
-      if (touches(other.outputs, target.inputs) || touches(target.outputs, other.inputs)) total += step_ms[s];
+      for (size_t s = 0; s < steps.size(); ++s) {
+        const PlanStep& other = steps[s];
+        if (other.record.op_type != kReorderOp || base.step_of(other.record.node_name) >= 0) continue;
+        if (touches(other.outputs, target.inputs) || touches(target.outputs, other.inputs))
+          *total += step_ms_[s];
+      }
     }
+    with_reorders_.emplace(node, total);
     return total;
   }
+
+ private:
+  std::shared_ptr<const Plan> plan_;
+  std::vector<double> step_ms_;
+  std::unordered_map<std::string, int> step_of_;
+  std::unordered_set<std::string> fused_away_;
+  mutable std::unordered_map<std::string, std::optional<double>> with_reorders_;
 };
 
 std::string fact(const profiler::Trace& trace, const std::string& name) {
@@ -161,12 +194,23 @@ class Bench {
       unusable_ = "recorded without shapes: the runs' input shapes are unknown";
       return;
     }
+    for (const Shape& shape : typical->input_shapes) {
+      int64_t elements = 1;
+      for (const int64_t dim : shape) {
+        if (dim < 0 || (dim > 0 && elements > kMaxInputElements / dim)) {
+          unusable_ = str_cat("the trace's input shape ", shape_to_string(shape),
+                              " is not one to allocate (over ", kMaxInputElements, " elements)");
+          return;
+        }
+        elements *= dim;
+      }
+    }
     session_ = std::make_unique<Session>(model_);
     inputs_ = random_inputs(session_->inputs(), typical->input_shapes);
     base_ = measure(Settings{});
-    if (base_.plan->settings_text() != typical->settings) {
+    if (base_.plan().settings_text() != typical->settings) {
       unusable_ = str_cat("most of the trace's runs were planned under '", typical->settings,
-                          "', this process plans under '", base_.plan->settings_text(),
+                          "', this process plans under '", base_.plan().settings_text(),
                           "': give the same settings (options) the trace ran with");
     }
   }
@@ -174,14 +218,13 @@ class Bench {
   const Reason& unusable() const { return unusable_; }
   const Measured& base() const { return base_; }
   int runs() const { return runs_; }
-  int threads() const { return base_.plan->threads(); }
+  int threads() const { return base_.plan().threads(); }
 
   Measured measure(const Settings& changes) {
     const ScopedSettings fix(changes);
-    Measured measured;
-    measured.plan = session_->plan_for(inputs_.ordered);
-    measured.step_ms = profile_steps(*session_, inputs_.by_name, *measured.plan, runs_);
-    return measured;
+    std::shared_ptr<const Plan> plan = session_->plan_for(inputs_.ordered);
+    std::vector<double> step_ms = profile_steps(*session_, inputs_.by_name, *plan, runs_);
+    return Measured(std::move(plan), std::move(step_ms));
   }
 
   // The median execution time of the runs of `concurrent` threads each running the model `runs` times
@@ -198,16 +241,23 @@ class Bench {
       session_->run(inputs_.by_name);  // plans before timing
     }
     RunTimer timer;
-    session_->add_observer(&timer);
+    const ScopedObserver observing(*session_, &timer);
+    std::vector<std::exception_ptr> failures(static_cast<size_t>(concurrent));
     std::vector<std::thread> threads;
     for (int t = 0; t < concurrent; ++t) {
-      threads.emplace_back([&] {
-        const ScopedSettings fix(changes);
-        for (int r = 0; r < runs_; ++r) session_->run(inputs_.by_name);
+      threads.emplace_back([&, t] {
+        try {
+          const ScopedSettings fix(changes);
+          for (int r = 0; r < runs_; ++r) session_->run(inputs_.by_name);
+        } catch (...) {
+          failures[static_cast<size_t>(t)] = std::current_exception();
+        }
       });
     }
     for (std::thread& thread : threads) thread.join();
-    session_->remove_observer(&timer);
+    for (const std::exception_ptr& failure : failures) {
+      if (failure) std::rethrow_exception(failure);
+    }
     return timer.median_ms();
   }
 
@@ -236,6 +286,7 @@ class Bench {
   Measured base_;
 };
 
+// The matched event; the report must be the trace's (estimate_savings checks every id first).
 const TraceEvent& event_of(const profiler::Trace& trace, const TidyMatch& match) {
   return trace.events[match.event_id - 1];
 }
@@ -271,8 +322,7 @@ SavingOf step_time_difference(const profiler::Trace& trace, const Measured& befo
 void estimate_fp32_on_bf16(PatternEstimate& estimate, std::vector<TidyMatch*>& matches,
                            const profiler::Trace& trace, Bench& bench) {
   const std::string extensions = profiler::machine_facts().at("cpu_extensions");
-  if (extensions.find("AVX512_BF16") == std::string::npos &&
-      extensions.find("AMX_BF16") == std::string::npos) {
+  if (!has_bf16(extensions)) {
     estimate.basis = str_cat("this CPU has no bf16 arithmetic (extensions: ", extensions, ")");
     return;
   }
@@ -285,6 +335,68 @@ void estimate_fp32_on_bf16(PatternEstimate& estimate, std::vector<TidyMatch*>& m
       "Reorders that adds next to it (median of ",
       bench.runs(), " runs)");
   apply(estimate, matches, step_time_difference(trace, bench.base(), bf16, /*with_new_reorders=*/true));
+}
+
+// The setting a refusal names, as the change that removes it: "onednn: backend disabled" enables
+// onednn, "blas: deterministic mode: ..." turns deterministic mode off. Nothing for a refusal that
+// names no setting (an attribute or dtype the backend does not take).
+std::optional<std::pair<std::string, int>> setting_fix(const std::string& rejection) {
+  const size_t colon = rejection.find(": ");
+  if (colon == std::string::npos) return std::nullopt;
+  const std::string reason = rejection.substr(colon + 2);
+  std::pair<std::string, int> change;
+  if (reason == "backend disabled") {
+    change = {str_cat(rejection.substr(0, colon), "_enabled"), 1};
+  } else if (reason.starts_with("deterministic mode")) {
+    change = {"deterministic", 0};
+  } else {
+    return std::nullopt;
+  }
+  // A backend this build does not have (a trace from another build) names no setting here.
+  try {
+    Settings().set_by_name(change.first, change.second);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return change;
+}
+
+void estimate_native_fallbacks(PatternEstimate& estimate, std::vector<TidyMatch*>& matches,
+                               const profiler::Trace& trace, Bench& bench) {
+  // Each distinct fix (the settings the matched steps' refusals name) measured once.
+  std::map<std::vector<std::pair<std::string, int>>, Measured> fixed;
+  std::map<const TidyMatch*, const Measured*> plan_of;
+  for (const TidyMatch* match : matches) {
+    std::vector<std::pair<std::string, int>> changes;
+    for (const std::string& rejection : event_of(trace, *match).rejected) {
+      if (const auto change = setting_fix(rejection))
+        if (std::find(changes.begin(), changes.end(), *change) == changes.end()) changes.push_back(*change);
+    }
+    if (changes.empty()) continue;
+    std::sort(changes.begin(), changes.end());
+    auto found = fixed.find(changes);
+    if (found == fixed.end()) {
+      Settings fix;
+      for (const auto& [name, value] : changes) fix.set_by_name(name, value);
+      found = fixed.emplace(changes, bench.measure(fix)).first;
+    }
+    plan_of[match] = &found->second;
+  }
+  estimate.basis = str_cat(
+      "each step planned again with the setting its refusal names (a disabled backend enabled, "
+      "deterministic mode off) and timed with the Reorders that adds next to it (median of ",
+      bench.runs(),
+      " runs); a node fused into another step there costs nothing of its own. "
+      "Refusals that name no setting are not estimated");
+  apply(estimate, matches, [&](const TidyMatch& match) -> std::optional<double> {
+    const auto plan = plan_of.find(&match);
+    if (plan == plan_of.end()) return std::nullopt;
+    const std::string& node = event_of(trace, match).node;
+    const std::optional<double> was = bench.base().ms(node);
+    const std::optional<double> is = plan->second->ms_with_new_reorders(node, bench.base());
+    if (!was || !is) return std::nullopt;
+    return *was - *is;
+  });
 }
 
 void estimate_tiny_ops(PatternEstimate& estimate, std::vector<TidyMatch*>& matches,
@@ -317,13 +429,12 @@ void estimate_unfused(PatternEstimate& estimate, std::vector<TidyMatch*>& matche
 
 void estimate_oversubscription(PatternEstimate& estimate, std::vector<TidyMatch*>& matches,
                                const profiler::Trace& trace, Bench& bench) {
-  const int concurrent = concurrent_runs(trace);
+  const int concurrent = std::min(concurrent_runs(trace), kMaxConcurrentRuns);
   const int cores = trace_cores(trace);
   if (concurrent <= 1) {
     estimate.basis =
-        "the oversubscription is within runs (parallel branches): compare execution_mode sequential and "
-        "parallel "
-        "with kiln bench";
+        "the oversubscription is within runs (a step on more threads than cores, or parallel branches): not "
+        "estimated; compare thread counts or execution modes with kiln bench";
     return;
   }
   // The fix is kiln's thread budget at the cores (its default): concurrent runs lease their threads
@@ -357,15 +468,58 @@ void estimate_plan_cache_misses(PatternEstimate& estimate, std::vector<TidyMatch
   apply(estimate, matches, [&](const TidyMatch& match) -> std::optional<double> {
     const std::vector<Shape>& shapes = event_of(trace, match).input_shapes;
     if (shapes.empty()) return std::nullopt;
-    auto [it, added] = planning.try_emplace(shapes, 0.0);
-    if (added) it->second = bench.planning_ms(shapes);
-    return it->second;
+    auto known = planning.find(shapes);
+    if (known == planning.end()) {
+      if (planning.size() >= kMaxPlannedShapes) return std::nullopt;
+      known = planning.emplace(shapes, bench.planning_ms(shapes)).first;
+    }
+    return known->second;
   });
+  if (planning.size() >= kMaxPlannedShapes)
+    estimate.basis +=
+        str_cat("; planning for more than ", kMaxPlannedShapes, " distinct shapes is not timed");
+}
+
+// One pattern's estimate, by its fix.
+void estimate_pattern(const std::string& name, PatternEstimate& estimate, std::vector<TidyMatch*>& matches,
+                      const profiler::Trace& trace, const TidyContext& context,
+                      const std::function<Bench*()>& get_bench, const Reason& bench_unusable) {
+  if (name == kIdleGap) {
+    estimate.basis = "the idle time is spent outside kiln (what feeds the runs)";
+  } else if (Bench* measured = get_bench(); measured == nullptr) {
+    estimate.basis = bench_unusable.value_or("");
+    if (name == kPlanCacheMiss) {
+      estimate.basis += "; the planning time recorded instead";
+      apply(estimate, matches, [](const TidyMatch& match) { return match.time_ms; });
+    }
+  } else if (name == kReorderBetweenSteps) {
+    estimate.basis = str_cat("each Reorder's own time here (median of ", measured->runs(),
+                             " runs): what a producer writing its reader's layout saves");
+    apply(estimate, matches,
+          [&](const TidyMatch& match) { return measured->base().ms(event_of(trace, match).node); });
+  } else if (name == kUnfusedElementwise) {
+    estimate_unfused(estimate, matches, context, *measured);
+  } else if (name == kFP32OnBF16CPU) {
+    estimate_fp32_on_bf16(estimate, matches, trace, *measured);
+  } else if (name == kNativeFallback) {
+    estimate_native_fallbacks(estimate, matches, trace, *measured);
+  } else if (name == kTinyOpMultithreaded) {
+    estimate_tiny_ops(estimate, matches, trace, *measured);
+  } else if (name == kOversubscription) {
+    estimate_oversubscription(estimate, matches, trace, *measured);
+  } else if (name == kPlanCacheMiss) {
+    estimate_plan_cache_misses(estimate, matches, trace, *measured);
+  }
 }
 
 }  // namespace
 
 void estimate_savings(TidyReport& report, const profiler::Trace& trace, const EstimateOptions& options) {
+  for (const TidyMatch& match : report.matches) {
+    KILN_CHECK(match.event_id >= 1 && match.event_id <= trace.events.size(), invalid_argument,
+               "estimate_savings: the report's match of event ", match.event_id, " is not in this trace (",
+               trace.events.size(), " events): give the trace the report was made from");
+  }
   if (trace.source != "kiln" && trace.source != "kiln_json") {
     estimate_torch_savings(report, trace, torch_python());
     return;
@@ -374,7 +528,8 @@ void estimate_savings(TidyReport& report, const profiler::Trace& trace, const Es
   for (TidyMatch& match : report.matches) by_pattern[match.pattern].push_back(&match);
   report.estimates.clear();
 
-  // The model is planned and timed once, when the first pattern needs it.
+  // The model is planned and timed once, when the first pattern needs it. What cannot be measured
+  // (the model gone, shapes it refuses, a run that fails) is "not estimated" with the error.
   std::unique_ptr<Bench> bench;
   Reason bench_unusable;
   const auto get_bench = [&]() -> Bench* {
@@ -383,7 +538,12 @@ void estimate_savings(TidyReport& report, const profiler::Trace& trace, const Es
       bench_unusable = "no model given: pass the ONNX file the trace ran (--model) to measure the fix";
       return nullptr;
     }
-    bench = std::make_unique<Bench>(trace, options);
+    try {
+      bench = std::make_unique<Bench>(trace, options);
+    } catch (const std::exception& error) {
+      bench_unusable = str_cat("could not run the model: ", error.what());
+      return nullptr;
+    }
     if (bench->unusable()) {
       bench_unusable = bench->unusable();
       bench.reset();
@@ -401,33 +561,12 @@ void estimate_savings(TidyReport& report, const profiler::Trace& trace, const Es
     PatternEstimate estimate{name, 0, std::nullopt, {}};
     for (const TidyMatch* match : matches) estimate.matched_ms += match->time_ms;
 
-    if (name == kNativeFallback) {
-      estimate.basis =
-          "the fix is the reason's (a setting to change, or a kernel the backend lacks): re-profile with it "
-          "changed and compare";
-    } else if (name == kIdleGap) {
-      estimate.basis = "the idle time is spent outside kiln (what feeds the runs)";
-    } else if (Bench* measured = get_bench(); measured == nullptr) {
-      estimate.basis = *bench_unusable;
-      if (name == kPlanCacheMiss) {
-        estimate.basis += "; the planning time recorded instead";
-        apply(estimate, matches, [](const TidyMatch& match) { return match.time_ms; });
-      }
-    } else if (name == kReorderBetweenSteps) {
-      estimate.basis = str_cat("each Reorder's own time here (median of ", measured->runs(),
-                               " runs): what a producer writing its reader's layout saves");
-      apply(estimate, matches,
-            [&](const TidyMatch& match) { return measured->base().ms(event_of(trace, match).node); });
-    } else if (name == kUnfusedElementwise) {
-      estimate_unfused(estimate, matches, context, *measured);
-    } else if (name == kFP32OnBF16CPU) {
-      estimate_fp32_on_bf16(estimate, matches, trace, *measured);
-    } else if (name == kTinyOpMultithreaded) {
-      estimate_tiny_ops(estimate, matches, trace, *measured);
-    } else if (name == kOversubscription) {
-      estimate_oversubscription(estimate, matches, trace, *measured);
-    } else if (name == kPlanCacheMiss) {
-      estimate_plan_cache_misses(estimate, matches, trace, *measured);
+    try {
+      estimate_pattern(name, estimate, matches, trace, context, get_bench, bench_unusable);
+    } catch (const std::exception& error) {
+      for (TidyMatch* match : matches) match->estimated_saving_ms.reset();
+      estimate.saving_ms.reset();
+      estimate.basis = str_cat("measuring the fix failed: ", error.what());
     }
     report.estimates.push_back(std::move(estimate));
   }

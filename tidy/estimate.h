@@ -21,8 +21,11 @@ struct EstimateOptions {
 // PyTorch trace's patterns are estimated with PyTorch itself instead (tidy/torch_estimate.h).
 // Measures under the calling thread's current settings, which must plan as the trace's runs did;
 // where they do not, or the trace was recorded on another CPU, or a fix cannot apply here (bf16 on a
-// CPU without it), the pattern is "not estimated" with the reason. Patterns whose fix is outside
-// kiln (NativeFallbackPattern's backend gaps, IdleGapPattern) are not estimated, with the reason.
+// CPU without it), or measuring fails, the pattern is "not estimated" with the reason. Fixes outside kiln (a
+// native fallback whose refusal names no setting, IdleGapPattern's idle time) are not estimated either. While
+// it measures it changes what is process-wide: the thread budget (set and restored around the
+// oversubscription replay) and oneDNN's primitive cache (cleared before each timed planning). Throws
+// invalid_argument if the report's matches are not events of `trace`.
 void estimate_savings(TidyReport& report, const profiler::Trace& trace, const EstimateOptions& options);
 
 }  // namespace kiln::tidy

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <climits>
+#include <cstdio>
 #include <map>
 #include <string_view>
 
@@ -9,10 +11,6 @@
 
 namespace kiln::tidy {
 namespace {
-
-bool is_step(const TraceEvent& event) {
-  return event.kind == EventKind::step || event.kind == EventKind::reorder;
-}
 
 bool any_of_names(std::string_view name, std::initializer_list<std::string_view> names) {
   return std::find(names.begin(), names.end(), name) != names.end();
@@ -42,7 +40,9 @@ bool refuses_op_type(const std::string& rejection, const std::string& op) {
 }
 
 std::string format_ms(int64_t ns) {
-  return str_cat(static_cast<double>(ns / 1000) / 1000.0, " ms");
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f ms", static_cast<double>(ns) * 1e-6);
+  return text;
 }
 
 // The base every kiln pattern shares: it reads kiln traces, and reports the matched step (or the
@@ -77,7 +77,9 @@ class ReorderBetweenStepsPattern final : public KilnPattern {
   }
   std::string detail(const TidyContext& context, EventIndex event) const override {
     const TraceEvent& reorder = context.tree.event(event);
-    const TraceEvent& producer = context.tree.event(context.flow.producer(event, 0));
+    const EventIndex producer_index = context.flow.producer(event, 0);
+    if (producer_index == kNoEvent) return step_text(reorder);
+    const TraceEvent& producer = context.tree.event(producer_index);
     std::string readers;
     for (const EventIndex reader : context.flow.readers(event, 0))
       readers += str_cat(readers.empty() ? "" : ", ", step_text(context.tree.event(reader)));
@@ -142,7 +144,8 @@ class FP32OnBF16CPUPattern final : public KilnPattern {
     std::string shapes;
     for (const Shape& shape : step.input_shapes)
       shapes += str_cat(shapes.empty() ? "" : " ", shape_to_string(shape));
-    return str_cat(step_text(step), " on ", shapes, " in float32 (", step.input_layouts[0], ")");
+    return str_cat(step_text(step), " on ", shapes, " in float32 (",
+                   step.input_layouts.empty() ? std::string("?") : step.input_layouts[0], ")");
   }
 };
 
@@ -159,8 +162,9 @@ class UnfusedElementwisePattern final : public KilnPattern {
   }
   std::string detail(const TidyContext& context, EventIndex event) const override {
     const TraceEvent& step = context.tree.event(event);
-    return str_cat(step_text(step), " reads the only output of ",
-                   step_text(context.tree.event(unfused_head(context, event))));
+    const EventIndex head = unfused_head(context, event);
+    if (head == kNoEvent) return step_text(step);
+    return str_cat(step_text(step), " reads the only output of ", step_text(context.tree.event(head)));
   }
 };
 
@@ -325,9 +329,10 @@ class IdleGapPattern final : public KilnPattern {
  public:
   std::string name() const override { return kIdleGap; }
   std::string description() const override {
-    return "A run started after an idle gap longer than the run before it: the time goes to what feeds "
-           "the runs (input loading, pre-processing), not to kiln. Prepare the next input while a run "
-           "executes (Session::run_async, a prefetching loader).";
+    return "A run started after a gap in which kiln did nothing (no run, no planning, on any thread) "
+           "longer than the run before it: the time goes to what feeds the runs (input loading, "
+           "pre-processing), not to kiln. Prepare the next input while a run executes "
+           "(Session::run_async, a prefetching loader).";
   }
   void reset() override { prepared_ = false; }
   bool match(const TidyContext& context, EventIndex event) override {
@@ -336,29 +341,37 @@ class IdleGapPattern final : public KilnPattern {
   }
   std::string detail(const TidyContext& context, EventIndex event) const override {
     const auto found = gap_ns_.find(event);
+    if (found == gap_ns_.end()) return {};
     return str_cat("run ", context.tree.event(event).id, " started ", format_ms(found->second.first),
-                   " after the run before it on its thread, which took ", format_ms(found->second.second));
+                   " after kiln's previous work ended; the run before it took ",
+                   format_ms(found->second.second));
   }
 
  private:
+  // Runs and planning on every thread, in start order: a run that starts after everything before it
+  // ended (a gap in the union of their intervals) longer than the last run to end.
   void prepare(const TidyContext& context) {
-    std::map<uint32_t, EventIndex> last_run;  // per thread
     gap_ns_.clear();
+    int64_t busy_until = INT64_MIN;
+    int64_t last_run_ns = -1;  // the duration of the run that ended last
+    int64_t last_run_end = INT64_MIN;
     for (EventIndex i = 0; i < context.tree.size(); ++i) {
-      const TraceEvent& run = context.tree.event(i);
-      if (run.kind != EventKind::run) continue;
-      const auto [previous, first] = last_run.try_emplace(run.thread, i);
-      if (!first) {
-        const TraceEvent& before = context.tree.event(previous->second);
-        const int64_t gap = run.start_ns - before.end_ns;
-        if (gap > before.duration_ns()) gap_ns_[i] = {gap, before.duration_ns()};
-        previous->second = i;
+      const TraceEvent& event = context.tree.event(i);
+      if (event.kind != EventKind::run && event.kind != EventKind::plan) continue;
+      if (event.kind == EventKind::run && last_run_ns >= 0 && event.start_ns > busy_until) {
+        const int64_t gap = event.start_ns - busy_until;
+        if (gap > last_run_ns) gap_ns_[i] = {gap, last_run_ns};
+      }
+      busy_until = std::max(busy_until, event.end_ns);
+      if (event.kind == EventKind::run && event.end_ns >= last_run_end) {
+        last_run_end = event.end_ns;
+        last_run_ns = event.duration_ns();
       }
     }
     prepared_ = true;
   }
   bool prepared_ = false;
-  std::map<EventIndex, std::pair<int64_t, int64_t>> gap_ns_;  // run: (gap, the run before's time)
+  std::map<EventIndex, std::pair<int64_t, int64_t>> gap_ns_;  // run: (gap, the last run's time)
 };
 
 }  // namespace
@@ -400,11 +413,14 @@ int trace_cores(const Trace& trace) {
   return cores;
 }
 
+bool has_bf16(const std::string& cpu_extensions) {
+  return cpu_extensions.find("AVX512_BF16") != std::string::npos ||
+         cpu_extensions.find("AMX_BF16") != std::string::npos;
+}
+
 bool trace_has_bf16(const Trace& trace) {
   const auto found = trace.facts.find("cpu_extensions");
-  if (found == trace.facts.end()) return false;
-  return found->second.find("AVX512_BF16") != std::string::npos ||
-         found->second.find("AMX_BF16") != std::string::npos;
+  return found != trace.facts.end() && has_bf16(found->second);
 }
 
 std::vector<std::unique_ptr<Pattern>> kiln_patterns() {

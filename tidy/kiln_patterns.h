@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -31,7 +32,8 @@ inline constexpr const char* kTinyOpMultithreaded = "TinyOpMultithreadedPattern"
 inline constexpr const char* kOversubscription = "OversubscriptionPattern";
 // Planning after the first run (new input shapes or settings in steady state).
 inline constexpr const char* kPlanCacheMiss = "PlanCacheMissPattern";
-// A run that started after an idle gap longer than the run before it on its thread.
+// A run that started after a gap with no run and no planning on any thread, longer than the run
+// before it.
 inline constexpr const char* kIdleGap = "IdleGapPattern";
 
 inline constexpr int64_t kTinyStepNs = 20'000;
@@ -48,7 +50,9 @@ EventIndex unfused_head(const TidyContext& context, EventIndex event);
 
 // The trace's cores ("cores" fact), or 0 when it does not say.
 int trace_cores(const Trace& trace);
-// Whether the trace's CPU has bf16 arithmetic (its "cpu_extensions" fact names AVX512_BF16 or AMX).
+// Whether a CPU with these extensions ("AVX2 FMA AVX512_BF16", the cpu_extensions fact) has bf16
+// arithmetic (AVX512_BF16 or AMX_BF16), and whether the trace's CPU has.
+bool has_bf16(const std::string& cpu_extensions);
 bool trace_has_bf16(const Trace& trace);
 
 }  // namespace kiln::tidy

@@ -71,6 +71,7 @@ std::string format_ms(double ms) {
 
 // TorchTidy's speedup: the time before over the time after.
 std::string speedup_text(double total_ms, double saving_ms) {
+  if (total_ms <= 0) return "no matched time";
   if (saving_ms >= total_ms) return "all of it";
   char text[32];
   std::snprintf(text, sizeof text, "%.2fX", total_ms / (total_ms - saving_ms));
@@ -159,7 +160,7 @@ std::string TidyReport::text() const {
   out << "Summary:\n";
   for (const std::string& summary : summaries) out << summary << "\n";
   if (!estimates.empty()) {
-    out << "Estimates (each fix measured on this machine, kiln's kernels at the trace's shapes):\n";
+    out << "Estimates (each fix measured on this machine at the trace's shapes):\n";
     for (const PatternEstimate& estimate : estimates) {
       out << estimate.pattern << ": ";
       if (estimate.saving_ms) {

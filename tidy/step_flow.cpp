@@ -4,13 +4,6 @@
 #include <unordered_map>
 
 namespace kiln::tidy {
-namespace {
-
-bool is_step(const TraceEvent& event) {
-  return event.kind == EventKind::step || event.kind == EventKind::reorder;
-}
-
-}  // namespace
 
 StepFlow::StepFlow(const EventTree& tree) {
   const size_t size = tree.size();

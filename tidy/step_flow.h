@@ -10,6 +10,11 @@
 
 namespace kiln::tidy {
 
+// A plan step's event (a step or a Reorder).
+inline bool is_step(const TraceEvent& event) {
+  return event.kind == EventKind::step || event.kind == EventKind::reorder;
+}
+
 class StepFlow {
  public:
   // Empty for a trace without kiln steps.

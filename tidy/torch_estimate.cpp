@@ -7,16 +7,20 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 #include "core/error.h"
 #include "core/json_writer.h"
+#include "tidy/kiln_patterns.h"
 #include "tidy/pattern.h"
 
 extern char** environ;
@@ -26,6 +30,10 @@ namespace kiln::tidy {
 extern const char* const kTorchBenchmarkScript;  // tidy/torch_benchmark.py, embedded at build time
 
 namespace {
+
+// The benchmark times each case for about 0.4 s: at most this many distinct calls (the first seen).
+constexpr size_t kMaxCases = 48;
+constexpr std::chrono::seconds kBenchmarkTimeout{600};
 
 constexpr const char* kFP32MatMul = "FP32 MatMul Pattern";
 constexpr const char* kExtraCopy = "Extra CUDA Copy Pattern";
@@ -65,11 +73,6 @@ struct Result {
   std::string error;
 };
 
-bool cpu_has_bf16(const std::string& extensions) {
-  return extensions.find("AVX512_BF16") != std::string::npos ||
-         extensions.find("AMX_BF16") != std::string::npos;
-}
-
 // Why this trace's fixes cannot be measured here, or nothing.
 Reason unmeasurable(const profiler::Trace& trace) {
   const std::map<std::string, std::string> here = profiler::machine_facts();
@@ -97,14 +100,30 @@ int run_process(const std::vector<std::string>& argv, const std::filesystem::pat
   for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  const int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0) {
     error = str_cat("cannot run ", argv[0], ": ", std::strerror(spawned));
     return -1;
   }
+  // Polled, so a benchmark that hangs is stopped instead of hanging the report.
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  const auto deadline = std::chrono::steady_clock::now() + kBenchmarkTimeout;
+  for (;;) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) {
+      error = str_cat("waiting for ", argv[0], " failed: ", std::strerror(errno));
+      return -1;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      error = str_cat(argv[0], " did not finish timing the fixes within ",
+                      std::chrono::duration_cast<std::chrono::seconds>(kBenchmarkTimeout).count(), " s");
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
@@ -213,14 +232,18 @@ void estimate_torch_savings(TidyReport& report, const profiler::Trace& trace, co
     for (const TidyMatch* match : found->second) estimate.matched_ms += match->time_ms;
     if (unusable) {
       estimate.basis = *unusable;
-    } else if (std::string_view(fix.name) == "bf16_autocast" && !cpu_has_bf16(extensions)) {
+    } else if (std::string_view(fix.name) == "bf16_autocast" && !has_bf16(extensions)) {
       estimate.basis = str_cat("this CPU has no bf16 arithmetic (extensions: ", extensions, ")");
     } else {
       for (const TidyMatch* match : found->second) {
         const TraceEvent& event = trace.events[match->event_id - 1];
         Case one{fix.name, event.name, event.input_shapes, event.input_dtypes};
-        const auto [it, added] = case_ids.try_emplace(one, cases.size());
-        if (added) cases.push_back(std::move(one));
+        auto it = case_ids.find(one);
+        if (it == case_ids.end()) {
+          if (cases.size() >= kMaxCases) continue;  // this match stays not estimated
+          it = case_ids.emplace(one, cases.size()).first;
+          cases.push_back(std::move(one));
+        }
         case_of[match] = it->second;
       }
     }

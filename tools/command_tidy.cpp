@@ -31,7 +31,8 @@ int command_tidy(const std::vector<std::string>& args) {
        "estimates)"},
       {"name", true,
        "REGEX: also report events whose name matches REGEX (TorchTidy's NamePattern; repeatable)"},
-      {"no-corrected", false, "only TorchTidy's patterns, without kiln's corrected ones"},
+      {"no-corrected", false,
+       "leave out kiln's corrected versions of TorchTidy's patterns (kiln's runtime patterns stay)"},
       max_trace_bytes_option(""),
       {"help", false, "show this help"},
   };

@@ -4,9 +4,12 @@
 // measured estimates: tests/python/test_tidy_kiln.py.)
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "tidy/estimate.h"
 #include "tidy/kiln_patterns.h"
 #include "tidy/report.h"
@@ -178,17 +181,19 @@ TEST(KilnPatterns, PlanningInSteadyStateAndIdleGaps) {
   TraceBuilder builder;
   builder.plan(0, 50);  // before the first run: warm-up, not a miss
   builder.run(50, 150);
-  builder.run(160, 260);   // 10 us gap
-  builder.plan(300, 700);  // after runs: a miss
-  builder.run(700, 800);   // 440 us after the run before: an idle gap longer than that run
+  builder.run(160, 260);       // 10 us gap
+  builder.plan(300, 700);      // after runs: a miss; planning is not idle time
+  builder.run(700, 800);       // 40 us after the run before, 0 after the planning: no gap
+  builder.run(1000, 1100, 1);  // on another thread, 200 us after everything before it ended: a gap
+  builder.run(1050, 1150, 0);  // started while the other ran: no gap
   const tidy::TidyReport report = tidy::analyse(builder.trace(), "t");
   const std::vector<std::string> misses = details(report, tidy::kPlanCacheMiss);
   ASSERT_EQ(misses.size(), 1u);
   EXPECT_NE(misses[0].find("planning for inputs [2, 3, 8, 8]"), std::string::npos) << misses[0];
-  EXPECT_NE(misses[0].find("took 0.4 ms"), std::string::npos) << misses[0];
+  EXPECT_NE(misses[0].find("took 0.400 ms"), std::string::npos) << misses[0];
   EXPECT_EQ(details(report, tidy::kIdleGap),
             std::vector<std::string>{
-                "run 5 started 0.44 ms after the run before it on its thread, which took 0.1 ms"});
+                "run 6 started 0.200 ms after kiln's previous work ended; the run before it took 0.100 ms"});
 }
 
 TEST(KilnPatterns, EstimatesSayWhyWhenTheyCannotMeasure) {
@@ -218,6 +223,60 @@ TEST(KilnPatterns, EstimatesSayWhyWhenTheyCannotMeasure) {
   EXPECT_NE(report.text().find("Total Estimated Speedup: 0.400 ms of 0.400 ms matched (all of it)"),
             std::string::npos)
       << report.text();
+}
+
+TEST(KilnPatterns, MalformedKilnTracesAreAnalysedWithoutHarm) {
+  TraceBuilder builder;
+  const uint64_t run = builder.run(0, 100);
+  // Steps without inputs, outputs or layouts; a Reorder with nothing before it; threads near INT_MAX
+  // on steps running at once; a zero-length step; a plan without settings; a step outside any run.
+  TraceEvent& bare = builder.step(run, "Relu", "bare", 0, 10, {}, {}, "native:relu", 1);
+  bare.rejected = {"nonsense", ": ", "x: backend disabled"};
+  builder.step(run, "Reorder", "lonely", 10, 20, {}, {}, "onednn:reorder_nhwc_to_plain");
+  builder.step(run, "Conv", "huge_a", 20, 30, {"a"}, {"b"}, "onednn:conv", INT32_MAX);
+  builder.step(run, "Conv", "huge_b", 20, 30, {"b"}, {"c"}, "onednn:conv", INT32_MAX);
+  TraceEvent& empty = builder.step(run, "Conv", "empty", 30, 30, {"c"}, {"d"}, "onednn:conv");
+  empty.input_dtypes.clear();
+  empty.input_layouts.clear();
+  builder.plan(200, 300);
+  builder.trace().events.back().settings.clear();
+  TraceEvent orphan = builder.trace().events.back();
+  orphan.id = builder.trace().events.size() + 1;
+  orphan.kind = EventKind::step;
+  orphan.parent_id = 0;
+  orphan.name = "Add";
+  orphan.start_ns = orphan.end_ns = 400 * kUs;
+  builder.trace().events.push_back(orphan);
+
+  tidy::TidyReport report = tidy::analyse(builder.trace(), "t");
+  EXPECT_EQ(report.count(tidy::kOversubscription), 2u);  // int64 sums: no overflow
+  EXPECT_EQ(report.count(tidy::kReorderBetweenSteps), 0u);
+  for (const tidy::TidyMatch& match : report.matches) EXPECT_FALSE(match.detail.empty()) << match.pattern;
+  EXPECT_FALSE(report.text().empty());
+  // Estimating without a model says so for every pattern; a report of another trace is refused.
+  tidy::estimate_savings(report, builder.trace(), {});
+  for (const tidy::PatternEstimate& estimate : report.estimates) EXPECT_FALSE(estimate.basis.empty());
+  profiler::Trace other;
+  other.source = "kiln";
+  EXPECT_THROW(tidy::estimate_savings(report, other, {}), Error);
+}
+
+TEST(KilnPatterns, EstimatesOfAModelThatCannotRunSayWhy) {
+  TraceBuilder builder;
+  const uint64_t run = builder.run(0, 1000);
+  builder.trace().events.back().input_shapes = {{1, 3, 8, 8}};
+  builder.step(run, "Conv", "conv", 0, 50, {"input"}, {"c"}, "onednn:conv");
+  builder.step(run, "Reorder", "c:to_plain", 50, 60, {"c"}, {"p"}, "onednn:reorder_nhwc_to_plain");
+  builder.step(run, "Relu", "relu", 60, 70, {"p"}, {"output"}, "native:relu");
+  builder.trace().facts.erase("cpu_extensions");
+  tidy::TidyReport report = tidy::analyse(builder.trace(), "t");
+  ASSERT_GT(report.count(tidy::kReorderBetweenSteps), 0u);
+  tidy::estimate_savings(report, builder.trace(), {.model = "/nonexistent/model.onnx"});
+  for (const tidy::PatternEstimate& estimate : report.estimates) {
+    EXPECT_FALSE(estimate.saving_ms.has_value()) << estimate.pattern;
+    EXPECT_NE(estimate.basis.find("could not run the model"), std::string::npos) << estimate.basis;
+    EXPECT_NE(estimate.basis.find("/nonexistent/model.onnx"), std::string::npos) << estimate.basis;
+  }
 }
 
 }  // namespace
