@@ -49,7 +49,8 @@ int command_tidy(const std::vector<std::string>& args) {
   KILN_CHECK(parsed.positional.size() == 1, invalid_argument, "kiln tidy expects one TRACE file, got ",
              parsed.positional.size());
   // Settings, --model and --runs say how to measure: without --benchmark they would be ignored.
-  for (const auto& [name, value] : parsed.options) {
+  for (const auto& option : parsed.options) {
+    const std::string& name = option.first;
     const bool own = std::any_of(own_specs.begin(), own_specs.end(),
                                  [&](const OptionSpec& spec) { return spec.name == name; });
     KILN_CHECK(parsed.has("benchmark") || (own && name != "model" && name != "runs"), invalid_argument, "--",
