@@ -146,7 +146,9 @@ TEST(Profiler, PlanningIsAnEventAndStepsRecordTheDataFlowAndRefusals) {
     if (run_of(trace, event) != runs[0]) continue;
     ASSERT_EQ(event.inputs.size(), event.input_shapes.size()) << event.node;
     for (const std::string& input : event.inputs) {
-      if (!input.empty()) EXPECT_TRUE(written.count(input)) << event.node << " reads " << input;
+      if (!input.empty()) {
+        EXPECT_TRUE(written.count(input)) << event.node << " reads " << input;
+      }
     }
     for (const std::string& output : event.outputs) written[output] = event.step;
   }
