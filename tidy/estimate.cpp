@@ -409,9 +409,11 @@ void estimate_tiny_ops(PatternEstimate& estimate, std::vector<TidyMatch*>& match
   apply(estimate, matches, step_time_difference(trace, bench.base(), single, /*with_new_reorders=*/false));
 }
 
-void estimate_unfused(PatternEstimate& estimate, std::vector<TidyMatch*>& matches, const TidyContext& context,
-                      const Bench& bench) {
-  const EventTree& tree = context.tree;
+void estimate_unfused(PatternEstimate& estimate, std::vector<TidyMatch*>& matches,
+                      const profiler::Trace& trace, const Bench& bench) {
+  // The chain's head, as the pattern found it: the tree and data flow built again only here.
+  const EventTree tree(trace);
+  const TidyContext context(tree);
   estimate.basis = str_cat(
       "the elementwise step's own time where the step before it is a product (its post-op "
       "would cost next to nothing), else the shorter of the two passes (median of ",
@@ -482,8 +484,8 @@ void estimate_plan_cache_misses(PatternEstimate& estimate, std::vector<TidyMatch
 
 // One pattern's estimate, by its fix.
 void estimate_pattern(const std::string& name, PatternEstimate& estimate, std::vector<TidyMatch*>& matches,
-                      const profiler::Trace& trace, const TidyContext& context,
-                      const std::function<Bench*()>& get_bench, const Reason& bench_unusable) {
+                      const profiler::Trace& trace, const std::function<Bench*()>& get_bench,
+                      const Reason& bench_unusable) {
   if (name == kIdleGap) {
     estimate.basis = "the idle time is spent outside kiln (what feeds the runs)";
   } else if (Bench* measured = get_bench(); measured == nullptr) {
@@ -498,7 +500,7 @@ void estimate_pattern(const std::string& name, PatternEstimate& estimate, std::v
     apply(estimate, matches,
           [&](const TidyMatch& match) { return measured->base().ms(event_of(trace, match).node); });
   } else if (name == kUnfusedElementwise) {
-    estimate_unfused(estimate, matches, context, *measured);
+    estimate_unfused(estimate, matches, trace, *measured);
   } else if (name == kFP32OnBF16CPU) {
     estimate_fp32_on_bf16(estimate, matches, trace, *measured);
   } else if (name == kNativeFallback) {
@@ -550,9 +552,6 @@ void estimate_savings(TidyReport& report, const profiler::Trace& trace, const Es
     }
     return bench.get();
   };
-  const EventTree tree(trace);
-  const TidyContext context(tree);
-
   for (const std::unique_ptr<Pattern>& pattern : kiln_patterns()) {
     const std::string name = pattern->name();
     const auto found = by_pattern.find(name);
@@ -562,7 +561,7 @@ void estimate_savings(TidyReport& report, const profiler::Trace& trace, const Es
     for (const TidyMatch* match : matches) estimate.matched_ms += match->time_ms;
 
     try {
-      estimate_pattern(name, estimate, matches, trace, context, get_bench, bench_unusable);
+      estimate_pattern(name, estimate, matches, trace, get_bench, bench_unusable);
     } catch (const std::exception& error) {
       for (TidyMatch* match : matches) match->estimated_saving_ms.reset();
       estimate.saving_ms.reset();
