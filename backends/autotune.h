@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "backends/base/kernel.h"
 #include "backends/base/kernel_request.h"
@@ -33,6 +34,7 @@ std::string autotune_key(const KernelRequest& request, std::span<const TensorInf
 struct AutotuneChoice {
   int backend = -1;  // position in all_backends()
   int alternative = 0;
+  std::string_view variant;  // a named kernel of it (registry_data::kSdpaKernels), or empty
 };
 
 // Remembered choices, bounded: past kMaxEntries the oldest is forgotten. Thread-safe.

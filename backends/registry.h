@@ -67,6 +67,9 @@ struct BackendRow {
   // Implementations autotune may time for the ops in `tuned_ops` (1: only the backend's first choice).
   int alternatives = 1;
   std::span<const std::string_view> tuned_ops = {};
+  // The attention kernels (kSdpaKernels) that are kernels of this backend. Attention's candidates
+  // are these kernels in the order of the sdpa_kernels setting, not backends in rank order.
+  std::span<const std::string_view> sdpa_kernels = {};
 };
 
 namespace registry_data {
@@ -86,6 +89,13 @@ inline constexpr FusionRule kOnednnFusions[] = {
 inline constexpr std::string_view kOnednnExactOps[] = {
     "Relu", "LeakyRelu", "Clip", "Add", "Sub", "Mul", "Div", "Concat", "MaxPool", "Reorder", "GlobalMaxPool"};
 
+// Scaled dot-product attention kernels, by the names users choose them with (the sdpa_kernels
+// setting's choices, in this order): math materializes the scores, flash never does (tiles with
+// an online softmax), onednn runs oneDNN's matmul and softmax primitives.
+inline constexpr std::string_view kSdpaKernels[] = {"math", "flash", "onednn"};
+inline constexpr std::string_view kNativeSdpaKernels[] = {"math", "flash"};
+inline constexpr std::string_view kOnednnSdpaKernels[] = {"onednn"};
+
 }  // namespace registry_data
 
 // The rows, in the order settings list backends. The native reference comes last: every op has a
@@ -100,7 +110,8 @@ inline constexpr std::array kBackendRows = {
                .exact_ops = registry_data::kOnednnExactOps,
                .nondeterminism = "may sum in another order on another thread count",
                .alternatives = kEveryAlternative,
-               .tuned_ops = registry_data::kConvAndProducts},
+               .tuned_ops = registry_data::kConvAndProducts,
+               .sdpa_kernels = registry_data::kOnednnSdpaKernels},
     // BLAS is asked first for products: it takes the tiny ones, where oneDNN's per-call overhead
     // dominates, and refuses the rest with that reason.
     BackendRow{.name = "blas",
@@ -110,7 +121,11 @@ inline constexpr std::array kBackendRows = {
                .ops = registry_data::kProducts,
                .determinism = Determinism::never,
                .nondeterminism = "BLAS splits products by thread count"},
-    BackendRow{.name = "native", .library = "kiln", .instance = native_backend, .rank = 2},
+    BackendRow{.name = "native",
+               .library = "kiln",
+               .instance = native_backend,
+               .rank = 2,
+               .sdpa_kernels = registry_data::kNativeSdpaKernels},
 };
 inline constexpr int kBackendCount = static_cast<int>(kBackendRows.size());
 

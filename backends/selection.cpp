@@ -7,6 +7,7 @@
 
 #include "backends/autotune.h"
 #include "core/error.h"
+#include "ops/attention.h"
 
 namespace kiln {
 namespace {
@@ -52,16 +53,19 @@ int alternatives_for(int position, const KernelRequest& request, bool tuning) {
 struct Offer {
   std::unique_ptr<Kernel> kernel;
   std::string note;  // the backend's, for this kernel
-  int backend = -1;
+  Candidate candidate;
   int alternative = 0;
 };
 
-KernelOrReason create(int backend, const KernelRequest& request, std::span<const TensorInfo> outputs,
-                      int alternative) {
-  if (alternative == request.alternative) return backend_list()[backend]->create_kernel(request, outputs);
-  KernelRequest alternative_request = request;
-  alternative_request.alternative = alternative;
-  return backend_list()[backend]->create_kernel(alternative_request, outputs);
+KernelOrReason create(const Candidate& candidate, const KernelRequest& request,
+                      std::span<const TensorInfo> outputs, int alternative) {
+  const Backend& backend = *backend_list()[candidate.backend];
+  if (alternative == request.alternative && candidate.variant == request.variant)
+    return backend.create_kernel(request, outputs);
+  KernelRequest asked = request;
+  asked.alternative = alternative;
+  asked.variant = candidate.variant;
+  return backend.create_kernel(asked, outputs);
 }
 
 }  // namespace
@@ -72,10 +76,14 @@ std::string build_option(std::string_view backend) {
   return option;
 }
 
+std::string RejectedCandidate::label() const {
+  return variant.empty() || variant == backend ? backend : str_cat(variant, " (", backend, ")");
+}
+
 std::string KernelSelection::refusals() const {
   std::string reasons;
   for (const RejectedCandidate& candidate : rejected) {
-    reasons += str_cat(reasons.empty() ? "" : "; ", candidate.backend, ": ", candidate.reason);
+    reasons += str_cat(reasons.empty() ? "" : "; ", candidate.label(), ": ", candidate.reason);
   }
   return reasons;
 }
@@ -109,6 +117,29 @@ std::vector<int> candidate_backends(const KernelRequest& request) {
   return positions;
 }
 
+int sdpa_kernel_backend(std::string_view name) {
+  for (int i = 0; i < kBackendCount; ++i) {
+    if (contains(kBackendRows[i].sdpa_kernels, name)) return i;
+  }
+  std::string known;
+  for (std::string_view kernel : registry_data::kSdpaKernels)
+    known += str_cat(known.empty() ? "" : ", ", kernel);
+  fail(ErrorKind::invalid_argument, "unknown attention kernel '", name, "' (known: ", known, ")");
+}
+
+std::vector<Candidate> candidates(const KernelRequest& request, const Settings& settings) {
+  std::vector<Candidate> list;
+  if (request.op.op_type == kAttentionOp) {
+    for (int choice : priority_list(settings.get("sdpa_kernels"))) {
+      const std::string_view name = registry_data::kSdpaKernels[choice];
+      list.push_back({sdpa_kernel_backend(name), name});
+    }
+    return list;
+  }
+  for (int position : candidate_backends(request)) list.push_back({position, {}});
+  return list;
+}
+
 FusionRule fusion_offered(std::string_view op_type, const Settings& settings) {
   FusionRule offered{op_type};
   for (int i = 0; i < kBackendCount; ++i) {
@@ -131,7 +162,8 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
   if (tuning) {
     tuning_key = autotune_key(request, outputs, settings);
     if (std::optional<AutotuneChoice> choice = autotune_cache->find(tuning_key)) {
-      KernelOrReason offer = create(choice->backend, request, outputs, choice->alternative);
+      KernelOrReason offer =
+          create({choice->backend, choice->variant}, request, outputs, choice->alternative);
       if (offer.kernel) {
         selection.kernel = std::move(offer.kernel);
         selection.backend = choice->backend;
@@ -144,20 +176,22 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
   const int limit = settings.get("autotune_limit");
   const size_t wanted = !tuning ? 1 : limit == 0 ? SIZE_MAX : static_cast<size_t>(limit);
   std::vector<Offer> offers;
-  for (int position : candidate_backends(request)) {
+  for (const Candidate& candidate : candidates(request, settings)) {
+    const int position = candidate.backend;
     const Backend& backend = *backend_list()[position];
     const std::string name(backend.name());
+    const std::string variant(candidate.variant);
     if (!settings.backend_enabled(position)) {
-      selection.rejected.push_back({name, "backend disabled"});
+      selection.rejected.push_back({name, "backend disabled", variant});
       continue;
     }
     if (!backend.is_built()) {
       selection.rejected.push_back(
-          {name, str_cat("not built (kiln was configured with ", build_option(name), "=OFF)")});
+          {name, str_cat("not built (kiln was configured with ", build_option(name), "=OFF)"), variant});
       continue;
     }
     if (!backend.is_available()) {
-      selection.rejected.push_back({name, "backend not available on this machine"});
+      selection.rejected.push_back({name, "backend not available on this machine", variant});
       continue;
     }
     // Deterministic mode refuses what the backend offers, so the recorded reason is the true one:
@@ -166,13 +200,14 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
         settings.on("deterministic") ? deterministic_refusal(position, request) : std::string();
     const int alternatives = alternatives_for(position, request, tuning);
     for (int alternative = 0; alternative < alternatives && offers.size() < wanted; ++alternative) {
-      KernelOrReason offer = create(position, request, outputs, alternative);
+      KernelOrReason offer = create(candidate, request, outputs, alternative);
       if (!offer.kernel || !nondeterministic.empty()) {
         if (alternative == 0)
-          selection.rejected.push_back({name, offer.kernel ? nondeterministic : std::move(offer.reason)});
+          selection.rejected.push_back(
+              {name, offer.kernel ? nondeterministic : std::move(offer.reason), variant});
         break;
       }
-      offers.push_back({std::move(offer.kernel), std::move(offer.note), position, alternative});
+      offers.push_back({std::move(offer.kernel), std::move(offer.note), candidate, alternative});
     }
     if (offers.size() >= wanted) break;
   }
@@ -190,13 +225,16 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
     for (size_t i = 0; i < offers.size(); ++i) {
       if (i == best) continue;
       selection.rejected.push_back(
-          {std::string(backend_list()[offers[i].backend]->name()),
+          {std::string(backend_list()[offers[i].candidate.backend]->name()),
            str_cat("autotune: ", offers[i].kernel->name(), " took ", selection.timed[i].milliseconds, " ms, ",
-                   offers[best].kernel->name(), " ", selection.timed[best].milliseconds, " ms")});
+                   offers[best].kernel->name(), " ", selection.timed[best].milliseconds, " ms"),
+           std::string(offers[i].candidate.variant)});
     }
   }
-  if (tuning) autotune_cache->remember(tuning_key, {offers[best].backend, offers[best].alternative});
-  selection.backend = offers[best].backend;
+  const Candidate& chosen = offers[best].candidate;
+  if (tuning)
+    autotune_cache->remember(tuning_key, {chosen.backend, offers[best].alternative, chosen.variant});
+  selection.backend = chosen.backend;
   selection.kernel = std::move(offers[best].kernel);
   selection.note = std::move(offers[best].note);
   return selection;

@@ -22,6 +22,10 @@ class AutotuneCache;
 struct RejectedCandidate {
   std::string backend;
   std::string reason;
+  std::string variant;  // the named kernel of the backend that refused (attention's), or empty
+
+  // Who refused, as plans print it: "onednn", or "flash (native)" for a named kernel.
+  std::string label() const;
 };
 
 // One kernel autotune timed for a node.
@@ -53,6 +57,18 @@ std::string build_option(std::string_view backend);
 
 // Row positions of the backends that are candidates for `request`, in the order they are asked.
 std::vector<int> candidate_backends(const KernelRequest& request);
+
+// One kernel a request may be asked of: a backend, and for attention one of its named kernels.
+struct Candidate {
+  int backend = -1;
+  std::string_view variant;
+};
+// The candidates for `request` in the order they are asked: attention's named kernels in the order
+// of the sdpa_kernels setting (each with its backend), any other op's backends by rank.
+std::vector<Candidate> candidates(const KernelRequest& request, const Settings& settings);
+// The backend row position whose kernel `name` is (one of registry_data::kSdpaKernels); throws
+// kiln::Error (invalid_argument) listing the known names.
+int sdpa_kernel_backend(std::string_view name);
 
 // What the backends enabled under `settings` and built can fuse into `op_type` (the union of their
 // rules).

@@ -29,7 +29,38 @@ std::array<SettingSlot, kSettingSlotCount> expand_rows() {
   return slots;
 }
 
+// A list's names: "flash,math", "none" when empty.
+std::string priority_list_text(const SettingRow& row, int value) {
+  std::string text;
+  for (int choice : priority_list(value)) {
+    text += str_cat(text.empty() ? "" : ",",
+                    static_cast<size_t>(choice) < row.choices.size() ? row.choices[choice] : "?");
+  }
+  return text.empty() ? "none" : text;
+}
+
 }  // namespace
+
+std::vector<int> priority_list(int value) {
+  std::vector<int> choices;
+  constexpr int kMask = (1 << kPriorityListBits) - 1;
+  for (int shift = 0; shift < kPriorityListBits * kMaxPriorityListLength && (value >> shift) != 0;
+       shift += kPriorityListBits) {
+    const int entry = (value >> shift) & kMask;
+    choices.push_back(entry - 1);  // -1 for a gap: check_setting_value refuses it
+  }
+  return choices;
+}
+
+int priority_list_value(std::span<const int> choices) {
+  int value = 0;
+  int shift = 0;
+  for (int choice : choices) {
+    value |= (choice + 1) << shift;
+    shift += kPriorityListBits;
+  }
+  return value;
+}
 
 std::string choice_names(const SettingRow& row) {
   std::string names;
@@ -80,6 +111,8 @@ std::string_view setting_type_name(SettingType type) {
       return "int";
     case SettingType::choice:
       return "choice";
+    case SettingType::priority_list:
+      return "list";
     case SettingType::sink:
       return "sink";
   }
@@ -101,6 +134,17 @@ void check_setting_value(const SettingSlot& slot, int value) {
       KILN_CHECK(value >= 0 && static_cast<size_t>(value) < row.choices.size(), invalid_argument, "setting '",
                  slot.name, "' must be ", choice_names(row));
       break;
+    case SettingType::priority_list: {
+      const std::vector<int> choices = priority_list(value);
+      const bool valid = value >= 0 && value < (1 << (kPriorityListBits * kMaxPriorityListLength)) &&
+                         std::all_of(choices.begin(), choices.end(), [&](int choice) {
+                           return choice >= 0 && static_cast<size_t>(choice) < row.choices.size() &&
+                                  std::count(choices.begin(), choices.end(), choice) == 1;
+                         });
+      KILN_CHECK(valid, invalid_argument, "setting '", slot.name, "' is a list of distinct names out of ",
+                 choice_names(row), ", in priority order");
+      break;
+    }
     case SettingType::sink:
       fail(ErrorKind::invalid_argument, "setting '", slot.name, "' takes a sink, not a number");
   }
@@ -127,6 +171,25 @@ int parse_setting_value(const SettingSlot& slot, std::string_view text, std::str
         if (row.choices[index] == text) return static_cast<int>(index);
       }
       fail(ErrorKind::invalid_argument, source, " must be ", choice_names(row), ", got '", text, "'");
+    case SettingType::priority_list: {
+      std::vector<int> choices;
+      if (text == "none" || text.empty()) return 0;
+      while (!text.empty()) {
+        const size_t comma = text.find(',');
+        const std::string_view name = text.substr(0, comma);
+        const auto found = std::find(row.choices.begin(), row.choices.end(), name);
+        KILN_CHECK(found != row.choices.end(), invalid_argument, source, ": '", name, "' is not one of ",
+                   choice_names(row), " (a comma-separated list in priority order, or 'none')");
+        const int choice = static_cast<int>(found - row.choices.begin());
+        KILN_CHECK(std::find(choices.begin(), choices.end(), choice) == choices.end(), invalid_argument,
+                   source, ": '", name, "' is listed twice");
+        choices.push_back(choice);
+        text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+        KILN_CHECK(comma == std::string_view::npos || !text.empty(), invalid_argument, source,
+                   ": the list ends with a comma");
+      }
+      return priority_list_value(choices);
+    }
     case SettingType::sink:
       break;
   }
@@ -134,6 +197,7 @@ int parse_setting_value(const SettingSlot& slot, std::string_view text, std::str
 }
 
 std::string setting_value_text(const SettingSlot& slot, int value) {
+  if (slot.row->type == SettingType::priority_list) return priority_list_text(*slot.row, value);
   if (slot.row->type == SettingType::choice && value >= 0 &&
       static_cast<size_t>(value) < slot.row->choices.size())
     return std::string(slot.row->choices[value]);

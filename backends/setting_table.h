@@ -9,10 +9,12 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "backends/base/kernel_request.h"
 #include "backends/registry.h"
@@ -21,10 +23,11 @@
 namespace kiln {
 
 enum class SettingType : uint8_t {
-  boolean,  // 0 or 1
-  integer,  // min..max
-  choice,   // an index into the row's `choices` (a precision, an execution mode)
-  sink,     // where verbose lines go: held beside the values (Settings::verbose_sink)
+  boolean,        // 0 or 1
+  integer,        // min..max
+  choice,         // an index into the row's `choices` (a precision, an execution mode)
+  priority_list,  // an ordered subset of the row's `choices`, encoded by priority_list_value
+  sink,           // where verbose lines go: held beside the values (Settings::verbose_sink)
 };
 
 // How the CLI spells a row.
@@ -54,6 +57,23 @@ static_assert(static_cast<int>(Precision::fp32) == 0 && static_cast<int>(Precisi
 // How a run executes its plan's steps (see graph/executor.h).
 enum class ExecutionMode : uint8_t { sequential, parallel };
 inline constexpr std::string_view kExecutionModeChoices[] = {"sequential", "parallel"};
+
+// A priority list as one int: choice index + 1 in kPriorityListBits bits per position, first
+// position lowest (0 ends the list), so lists of up to kMaxPriorityListLength choices fit.
+inline constexpr int kPriorityListBits = 3;
+inline constexpr int kMaxPriorityListLength = 10;
+constexpr int priority_list_value(std::initializer_list<int> choices) {
+  int value = 0;
+  int shift = 0;
+  for (int choice : choices) {
+    value |= (choice + 1) << shift;
+    shift += kPriorityListBits;
+  }
+  return value;
+}
+// The choice indexes of an encoded list, in priority order.
+std::vector<int> priority_list(int value);
+int priority_list_value(std::span<const int> choices);
 
 inline constexpr int kMaxVerboseLevel = 2;
 // kMaxThreads, and the thread count's own precedence (threads = 0), live in runtime/threads.h.
@@ -112,6 +132,16 @@ inline constexpr std::array kSettingRows = {
                        "time on the inter-op pool, each with part of the run's threads, where measuring at "
                        "plan time shows that to be faster",
                .choices = kExecutionModeChoices},
+    SettingRow{.name = "sdpa_kernels",
+               .type = SettingType::priority_list,
+               // onednn, flash, math (registry_data::kSdpaKernels' indexes): fastest first, as
+               // measured in docs/attention.md; flash takes what oneDNN refuses in O(L) memory.
+               .default_value = priority_list_value({2, 1, 0}),
+               .changes_plan = true,
+               .help = "attention kernels the planner may use for a recognized attention subgraph, in "
+                       "priority order (comma-separated; 'none' leaves attention unfused): the first "
+                       "that can take it runs it; when none can, planning fails with each one's reason",
+               .choices = registry_data::kSdpaKernels},
     SettingRow{.name = "adapt_to_load",
                .default_value = 1,
                .env = "KILN_ADAPT_TO_LOAD",

@@ -15,6 +15,13 @@ namespace {
 // The step (or none) for one node: inferred, then removed, folded, or computed by the kernel
 // selection finds for its fused form, else for the node alone.
 void plan_node(PlanState& state, const Node& node) {
+  state.in_progress.insert(&node);
+  struct Done {
+    PlanState& state;
+    const Node& node;
+    ~Done() { state.in_progress.erase(&node); }
+  } done{state, node};
+  if (plan_attention(state, node)) return;
   const OpSpec spec = state.op_spec(node);
   const OpSchema& schema = node_schema(node, spec);
   std::vector<TensorInfo> outputs = infer_outputs(state, node, spec, schema);
@@ -40,6 +47,25 @@ void plan_node(PlanState& state, const Node& node) {
   add_step(state, std::move(alone), std::move(selection), elapsed_ms());
 }
 
+}  // namespace
+
+bool plan_ahead(PlanState& state, const std::string& value, int depth) {
+  if (state.planned(value) != nullptr) return true;
+  const auto producer = state.producers.find(value);
+  if (depth <= 0 || producer == state.producers.end()) return false;
+  const Node& node = state.graph.nodes[producer->second];
+  if (state.in_progress.count(&node) || state.fused.count(&node) || state.planned_ahead.count(&node))
+    return false;
+  for (const std::string& input : node.inputs) {
+    if (!input.empty() && !plan_ahead(state, input, depth - 1)) return false;
+  }
+  with_context(node_label(node), [&] { plan_node(state, node); });
+  state.planned_ahead.insert(&node);
+  return state.planned(value) != nullptr;
+}
+
+namespace {
+
 // Every pass over `state`, kernels created (and planning's own kernel runs made) on the state's
 // thread count.
 void run_passes(PlanState& state) {
@@ -49,7 +75,8 @@ void run_passes(PlanState& state) {
   bind_inputs(state);
   for (size_t index : order) {
     const Node& node = state.graph.nodes[index];
-    if (state.fused.count(&node)) continue;  // its work happens inside the step it was fused into
+    // Its work happens inside the step it was fused into, or it was planned ahead of its turn.
+    if (state.fused.count(&node) || state.planned_ahead.count(&node)) continue;
     with_context(node_label(node), [&] { plan_node(state, node); });
   }
   bind_outputs(state);

@@ -103,7 +103,7 @@ void resolve_step(TraceEvent& event, const Plan& plan, int64_t index, const Trac
   event.inputs = names.inputs;
   event.outputs = names.outputs;
   for (const RejectedCandidate& candidate : record.rejected)
-    event.rejected.push_back(str_cat(candidate.backend, ": ", candidate.reason));
+    event.rejected.push_back(str_cat(candidate.label(), ": ", candidate.reason));
   if (!options.record_shapes) return;
   event.input_shapes = record.input_shapes;
   event.output_shapes = record.output_shapes;

@@ -15,6 +15,7 @@
 
 #include "backends/backends.h"
 #include "backends/parallel_info.h"
+#include "backends/sdpa.h"
 #include "backends/selection.h"
 #include "core/error.h"
 #include "core/version.h"
@@ -126,6 +127,20 @@ int setting_value_from_python(const SettingSlot& slot, const py::handle& value, 
     case SettingType::choice:
       if (!py::isinstance<py::str>(value)) throw wrong_type(choice_names(*slot.row).c_str());
       return parse_setting_value(slot, value.cast<std::string>(), str_cat("setting '", name, "'"));
+    case SettingType::priority_list: {
+      // A list of names in priority order, or the CLI's comma-separated text.
+      if (py::isinstance<py::str>(value))
+        return parse_setting_value(slot, value.cast<std::string>(), str_cat("setting '", name, "'"));
+      if (!py::isinstance<py::list>(value) && !py::isinstance<py::tuple>(value))
+        throw wrong_type(str_cat("a list of ", choice_names(*slot.row)).c_str());
+      std::string text;
+      for (const py::handle& item : value) {
+        if (!py::isinstance<py::str>(item))
+          throw wrong_type(str_cat("a list of ", choice_names(*slot.row)).c_str());
+        text += str_cat(text.empty() ? "" : ",", item.cast<std::string>());
+      }
+      return parse_setting_value(slot, text, str_cat("setting '", name, "'"));
+    }
     case SettingType::sink:
       break;
   }
@@ -171,13 +186,18 @@ class SettingsContext {
   std::unique_ptr<ScopedSettings> guard_;
 };
 
-// A setting's value as Python sees it: bool, int or 'fp32'/'bf16'.
+// A setting's value as Python sees it: bool, int, 'fp32'/'bf16', or a list of names.
 py::object setting_to_python(const SettingSlot& slot, int value) {
   switch (slot.row->type) {
     case SettingType::boolean:
       return py::bool_(value != 0);
     case SettingType::choice:
       return py::str(setting_value_text(slot, value));
+    case SettingType::priority_list: {
+      py::list names;
+      for (int choice : priority_list(value)) names.append(py::str(std::string(slot.row->choices[choice])));
+      return names;
+    }
     default:
       return py::int_(value);
   }
@@ -454,7 +474,7 @@ PYBIND11_MODULE(_kiln, m) {
               entry["parallel_note"] = r.parallel_note;
               py::list rejected;
               for (const RejectedCandidate& candidate : r.rejected)
-                rejected.append(py::make_tuple(candidate.backend, candidate.reason));
+                rejected.append(py::make_tuple(candidate.label(), candidate.reason));
               entry["rejected"] = rejected;
               entry["ms"] = step_ms.empty() ? py::object(py::none()) : py::object(py::float_(step_ms[s]));
               steps.append(entry);
@@ -533,6 +553,50 @@ PYBIND11_MODULE(_kiln, m) {
   b.def("cpu_set_max_isa", &backends::cpu::set_max_isa, py::arg("isa"));
   b.def("onednn_isa", &backends::onednn::isa);
   b.def("openmp_version", &backends::openmp::version);
+  b.def("sdpa_kernel_names", &backends::sdpa::kernel_names);
+  b.def("sdpa_kernels", [] { return backends::sdpa::kernels(); });
+  b.def(
+      "sdpa_kernels_context",
+      [](const std::vector<std::string>& kernels, bool set_priority) {
+        const std::vector<std::string_view> names(kernels.begin(), kernels.end());
+        return SettingsContext(backends::sdpa::kernels_setting(names, set_priority));
+      },
+      py::arg("kernels"), py::arg("set_priority") = false);
+  b.def("sdpa_set_enabled", &backends::sdpa::set_enabled, py::arg("kernel"), py::arg("enabled"));
+  b.def("sdpa_enabled", &backends::sdpa::enabled, py::arg("kernel"));
+  b.def(
+      "sdpa_why_not",
+      [](const std::string& kernel, const Shape& query, const Shape& key, const Shape& value,
+         const std::string& dtype, const std::optional<Shape>& mask, const std::string& mask_dtype,
+         bool is_causal, std::optional<float> scale) {
+        backends::sdpa::Params params{query, key, value, dtype_from_numpy(py::dtype(dtype), "query")};
+        params.mask = mask;
+        params.mask_dtype = dtype_from_numpy(py::dtype(mask_dtype), "attn_mask");
+        params.is_causal = is_causal;
+        params.scale = scale;
+        return backends::sdpa::why_not(kernel, params);
+      },
+      py::arg("kernel"), py::arg("query"), py::arg("key"), py::arg("value"), py::arg("dtype"),
+      py::arg("mask"), py::arg("mask_dtype"), py::arg("is_causal"), py::arg("scale"));
+  b.def(
+      "sdpa_attention",
+      [](const py::handle& query, const py::handle& key, const py::handle& value, const py::handle& mask,
+         bool is_causal, std::optional<float> scale) {
+        std::vector<py::object> keep;
+        const Tensor q = tensor_from_array(query, "query", keep);
+        const Tensor k = tensor_from_array(key, "key", keep);
+        const Tensor v = tensor_from_array(value, "value", keep);
+        const Tensor m = mask.is_none() ? Tensor() : tensor_from_array(mask, "attn_mask", keep);
+        std::string kernel;
+        Tensor out;
+        {
+          py::gil_scoped_release release;
+          out = backends::sdpa::attention(q, k, v, m, is_causal, scale, &kernel);
+        }
+        return py::make_tuple(array_from_tensor(out, "output"), kernel);
+      },
+      py::arg("query"), py::arg("key"), py::arg("value"), py::arg("mask"), py::arg("is_causal"),
+      py::arg("scale"));
 
   bind_profiler(m);
   bind_tidy(m);

@@ -94,7 +94,7 @@ std::string explain_text(const Plan& plan, const std::string& title, const std::
                      r.parallel_note.empty() ? "" : "; ", r.parallel_note.c_str());
     }
     for (const RejectedCandidate& rejected : r.rejected)
-      text += format("      not %s: %s\n", rejected.backend.c_str(), rejected.reason.c_str());
+      text += format("      not %s: %s\n", rejected.label().c_str(), rejected.reason.c_str());
   }
   if (!profiled) return text;
 
@@ -181,7 +181,11 @@ std::string explain_json(const Plan& plan, const std::string& model, int batch,
     json.member("creation_ms", r.creation_ms);
     json.key("rejected").begin_array();
     for (const RejectedCandidate& rejected : r.rejected)
-      json.begin_object().member("backend", rejected.backend).member("reason", rejected.reason).end_object();
+      json.begin_object()
+          .member("backend", rejected.backend)
+          .member("kernel", rejected.variant)
+          .member("reason", rejected.reason)
+          .end_object();
     json.end_array();
     json.key("timed").begin_array();
     for (const TimedCandidate& timed : r.timed)

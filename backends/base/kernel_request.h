@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "backends/base/layout.h"
@@ -31,6 +32,9 @@ struct KernelRequest {
   // Which of a backend's implementations to create: 0 is its first choice; autotune asks for the
   // alternatives a backend lists (backends/registry.h). A backend with fewer refuses.
   int alternative = 0;
+  // For ops whose kernels users choose by name (attention: "math", "flash", "onednn"; see
+  // backends/registry.h), the one asked for; empty otherwise.
+  std::string_view variant;
 
   Layout input_layout(size_t index) const {
     return index < input_layouts.size() ? input_layouts[index] : Layout::plain;

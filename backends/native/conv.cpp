@@ -16,21 +16,17 @@
 #include "backends/native/isa_variant.h"
 #include "backends/native/native_backend.h"
 #include "backends/native/spatial3d.h"
+#include "backends/native/thread_scratch.h"
 #include "runtime/parallel.h"
 #include "runtime/threads.h"
 
 namespace kiln::native {
 namespace {
 
-// Grow-only im2col buffer of the calling thread (kernels stay stateless; threads do not share it),
-// from the current allocator.
+// The calling thread's im2col buffer.
+struct Im2colScratch;
 float* im2col_scratch(size_t count) {
-  thread_local AllocatedBlock buffer;
-  if (buffer.data() == nullptr || buffer.size() < count * sizeof(float)) {
-    buffer = AllocatedBlock();
-    buffer = AllocatedBlock(count * sizeof(float));
-  }
-  return static_cast<float*>(buffer.data());
+  return thread_scratch_floats<Im2colScratch>(count);
 }
 
 // Rows of `cols` are (channel, kd, kh, kw); columns are output positions. Out-of-image taps are 0.

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "backends/base/backend.h"
+#include "backends/base/kernel_request.h"
 #include "backends/base/kernel_table.h"
 
 namespace kiln {
@@ -27,6 +28,10 @@ std::span<const KernelEntry> softmax_kernels();
 std::span<const KernelEntry> reduce_kernels();
 std::span<const KernelEntry> shape_kernels();
 std::span<const KernelEntry> data_movement_kernels();
+
+// Attention's kernels are chosen by name (request.variant: "math" or "flash", attention.cpp), so
+// their factory takes the whole request.
+KernelOrReason create_attention_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs);
 
 }  // namespace native
 }  // namespace kiln

@@ -121,20 +121,6 @@ dnnl::memory reorder_constant(const dnnl::memory::desc& from, const Tensor& valu
 namespace {
 
 // A byte buffer from the current allocator (64-byte aligned) that only grows.
-class ScratchBuffer {
- public:
-  void* reserve(size_t bytes) {
-    if (bytes > block_.size() || block_.data() == nullptr) {
-      block_ = AllocatedBlock();  // the old block goes back before the new one is taken
-      block_ = AllocatedBlock(bytes);
-    }
-    return block_.data();
-  }
-
- private:
-  AllocatedBlock block_;
-};
-
 // A primitive bound to one context: its memories are created once and only their data handles
 // follow the tensors; the argument array is passed straight to oneDNN's C API.
 class BoundPrimitive final : public BoundKernel {
@@ -182,6 +168,14 @@ class BoundPrimitive final : public BoundKernel {
 };
 
 }  // namespace
+
+void* ScratchBuffer::reserve(size_t bytes) {
+  if (bytes > block_.size() || block_.data() == nullptr) {
+    block_ = AllocatedBlock();  // the old block goes back before the new one is taken
+    block_ = AllocatedBlock(bytes);
+  }
+  return block_.data();
+}
 
 void PrimitiveKernel::run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const {
   apply_thread_count();

@@ -12,6 +12,7 @@
 #include "backends/base/kernel.h"
 #include "backends/base/kernel_request.h"
 #include "backends/base/kernel_table.h"
+#include "core/allocator.h"
 
 namespace kiln::onednn {
 
@@ -110,6 +111,15 @@ class PrimitiveKernel : public Kernel {
   std::vector<Binding> bindings_;
 };
 
+// Grow-only memory from the current allocator: a user scratchpad, or attention's scores.
+class ScratchBuffer {
+ public:
+  void* reserve(size_t bytes);
+
+ private:
+  AllocatedBlock block_;
+};
+
 // Wraps a tensor's storage as a oneDNN memory with descriptor `desc` (no copy).
 dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& tensor);
 // A fused sum post-op adds the primitive's result to what dst holds: dst starts as the residual,
@@ -167,5 +177,6 @@ std::span<const KernelEntry> concat_kernels();
 std::span<const KernelEntry> normalization_kernels();
 std::span<const KernelEntry> softmax_kernels();
 std::span<const KernelEntry> reorder_kernels();  // layout conversions: the planner's Reorder steps
+std::span<const KernelEntry> attention_kernels();  // scaled dot-product attention, the kernel "onednn"
 
 }  // namespace kiln::onednn

@@ -74,6 +74,7 @@ std::vector<size_t> order_live_nodes(PlanState& state) {
     if (live[i] && missing[i] == 0 && !graph.nodes[i].inputs.empty()) ready.push_back(i);
   }
   state.readers = consumers;
+  state.producers = producer;
   std::vector<size_t> order;
   while (!ready.empty()) {
     const size_t index = ready.front();

@@ -54,6 +54,24 @@ struct NodeForm {
   std::unique_ptr<Attributes> attributes;  // a synthesized node's own (request.op points at them)
 };
 
+// plan.cpp: plans the node producing `value` now, before its turn in the order, if everything it
+// reads is planned or can be planned so (at most `depth` producers deep) and nothing it depends on
+// is being planned; true when `value` is then planned. A fusion that needs a value the file order
+// computes later (attention's K and mask) pulls it ahead; the nodes are then skipped at their turn.
+bool plan_ahead(PlanState& state, const std::string& value, int depth = 4);
+
+// attention_fusion.cpp: where `node` starts the nodes of attention (a Div or Mul of Q by a scalar
+// before the scores MatMul, or the scores MatMul), plans them as one ScaledDotProductAttention step
+// run by the first kernel of the sdpa_kernels setting that takes it, and returns true. False when
+// the pattern does not match or the setting lists no kernel; throws kiln::Error (not_implemented)
+// with each listed kernel's reason when it matches but none takes it.
+bool plan_attention(PlanState& state, const Node& node);
+
+// steps.cpp: the precision planning gives a step of `op_type` (Conv: conv_precision; MatMul and
+// Gemm, attention's products too: matmul_precision; others float32): float32 with a note in `note`
+// where bf16 is asked but the ISA in effect has no bf16 dot products.
+Precision planned_precision(const Settings& settings, std::string_view op_type, std::string& note);
+
 // steps.cpp: the form of `node` planned alone, with the precision the settings ask of it.
 NodeForm unfused_form(const PlanState& state, const Node& node, const OpSpec& spec,
                       std::vector<TensorInfo> outputs);

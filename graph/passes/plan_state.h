@@ -51,7 +51,10 @@ struct PlanState {
   std::unordered_map<std::string, int> slot_by_name;
   std::vector<std::vector<size_t>> input_dependencies;           // per slot: graph inputs it derives from
   std::unordered_map<std::string, std::vector<size_t>> readers;  // value name -> live reader nodes
+  std::unordered_map<std::string, size_t> producers;             // value name -> producing node
   std::unordered_set<const Node*> fused;                         // nodes planned inside another
+  std::unordered_set<const Node*> planned_ahead;                 // planned before their turn (plan_ahead)
+  std::unordered_set<const Node*> in_progress;                   // being planned now
   std::map<std::pair<int, Layout>, int> reordered;               // (slot, layout) -> converted slot
 
   // Adds a slot; a non-empty `name` becomes the value name readers find it by.

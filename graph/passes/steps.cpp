@@ -4,15 +4,6 @@
 namespace kiln {
 namespace {
 
-// The precision the settings ask of a node: Conv follows conv_precision, MatMul and Gemm
-// matmul_precision, everything else computes in float32.
-Precision requested_precision(const Node& node, const Settings& settings) {
-  if (!is_default_domain(node.domain)) return Precision::fp32;
-  if (node.op_type == "Conv") return settings.precision("conv_precision");
-  if (node.op_type == "MatMul" || node.op_type == "Gemm") return settings.precision("matmul_precision");
-  return Precision::fp32;
-}
-
 // bf16 runs only where the ISA tier in effect has bf16 dot products (AVX512_BF16 or AMX); a library
 // would emulate it elsewhere, slower than float32. There the plan is exactly the float32 plan (the
 // same kernels on every backend), and each affected step carries this note.
@@ -33,17 +24,25 @@ TensorInfo stored_info(const TensorInfo& info, Layout layout) {
 
 }  // namespace
 
+Precision planned_precision(const Settings& settings, std::string_view op_type, std::string& note) {
+  Precision requested = Precision::fp32;
+  if (op_type == "Conv") requested = settings.precision("conv_precision");
+  if (op_type == "MatMul" || op_type == "Gemm") requested = settings.precision("matmul_precision");
+  if (requested == Precision::bf16 && !bf16_in_effect()) {
+    note = bf16_fallback_note();
+    return Precision::fp32;
+  }
+  return requested;
+}
+
 NodeForm unfused_form(const PlanState& state, const Node& node, const OpSpec& spec,
                       std::vector<TensorInfo> outputs) {
   NodeForm form;
   form.op_type = node.op_type;
   form.request.op = spec;
-  const Precision requested = requested_precision(node, state.settings);
-  form.request.precision = requested;
-  if (requested == Precision::bf16 && !bf16_in_effect()) {
-    form.request.precision = Precision::fp32;
-    form.note = bf16_fallback_note();
-  }
+  form.request.precision = is_default_domain(node.domain)
+                               ? planned_precision(state.settings, node.op_type, form.note)
+                               : Precision::fp32;
   for (const std::string& input : node.inputs) {
     const int slot = input.empty() ? -1 : state.slot_of(input);
     form.input_slots.push_back(slot);

@@ -19,6 +19,7 @@ import os as _os
 
 from kiln import _kiln
 from kiln import backends
+from kiln import functional
 from kiln import profiler
 from kiln import torch_trace  # imports torch only when a torch profile is read
 from kiln import tidy

@@ -13,6 +13,7 @@ kiln.Session(path, deterministic=True).
     with kiln.backends.onednn.verbose(1):              # kiln's lines for oneDNN steps + oneDNN's own
     with kiln.backends.verbose(1, sink=lines.append):  # every step, to a callback
     with kiln.backends.settings(precision="bf16"):     # conv and matmul in bf16 where the CPU has it
+    with kiln.backends.sdpa_kernel([SDPBackend.FLASH, SDPBackend.MATH], set_priority=True):
 
 KILN_VERBOSE sets the verbose level at start-up. docs/backends.md lists every setting.
 """
@@ -31,7 +32,8 @@ _ATTRIBUTE_ROWS = {row["name"] for row in _GLOBAL_ROWS if row["name"] not in ("v
 def table():
     """Every setting: [{"name", "type", "default", "min", "max", "choices", "changes_plan", "backend",
     "row", "env", "help", "cli"}], backends expanded ("onednn_enabled", "blas_enabled", ...). "type" is
-    "bool", "int", "choice" or "sink"; a choice row lists its value names in "choices"."""
+    "bool", "int", "choice", "list" or "sink"; choice and list rows name their values in "choices" (a
+    list row's value is a list of them in priority order: sdpa_kernels)."""
     return [dict(row) for row in _ROWS]
 
 
@@ -210,6 +212,108 @@ openmp = _types.SimpleNamespace(
     version=_b.openmp_version,
 )
 cuda = _types.SimpleNamespace(is_built=lambda: False, is_available=lambda: False)
+
+
+# ---- attention kernels (torch.nn.attention.sdpa_kernel and torch.backends.cuda's SDPA controls) ----
+
+
+class SDPBackend:
+    """The attention kernels, by the names the sdpa_kernels setting uses: MATH materializes the
+    scores, FLASH never does (tiles with an online softmax: memory O(L)), ONEDNN runs oneDNN's
+    matmul, softmax and matmul primitives."""
+    MATH = "math"
+    FLASH = "flash"
+    ONEDNN = "onednn"
+
+
+def sdpa_kernel(backends, set_priority=False):
+    """Context manager: only `backends` (SDPBackend values or their names) may run the attention of
+    plans built in the block on this thread, in their default order (onednn, flash, math), or in the
+    order given with set_priority=True. The first that can take an attention step runs it; when none
+    can, planning raises with each one's reason. An empty list leaves attention unfused."""
+    if isinstance(backends, str):
+        backends = [backends]
+    return _b.sdpa_kernels_context(list(backends), set_priority)
+
+
+def sdpa_kernels():
+    """The kernels this thread's plans may use for attention, in priority order."""
+    return _b.sdpa_kernels()
+
+
+class SDPAParams:
+    """What an attention call would see: arrays, or shapes with dtypes (query [..., L, E], key
+    [..., S, E], value [..., S, Ev], attn_mask broadcasting to [..., L, S]: float added to the scores,
+    bool true where a key takes part)."""
+
+    def __init__(self, query, key, value, attn_mask=None, is_causal=False, scale=None, dtype="float32"):
+        def shape(x):
+            return tuple(x.shape) if hasattr(x, "shape") else tuple(x)
+
+        self.query, self.key, self.value = shape(query), shape(key), shape(value)
+        self.dtype = str(query.dtype) if hasattr(query, "dtype") else dtype
+        self.attn_mask = None if attn_mask is None else shape(attn_mask)
+        self.mask_dtype = str(attn_mask.dtype) if hasattr(attn_mask, "dtype") else "float32"
+        self.is_causal = bool(is_causal)
+        self.scale = scale
+
+    def __repr__(self):
+        return (f"SDPAParams(query={self.query}, key={self.key}, value={self.value}, dtype={self.dtype}, "
+                f"attn_mask={self.attn_mask} {self.mask_dtype if self.attn_mask else ''}, "
+                f"is_causal={self.is_causal}, scale={self.scale})")
+
+
+def why_not(backend, params):
+    """Why kernel `backend` cannot take `params` under this thread's settings; [] when it can."""
+    return _b.sdpa_why_not(backend, params.query, params.key, params.value, params.dtype, params.attn_mask,
+                           params.mask_dtype, params.is_causal, params.scale)
+
+
+def _can_use(backend, params, debug):
+    reasons = why_not(backend, params)
+    if debug:
+        import warnings
+        for reason in reasons:
+            warnings.warn(f"{backend} attention cannot be used: {reason}", stacklevel=3)
+    return not reasons
+
+
+def can_use_flash(params, debug=False):
+    """True when the flash kernel can take `params`; with debug, each reason it cannot is a warning."""
+    return _can_use(SDPBackend.FLASH, params, debug)
+
+
+def can_use_math(params, debug=False):
+    return _can_use(SDPBackend.MATH, params, debug)
+
+
+def can_use_onednn(params, debug=False):
+    return _can_use(SDPBackend.ONEDNN, params, debug)
+
+
+def enable_flash_sdp(enabled):
+    """Adds flash to (at its default place) or removes it from the global sdpa_kernels list."""
+    _b.sdpa_set_enabled(SDPBackend.FLASH, bool(enabled))
+
+
+def flash_sdp_enabled():
+    return _b.sdpa_enabled(SDPBackend.FLASH)
+
+
+def enable_math_sdp(enabled):
+    _b.sdpa_set_enabled(SDPBackend.MATH, bool(enabled))
+
+
+def math_sdp_enabled():
+    return _b.sdpa_enabled(SDPBackend.MATH)
+
+
+def enable_onednn_sdp(enabled):
+    _b.sdpa_set_enabled(SDPBackend.ONEDNN, bool(enabled))
+
+
+def onednn_sdp_enabled():
+    return _b.sdpa_enabled(SDPBackend.ONEDNN)
 
 
 class _BackendsModule(_types.ModuleType):

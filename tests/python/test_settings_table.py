@@ -29,6 +29,8 @@ def other_value(row):
         return row["min"] if row["default"] == row["max"] else min(row["max"], row["default"] + 1)
     if row["type"] == "choice":
         return next(choice for choice in row["choices"] if choice != row["default"])
+    if row["type"] == "list":  # the first choice alone, or the second
+        return [row["choices"][0]] if row["default"] != [row["choices"][0]] else [row["choices"][1]]
     return None
 
 
@@ -76,7 +78,8 @@ def test_every_setting_through_the_cli(kiln, kiln_bin):
         elif row["type"] == "bool" and not row["default"]:
             args, expected = [row["cli"]], "1"  # a flag turns it on
         else:
-            text = str(int(value)) if isinstance(value, bool) else str(value)  # on by default: --name 0
+            # On by default: --name 0; a list as the CLI spells it, comma-separated.
+            text = str(int(value)) if isinstance(value, bool) else ",".join(value) if isinstance(value, list) else str(value)
             args, expected = [row["cli"], text], text
         result = kiln_cli.run(kiln_bin, "info", "--settings", *args)
         if row["name"] == "native_enabled":

@@ -40,6 +40,9 @@ int other_value(const SettingSlot& slot) {
       return row.default_value == row.max ? row.min : std::min(row.max, row.default_value + 1);
     case SettingType::choice:
       return row.default_value == 0 ? 1 : 0;
+    case SettingType::priority_list:  // the first choice alone
+      return row.default_value == priority_list_value({0}) ? priority_list_value({1})
+                                                           : priority_list_value({0});
     case SettingType::sink:
       break;
   }

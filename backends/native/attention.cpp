@@ -1,0 +1,302 @@
+// Native scaled dot-product attention (ops/attention.h), two kernels users choose between by name:
+//   math   per batch entry, the L x S scores in full: scale * Q K^T on the packed GEMM, the mask,
+//          a softmax over whole rows, then P V on the GEMM. The unfused graph's arithmetic in one
+//          step; the reference the other attention kernels are tested against.
+//   flash  per (batch entry, block of queries), key blocks one after another with an online softmax
+//          (running row maxima and sums; earlier partial outputs rescaled when the maximum grows),
+//          so the scores exist only as one block per thread: memory O(block), not O(L x S).
+// Both compute in float32 on the GEMM of gemm.h and the vector exp of softmax_math.h (one variant
+// per ISA tier), and split work over batch entries (and for flash query blocks) with parallel_for.
+// A row whose every key is masked gives NaN, as the unfused graph's softmax does.
+#include "ops/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "backends/base/function_kernel.h"
+#include "backends/native/gemm.h"
+#include "backends/native/isa_variant.h"
+#include "backends/native/native_backend.h"
+#include "backends/native/softmax_math.h"
+#include "backends/native/thread_scratch.h"
+#include "runtime/parallel.h"
+#include "runtime/threads.h"
+
+namespace kiln::native {
+namespace {
+
+using namespace softmax_math;
+
+constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
+// Keys per flash block: the scores block (query rows x kKeyBlock floats) and a K and a V block of
+// kKeyBlock rows stay in L2 for head dims up to 128.
+constexpr int64_t kKeyBlock = 256;
+// Query rows per flash block, before rounding to the GEMM's register block.
+constexpr int64_t kQueryBlock = 64;
+// math refuses to materialize more scores than this per thread (bytes).
+constexpr int64_t kMathScoresLimit = int64_t{1} << 30;
+
+// ---- masking -----------------------------------------------------------------------------------
+
+// What the kernels read of a mask at run time.
+struct MaskView {
+  const float* additive = nullptr;
+  const uint8_t* boolean = nullptr;
+  bool drop_when_true = false;  // masked_fill form: true removes the key
+};
+
+MaskView mask_view(const AttentionParams& p, std::span<const Tensor> inputs) {
+  MaskView view;
+  if (p.mask == AttentionMask::none) return view;
+  if (p.mask == AttentionMask::additive) {
+    view.additive = inputs[3].data<float>();
+  } else {
+    view.boolean = static_cast<const uint8_t*>(inputs[3].raw_data());
+    view.drop_when_true = p.mask == AttentionMask::drop;
+  }
+  return view;
+}
+
+// Applies the mask and causality to scores[r * ld + c], the scores of queries i0 + r and keys
+// j0 + c of batch entry n.
+void mask_scores(const AttentionParams& p, const MaskView& mask, int64_t n, int64_t i0, int64_t rows,
+                 int64_t j0, int64_t cols, float* scores, int64_t ld) {
+  const int64_t base = p.mask == AttentionMask::none ? 0 : p.mask_offsets[static_cast<size_t>(n)];
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = scores + r * ld;
+    const int64_t i = i0 + r;
+    const int64_t offset = base + i * p.mask_row_stride + j0 * p.mask_column_stride;
+    if (mask.additive != nullptr) {
+      const float* values = mask.additive + offset;
+      if (p.mask_column_stride == 1) {
+        for (int64_t c = 0; c < cols; ++c) row[c] += values[c];
+      } else {
+        for (int64_t c = 0; c < cols; ++c) row[c] += values[c * p.mask_column_stride];
+      }
+    } else if (mask.boolean != nullptr) {
+      const uint8_t* values = mask.boolean + offset;
+      for (int64_t c = 0; c < cols; ++c) {
+        const bool is_true = values[c * p.mask_column_stride] != 0;
+        if (is_true == mask.drop_when_true) row[c] = kMinusInfinity;
+      }
+    }
+    // Keys after the query: j0 + c > i.
+    if (p.causal) {
+      for (int64_t c = std::max<int64_t>(0, i - j0 + 1); c < cols; ++c) row[c] = kMinusInfinity;
+    }
+  }
+}
+
+// ---- online softmax over blocks of rows --------------------------------------------------------
+
+// For each of `rows` rows of `cols` scores (stride ld), with the row's running maximum m and sum l
+// over earlier blocks: the new maximum m', the row replaced by e^(s - m'), l = l * e^(m - m') + the
+// row's sum, and rescale[r] = e^(m - m') (what earlier partial outputs must be multiplied by). A
+// row with no unmasked key so far (m' = -inf) becomes zeros and keeps l = 0.
+template <typename S>
+[[gnu::always_inline]] inline void online_softmax_rows_simd(float* scores, int64_t rows, int64_t cols,
+                                                            int64_t ld, float* maxima, float* sums,
+                                                            float* rescale) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = scores + r * ld;
+    const float previous = maxima[r];
+    const float maximum = std::max(previous, row_max_simd<S>(row, cols));
+    if (maximum == kMinusInfinity) {
+      std::fill(row, row + cols, 0.0f);
+      rescale[r] = 1.0f;
+      continue;
+    }
+    rescale[r] = previous == kMinusInfinity ? 0.0f : exp_nonpositive(previous - maximum);
+    const double sum = exp_sum_simd<S, true>(row, row, cols, maximum);
+    sums[r] = static_cast<float>(sums[r] * rescale[r] + sum);
+    maxima[r] = maximum;
+  }
+}
+
+using OnlineSoftmaxFn = void (*)(float*, int64_t, int64_t, int64_t, float*, float*, float*);
+
+__attribute__((target("avx512f"))) void online_softmax_avx512(float* s, int64_t rows, int64_t cols,
+                                                              int64_t ld, float* m, float* l,
+                                                              float* rescale) {
+  online_softmax_rows_simd<Simd<16>>(s, rows, cols, ld, m, l, rescale);
+}
+__attribute__((target("avx2,fma"))) void online_softmax_avx2(float* s, int64_t rows, int64_t cols, int64_t ld,
+                                                             float* m, float* l, float* rescale) {
+  online_softmax_rows_simd<Simd<8>>(s, rows, cols, ld, m, l, rescale);
+}
+void online_softmax_baseline(float* s, int64_t rows, int64_t cols, int64_t ld, float* m, float* l,
+                             float* rescale) {
+  online_softmax_rows_simd<Simd<4>>(s, rows, cols, ld, m, l, rescale);
+}
+
+IsaVariant<OnlineSoftmaxFn> online_softmax_variant() {
+  return pick_isa_variant<OnlineSoftmaxFn>(online_softmax_avx512, online_softmax_avx2,
+                                           online_softmax_baseline);
+}
+
+void scale_rows(float* rows_data, int64_t rows, int64_t cols, int64_t ld, const float* factors) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = rows_data + r * ld;
+    const float factor = factors[r];
+    for (int64_t c = 0; c < cols; ++c) row[c] *= factor;
+  }
+}
+
+// scores[rows x cols] = scale * Q[i0 .., :] K[j0 .., :]^T for batch entry n.
+void score_block(const AttentionParams& p, const float* q, const float* k, int64_t n, int64_t i0,
+                 int64_t rows, int64_t j0, int64_t cols, float* scores, int64_t ld) {
+  const float* q_rows = q + (n * p.l + i0) * p.e;
+  if (p.k_transposed) {
+    const float* kt = k + n * p.e * p.s + j0;  // [E, S]
+    sgemm(false, false, {rows, cols, p.e}, p.scale, q_rows, p.e, kt, p.s, 0.0f, scores, ld);
+  } else {
+    const float* k_rows = k + (n * p.s + j0) * p.e;  // [S, E]
+    sgemm(false, true, {rows, cols, p.e}, p.scale, q_rows, p.e, k_rows, p.e, 0.0f, scores, ld);
+  }
+}
+
+struct ScoresScratch;
+struct StatisticsScratch;
+
+// ---- math --------------------------------------------------------------------------------------
+
+void run_math(const AttentionParams& p, OnlineSoftmaxFn softmax_rows, std::span<const Tensor> inputs,
+              std::span<Tensor> outputs) {
+  const float* q = inputs[0].data<float>();
+  const float* k = inputs[1].data<float>();
+  const float* v = inputs[2].data<float>();
+  float* out = outputs[0].data<float>();
+  const MaskView mask = mask_view(p, inputs);
+  const int64_t cost = p.l * p.s * (p.e + p.ev) * 2;
+  parallel_for(0, p.batch, cost, [&](int64_t begin, int64_t end) {
+    float* scores = thread_scratch_floats<ScoresScratch>(static_cast<size_t>(p.l * p.s));
+    float* statistics = thread_scratch_floats<StatisticsScratch>(static_cast<size_t>(3 * p.l));
+    float* maxima = statistics;
+    float* sums = statistics + p.l;
+    float* rescale = statistics + 2 * p.l;
+    for (int64_t n = begin; n < end; ++n) {
+      score_block(p, q, k, n, 0, p.l, 0, p.s, scores, p.s);
+      mask_scores(p, mask, n, 0, p.l, 0, p.s, scores, p.s);
+      std::fill(maxima, maxima + p.l, kMinusInfinity);
+      std::fill(sums, sums + p.l, 0.0f);
+      softmax_rows(scores, p.l, p.s, p.s, maxima, sums, rescale);
+      // Normalized probabilities first, as Softmax then MatMul compute them (0 / 0 is NaN).
+      for (int64_t i = 0; i < p.l; ++i) rescale[i] = 1.0f / sums[i];
+      scale_rows(scores, p.l, p.s, p.s, rescale);
+      sgemm(false, false, {p.l, p.ev, p.s}, 1.0f, scores, p.s, v + n * p.s * p.ev, p.ev, 0.0f,
+            out + n * p.l * p.ev, p.ev);
+    }
+  });
+}
+
+// ---- flash -------------------------------------------------------------------------------------
+
+struct FlashGeometry {
+  int64_t query_block = 0;
+  int64_t query_blocks = 0;
+  int64_t key_block = 0;
+};
+
+FlashGeometry flash_geometry(const AttentionParams& p) {
+  FlashGeometry g;
+  const int64_t mr = gemm_kernel_info().mr;
+  g.query_block = std::max<int64_t>(mr, kQueryBlock / mr * mr);
+  // Enough tasks for every thread: smaller query blocks when there are few batch entries.
+  const int64_t threads = intra_op_threads();
+  while (g.query_block > mr && p.batch * ((p.l + g.query_block - 1) / g.query_block) < 2 * threads)
+    g.query_block -= mr;
+  g.query_blocks = (p.l + g.query_block - 1) / g.query_block;
+  g.key_block = std::min(kKeyBlock, p.s);
+  return g;
+}
+
+// One (batch entry, query block): the output rows written directly, rescaled as blocks of keys come.
+void flash_task(const AttentionParams& p, const FlashGeometry& g, OnlineSoftmaxFn softmax_rows,
+                const float* q, const float* k, const float* v, const MaskView& mask, int64_t n, int64_t i0,
+                float* out) {
+  const int64_t rows = std::min(g.query_block, p.l - i0);
+  float* scores = thread_scratch_floats<ScoresScratch>(static_cast<size_t>(g.query_block * g.key_block));
+  float* statistics = thread_scratch_floats<StatisticsScratch>(static_cast<size_t>(3 * g.query_block));
+  float* maxima = statistics;
+  float* sums = statistics + g.query_block;
+  float* rescale = statistics + 2 * g.query_block;
+  std::fill(maxima, maxima + rows, kMinusInfinity);
+  std::fill(sums, sums + rows, 0.0f);
+  float* out_rows = out + (n * p.l + i0) * p.ev;
+  // Causal: keys after the block's last query are masked for all of its rows.
+  const int64_t key_end = p.causal ? std::min(p.s, i0 + rows) : p.s;
+  bool first = true;
+  for (int64_t j0 = 0; j0 < key_end; j0 += g.key_block) {
+    const int64_t cols = std::min(g.key_block, key_end - j0);
+    score_block(p, q, k, n, i0, rows, j0, cols, scores, g.key_block);
+    mask_scores(p, mask, n, i0, rows, j0, cols, scores, g.key_block);
+    softmax_rows(scores, rows, cols, g.key_block, maxima, sums, rescale);
+    if (!first) scale_rows(out_rows, rows, p.ev, p.ev, rescale);
+    sgemm(false, false, {rows, p.ev, cols}, 1.0f, scores, g.key_block, v + (n * p.s + j0) * p.ev, p.ev,
+          first ? 0.0f : 1.0f, out_rows, p.ev);
+    first = false;
+  }
+  if (first) {  // no keys at all: an empty softmax
+    for (int64_t i = 0; i < rows * p.ev; ++i) out_rows[i] = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) rescale[r] = 1.0f / sums[r];
+  scale_rows(out_rows, rows, p.ev, p.ev, rescale);
+}
+
+void run_flash(const AttentionParams& p, OnlineSoftmaxFn softmax_rows, std::span<const Tensor> inputs,
+               std::span<Tensor> outputs) {
+  const FlashGeometry g = flash_geometry(p);
+  const float* q = inputs[0].data<float>();
+  const float* k = inputs[1].data<float>();
+  const float* v = inputs[2].data<float>();
+  float* out = outputs[0].data<float>();
+  const MaskView mask = mask_view(p, inputs);
+  const int64_t tasks = p.batch * g.query_blocks;
+  const int64_t cost = g.query_block * p.s * (p.e + p.ev) * 2;
+  parallel_for(0, tasks, cost, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      // Under causality later query blocks have more keys: alternate late and early blocks so that
+      // each thread's contiguous share of tasks holds a mix.
+      const int64_t n = task / g.query_blocks;
+      const int64_t t = task % g.query_blocks;
+      const int64_t block = t % 2 == 0 ? t / 2 : g.query_blocks - 1 - t / 2;
+      flash_task(p, g, softmax_rows, q, k, v, mask, n, block * g.query_block, out);
+    }
+  });
+}
+
+}  // namespace
+
+KernelOrReason create_attention_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs) {
+  const AttentionParams p = attention_params(request.op);
+  const IsaVariant<OnlineSoftmaxFn> softmax_rows = online_softmax_variant();
+  KernelOrReason offer;
+  if (request.variant == "math") {
+    const int64_t scores_bytes = p.l * p.s * static_cast<int64_t>(sizeof(float));
+    if (scores_bytes > kMathScoresLimit) {
+      return KernelOrReason::rejected(str_cat("the L x S = ", p.l, " x ", p.s, " scores (",
+                                              scores_bytes >> 20, " MiB per thread) exceed math's ",
+                                              kMathScoresLimit >> 20, " MiB"));
+    }
+    offer = make_kernel(str_cat("native:math_attention:", softmax_rows.isa),
+                        [p, fn = softmax_rows.fn](std::span<const Tensor> in, std::span<Tensor> out) {
+                          run_math(p, fn, in, out);
+                        });
+  } else if (request.variant == "flash") {
+    offer = make_kernel(str_cat("native:flash_attention:", softmax_rows.isa),
+                        [p, fn = softmax_rows.fn](std::span<const Tensor> in, std::span<Tensor> out) {
+                          run_flash(p, fn, in, out);
+                        });
+  } else {
+    return KernelOrReason::rejected(str_cat("no native attention kernel named '", request.variant, "'"));
+  }
+  if (request.precision == Precision::bf16)
+    offer.note = "precision bf16 requested, float32 used: the native attention kernels compute in float32";
+  return offer;
+}
+
+}  // namespace kiln::native

@@ -1,0 +1,23 @@
+// Grow-only scratch memory owned by the calling thread, from the current allocator (64-byte
+// aligned): kernels stay stateless (each thread has its own buffer per Tag), and repeated runs
+// neither allocate nor fault in fresh pages.
+#pragma once
+
+#include <cstddef>
+
+#include "core/allocator.h"
+
+namespace kiln::native {
+
+// `count` floats for the calling thread, valid until its next call with the same Tag.
+template <typename Tag>
+float* thread_scratch_floats(size_t count) {
+  thread_local AllocatedBlock buffer;
+  if (buffer.data() == nullptr || buffer.size() < count * sizeof(float)) {
+    buffer = AllocatedBlock();
+    buffer = AllocatedBlock(count * sizeof(float));
+  }
+  return static_cast<float*>(buffer.data());
+}
+
+}  // namespace kiln::native

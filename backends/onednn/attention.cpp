@@ -1,0 +1,186 @@
+// Scaled dot-product attention on oneDNN primitives (the kernel users name "onednn"): a batched
+// matmul writes the scores with the scale as output scales and the mask as a binary-add post-op,
+// a softmax primitive normalizes them in place (oneDNN 2.6 has no softmax post-op), a second
+// matmul multiplies by V. The scores [..., L, S] are materialized in a per-thread buffer. Under
+// bf16 precision Q, K and V arrive as bf16 (Reorder steps before the kernel), the softmax writes
+// bf16 probabilities, and both products accumulate in float32.
+#include "ops/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "backends/onednn/onednn_common.h"
+
+namespace kiln::onednn {
+namespace {
+
+using dnnl::memory;
+
+// The kernel refuses to materialize more scores than this (bytes), as native math does.
+constexpr int64_t kScoresLimit = int64_t{1} << 30;
+
+memory::dims dims_of(const Shape& leading, int64_t rows, int64_t columns) {
+  memory::dims dims(leading.begin(), leading.end());
+  dims.push_back(rows);
+  dims.push_back(columns);
+  return dims;
+}
+
+// Row-major strides of `dims`.
+memory::dims strides_of(const memory::dims& dims) {
+  memory::dims strides(dims.size(), 1);
+  for (size_t d = dims.size() - 1; d-- > 0;) strides[d] = strides[d + 1] * dims[d + 1];
+  return strides;
+}
+
+class AttentionKernel final : public Kernel {
+ public:
+  AttentionKernel(const AttentionParams& p, const TensorInfo* mask, bool bf16) : bf16_(bf16) {
+    const auto operand = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+    const memory::dims q_dims = dims_of(p.leading, p.l, p.e);
+    const memory::dims kt_dims = dims_of(p.leading, p.e, p.s);
+    memory::dims kt_strides = strides_of(kt_dims);
+    if (!p.k_transposed) {  // K [..., S, E] read as K^T through its strides
+      const size_t rank = kt_dims.size();
+      kt_strides[rank - 2] = 1;
+      kt_strides[rank - 1] = p.e;
+    }
+    q_desc_ = memory::desc(q_dims, operand, strides_of(q_dims));
+    kt_desc_ = memory::desc(kt_dims, operand, kt_strides);
+    scores_desc_ = memory::desc(dims_of(p.leading, p.l, p.s), memory::data_type::f32,
+                                strides_of(dims_of(p.leading, p.l, p.s)));
+    probabilities_desc_ = with_type(scores_desc_, operand);
+    const memory::dims v_dims = dims_of(p.leading, p.s, p.ev);
+    v_desc_ = memory::desc(v_dims, operand, strides_of(v_dims));
+    const memory::dims out_dims = dims_of(p.leading, p.l, p.ev);
+    out_desc_ = memory::desc(out_dims, memory::data_type::f32, strides_of(out_dims));
+
+    dnnl::primitive_attr scores_attr;
+    scores_attr.set_output_scales(0, {p.scale});
+    dnnl::matmul::primitive_desc scores_pd(dnnl::matmul::desc(q_desc_, kt_desc_, scores_desc_), scores_attr,
+                                           engine());
+    if (mask != nullptr) {
+      // The mask's shape right-aligned against the scores: oneDNN broadcasts its dims of 1.
+      memory::dims mask_dims(scores_desc_.dims().size(), 1);
+      std::copy(mask->shape.begin(), mask->shape.end(),
+                mask_dims.end() - static_cast<int64_t>(mask->shape.size()));
+      mask_desc_ = memory::desc(mask_dims, memory::data_type::f32, strides_of(mask_dims));
+      dnnl::post_ops post_ops;
+      post_ops.append_binary(dnnl::algorithm::binary_add, mask_desc_);
+      dnnl::primitive_attr masked_attr = scores_attr;
+      masked_attr.set_post_ops(post_ops);
+      const dnnl::matmul::primitive_desc masked_pd(dnnl::matmul::desc(q_desc_, kt_desc_, scores_desc_),
+                                                   masked_attr, engine());
+      // oneDNN 2.6's fast matmuls take a post-op operand broadcast only in some dims (not over the
+      // batch): elsewhere the mask is added by a binary primitive after the product.
+      if (!implementation_name(masked_pd).starts_with("ref")) {
+        scores_pd = masked_pd;
+      } else {
+        const dnnl::binary::primitive_desc add_pd(
+            dnnl::binary::desc(dnnl::algorithm::binary_add, scores_desc_, mask_desc_, scores_desc_),
+            engine());
+        add_mask_ = dnnl::binary(add_pd);
+        separate_mask_ = true;
+        mask_name_ = "+" + implementation_name(add_pd);
+      }
+    }
+    const dnnl::softmax_v2_forward::primitive_desc softmax_pd(
+        dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::softmax_accurate,
+                                       scores_desc_, probabilities_desc_,
+                                       static_cast<int>(q_dims.size()) - 1),
+        engine());
+    const dnnl::matmul::primitive_desc output_pd(dnnl::matmul::desc(probabilities_desc_, v_desc_, out_desc_),
+                                                 engine());
+    scores_ = dnnl::matmul(scores_pd);
+    softmax_ = dnnl::softmax_v2_forward(softmax_pd);
+    output_ = dnnl::matmul(output_pd);
+    name_ = str_cat("onednn:attention(", implementation_name(scores_pd), mask_name_, "+",
+                    implementation_name(softmax_pd), "+", implementation_name(output_pd), ")",
+                    bf16 ? ":bf16" : "");
+    scores_bytes_ = scores_desc_.get_size() + (bf16 ? probabilities_desc_.get_size() : 0);
+    has_mask_ = mask != nullptr;
+  }
+
+  std::string_view name() const override { return name_; }
+  Layout input_layout(size_t index) const override {
+    return bf16_ && index < 3 ? Layout::plain_bf16 : Layout::plain;
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
+    apply_thread_count();
+    thread_local ScratchBuffer buffer;
+    char* scratch = static_cast<char*>(buffer.reserve(scores_bytes_));
+    const memory scores(scores_desc_, engine(), scratch);
+    const memory probabilities =
+        bf16_ ? memory(probabilities_desc_, engine(), scratch + scores_desc_.get_size()) : scores;
+    std::unordered_map<int, memory> scores_args = {{DNNL_ARG_SRC, wrap(q_desc_, inputs[0])},
+                                                   {DNNL_ARG_WEIGHTS, wrap(kt_desc_, inputs[1])},
+                                                   {DNNL_ARG_DST, scores}};
+    if (has_mask_ && !separate_mask_)
+      scores_args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = wrap(mask_desc_, inputs[3]);
+    dnnl::stream& stream = thread_stream();
+    scores_.execute(stream, scores_args);
+    if (separate_mask_) {
+      add_mask_.execute(
+          stream,
+          {{DNNL_ARG_SRC_0, scores}, {DNNL_ARG_SRC_1, wrap(mask_desc_, inputs[3])}, {DNNL_ARG_DST, scores}});
+    }
+    softmax_.execute(stream, {{DNNL_ARG_SRC, scores}, {DNNL_ARG_DST, probabilities}});
+    output_.execute(stream, {{DNNL_ARG_SRC, probabilities},
+                             {DNNL_ARG_WEIGHTS, wrap(v_desc_, inputs[2])},
+                             {DNNL_ARG_DST, wrap(out_desc_, outputs[0])}});
+    stream.wait();
+  }
+
+ private:
+  bool bf16_ = false;
+  bool has_mask_ = false;
+  bool separate_mask_ = false;  // added by add_mask_, not by a post-op of the product
+  std::string mask_name_;
+  memory::desc q_desc_, kt_desc_, v_desc_, mask_desc_, scores_desc_, probabilities_desc_, out_desc_;
+  dnnl::matmul scores_;
+  dnnl::binary add_mask_;
+  dnnl::softmax_v2_forward softmax_;
+  dnnl::matmul output_;
+  size_t scores_bytes_ = 0;
+  std::string name_;
+};
+
+KernelOrReason make_attention(const KernelRequest& request, std::span<const TensorInfo> outputs) {
+  if (request.variant != "onednn")
+    return KernelOrReason::rejected(str_cat("no oneDNN attention kernel named '", request.variant, "'"));
+  const AttentionParams p = attention_params(request.op);
+  if (p.mask == AttentionMask::keep || p.mask == AttentionMask::drop)
+    return KernelOrReason::rejected(
+        "boolean masks are not supported (oneDNN's binary post-op adds float32 values)");
+  if (p.causal)
+    return KernelOrReason::rejected("is_causal is not supported (oneDNN 2.6 matmul has no causal mask)");
+  if (p.leading.size() + 2 > DNNL_MAX_NDIMS)
+    return KernelOrReason::rejected(str_cat("more than ", DNNL_MAX_NDIMS, " dims"));
+  const int64_t scores_bytes = p.batch * p.l * p.s * static_cast<int64_t>(sizeof(float));
+  if (scores_bytes > kScoresLimit) {
+    return KernelOrReason::rejected(str_cat("the scores (", scores_bytes >> 20, " MiB) exceed the ",
+                                            kScoresLimit >> 20, " MiB this kernel materializes"));
+  }
+  if (p.batch * p.l * p.s * p.e * p.ev == 0) return KernelOrReason::rejected("empty attention");
+  const TensorInfo* mask = p.mask == AttentionMask::additive ? &request.op.inputs[3] : nullptr;
+  KernelOrReason offer = create_reduced_precision_kernel(request, [&](const KernelRequest& chosen) {
+    return std::make_unique<AttentionKernel>(p, mask, chosen.precision == Precision::bf16);
+  });
+  // A primitive on oneDNN's reference implementation is slower than the native kernels.
+  if (offer.kernel && offer.kernel->name().find("ref:") != std::string_view::npos) {
+    return KernelOrReason::rejected(str_cat(
+        "oneDNN offers only its reference implementation for part of it (", offer.kernel->name(), ")"));
+  }
+  return offer;
+}
+
+constexpr KernelEntry kAttentionKernels[] = {{kAttentionOp, make_attention}};
+
+}  // namespace
+
+std::span<const KernelEntry> attention_kernels() {
+  return kAttentionKernels;
+}
+
+}  // namespace kiln::onednn
