@@ -135,7 +135,7 @@ std::vector<std::string> why_not(std::string_view kernel, const Params& params) 
 
 Tensor attention(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& mask,
                  bool is_causal, std::optional<float> scale, std::string* kernel) {
-  Params params{query.shape(), key.shape(), value.shape(), query.dtype()};
+  Params params{.query = query.shape(), .key = key.shape(), .value = value.shape(), .dtype = query.dtype()};
   KILN_CHECK(key.dtype() == query.dtype() && value.dtype() == query.dtype(), invalid_argument,
              "attention: query, key and value must have one dtype, got ", dtype_name(query.dtype()), ", ",
              dtype_name(key.dtype()), " and ", dtype_name(value.dtype()));

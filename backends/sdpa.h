@@ -46,10 +46,10 @@ struct Params {
   Shape key;                      // [..., S, E]
   Shape value;                    // [..., S, Ev]
   DType dtype = DType::f32;       // of query, key and value
-  std::optional<Shape> mask;      // broadcasts to [..., L, S]
+  std::optional<Shape> mask = std::nullopt;  // broadcasts to [..., L, S]
   DType mask_dtype = DType::f32;  // f32: added to the scores; boolean: true takes part
   bool is_causal = false;
-  std::optional<float> scale;  // default 1 / sqrt(E)
+  std::optional<float> scale = std::nullopt;  // default 1 / sqrt(E)
 };
 
 // Why `kernel` cannot take `params` under the calling thread's settings (its backend disabled, not

@@ -84,6 +84,11 @@ void report_planned_steps(const Settings& settings, const Plan& plan) {
         str_cat("kiln_verbose,plan,", describe(step), milliseconds_text(step.record.creation_ms));
     // Appended in two steps: GCC 12 warns falsely (-Wrestrict) about `"," + std::string` here.
     if (!step.record.note.empty()) line.append(",").append(csv_field(str_cat("note:", step.record.note)));
+    // Why the other candidates did not take the step (attention: each kernel of sdpa_kernels before it).
+    std::string refusals;
+    for (const RejectedCandidate& candidate : step.record.rejected)
+      refusals += str_cat(refusals.empty() ? "" : "; ", candidate.label(), ": ", candidate.reason);
+    if (!refusals.empty()) line.append(",").append(csv_field(str_cat("rejected:", refusals)));
     write_verbose_line(settings, line);
   }
 }

@@ -569,7 +569,8 @@ PYBIND11_MODULE(_kiln, m) {
       [](const std::string& kernel, const Shape& query, const Shape& key, const Shape& value,
          const std::string& dtype, const std::optional<Shape>& mask, const std::string& mask_dtype,
          bool is_causal, std::optional<float> scale) {
-        backends::sdpa::Params params{query, key, value, dtype_from_numpy(py::dtype(dtype), "query")};
+        backends::sdpa::Params params{
+            .query = query, .key = key, .value = value, .dtype = dtype_from_numpy(py::dtype(dtype), "query")};
         params.mask = mask;
         params.mask_dtype = dtype_from_numpy(py::dtype(mask_dtype), "attn_mask");
         params.is_causal = is_causal;

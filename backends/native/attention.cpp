@@ -23,7 +23,6 @@
 #include "backends/native/softmax_math.h"
 #include "backends/native/thread_scratch.h"
 #include "runtime/parallel.h"
-#include "runtime/threads.h"
 
 namespace kiln::native {
 namespace {
@@ -158,8 +157,11 @@ void score_block(const AttentionParams& p, const float* q, const float* k, int64
   }
 }
 
-struct ScoresScratch;
-struct StatisticsScratch;
+// Each kernel's own per-thread buffers, so flash never holds math's L x S.
+struct MathScores;
+struct MathStatistics;
+struct FlashScores;
+struct FlashStatistics;
 
 // ---- math --------------------------------------------------------------------------------------
 
@@ -172,8 +174,8 @@ void run_math(const AttentionParams& p, OnlineSoftmaxFn softmax_rows, std::span<
   const MaskView mask = mask_view(p, inputs);
   const int64_t cost = p.l * p.s * (p.e + p.ev) * 2;
   parallel_for(0, p.batch, cost, [&](int64_t begin, int64_t end) {
-    float* scores = thread_scratch_floats<ScoresScratch>(static_cast<size_t>(p.l * p.s));
-    float* statistics = thread_scratch_floats<StatisticsScratch>(static_cast<size_t>(3 * p.l));
+    float* scores = thread_scratch_floats<MathScores>(static_cast<size_t>(p.l * p.s));
+    float* statistics = thread_scratch_floats<MathStatistics>(static_cast<size_t>(3 * p.l));
     float* maxima = statistics;
     float* sums = statistics + p.l;
     float* rescale = statistics + 2 * p.l;
@@ -203,11 +205,9 @@ struct FlashGeometry {
 FlashGeometry flash_geometry(const AttentionParams& p) {
   FlashGeometry g;
   const int64_t mr = gemm_kernel_info().mr;
+  // Whole register blocks of the GEMM; not shaped by the thread count, so that each output row is
+  // computed the same way on any number of threads (the native backend's determinism).
   g.query_block = std::max<int64_t>(mr, kQueryBlock / mr * mr);
-  // Enough tasks for every thread: smaller query blocks when there are few batch entries.
-  const int64_t threads = intra_op_threads();
-  while (g.query_block > mr && p.batch * ((p.l + g.query_block - 1) / g.query_block) < 2 * threads)
-    g.query_block -= mr;
   g.query_blocks = (p.l + g.query_block - 1) / g.query_block;
   g.key_block = std::min(kKeyBlock, p.s);
   return g;
@@ -218,8 +218,8 @@ void flash_task(const AttentionParams& p, const FlashGeometry& g, OnlineSoftmaxF
                 const float* q, const float* k, const float* v, const MaskView& mask, int64_t n, int64_t i0,
                 float* out) {
   const int64_t rows = std::min(g.query_block, p.l - i0);
-  float* scores = thread_scratch_floats<ScoresScratch>(static_cast<size_t>(g.query_block * g.key_block));
-  float* statistics = thread_scratch_floats<StatisticsScratch>(static_cast<size_t>(3 * g.query_block));
+  float* scores = thread_scratch_floats<FlashScores>(static_cast<size_t>(g.query_block * g.key_block));
+  float* statistics = thread_scratch_floats<FlashStatistics>(static_cast<size_t>(3 * g.query_block));
   float* maxima = statistics;
   float* sums = statistics + g.query_block;
   float* rescale = statistics + 2 * g.query_block;

@@ -1,13 +1,14 @@
 // Plain loops for the ops whose native kernels are tuned engines (packed-panel GEMM with ISA-cloned
-// micro-kernels, im2col written into packed panels, ISA-cloned depthwise loops, windowed pooling):
-// the oracle those kernels are tested against. Written for obviousness, not speed; float32 inputs,
-// sums in double. Not linked into kiln, only into its tests (kiln_native_reference).
+// micro-kernels, im2col written into packed panels, ISA-cloned depthwise loops, windowed pooling,
+// attention's math and flash): the oracle those kernels are tested against. Written for obviousness, not
+// speed; float32 inputs, sums in double. Not linked into kiln, only into its tests (kiln_native_reference).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/attention.h"
 #include "ops/conv.h"
 #include "ops/pool.h"
 
@@ -32,5 +33,10 @@ Values conv(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvPara
 // 2-D max or average pooling of NCHW `x` as `p` describes it; outside the input, max ignores the
 // window and average counts the padding only with count_include_pad.
 Values pool(const Tensor& x, const PoolParams& p, bool is_max);
+
+// Scaled dot-product attention as `p` describes it (ops/attention.h); `mask` undefined without one.
+// A row whose every key is masked gives NaN.
+Values attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                 const AttentionParams& p);
 
 }  // namespace kiln::native::ref
