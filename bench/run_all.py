@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Times kiln, PyTorch and ONNX Runtime side by side on the model-parity set; writes a markdown table and JSON.
 
-    /usr/bin/python3 bench/run_all.py [--models resnet18,transformer] [--configs b1t1,b1t2,b16t2]
+    /usr/bin/python3 bench/run_all.py [--models resnet18,transformer] [--configs b1t1,b1t2,b8t1,b8t2,b16t2]
         [--warmup W] [--iters N] [--rounds R] [--kiln build/kiln] [--kiln-args "..."]
         [--peak-gflops-per-core 225] [--out-md bench/results/latest.md] [--out-json bench/results/latest.json]
         [--bf16]
@@ -35,7 +35,8 @@ PYTHON = "/usr/bin/python3"  # the one with torch; the first python3 on PATH may
 DEFAULT_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "shufflenet_v2_x1_0", "googlenet",
                   "resnext50_32x4d", "alexnet", "transformer"]
 # name: (batch, threads, default warm-up runs, default timed runs); batch 16 runs are ~16x longer.
-CONFIGS = {"b1t1": (1, 1, 5, 20), "b1t2": (1, 2, 5, 20), "b16t2": (16, 2, 2, 6)}
+CONFIGS = {"b1t1": (1, 1, 5, 20), "b1t2": (1, 2, 5, 20), "b8t1": (8, 1, 2, 6), "b8t2": (8, 2, 2, 6),
+           "b16t2": (16, 2, 2, 6)}
 RUNTIMES = ["kiln", "pytorch", "ort"]
 ORT_INSTALL_HINT = "(cd bench && ONNXRUNTIME_NODE_INSTALL=skip npm install)"
 TIMEOUT_S = 1800  # per process: a hung runtime must not stall the whole set
@@ -44,7 +45,7 @@ TIMEOUT_S = 1800  # per process: a hung runtime must not stall the whole set
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated model names")
-    parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated, of {', '.join(CONFIGS)}")
+    parser.add_argument("--configs", default="b1t1,b1t2,b16t2", help=f"comma-separated, of {', '.join(CONFIGS)}")
     parser.add_argument("--warmup", type=int, help="untimed runs per process (default: 5 at batch 1, 2 at batch 16)")
     parser.add_argument("--iters", type=int, help="timed runs per process (default: 20 at batch 1, 6 at batch 16)")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds per model and config (default 2)")
@@ -217,6 +218,12 @@ def markdown(rows, header, args):
                      + (f" {speed(row, 'kiln_bf16')} | {number(bf16_speedup(row), 2, 'x')} |" if args.bf16 else ""))
     lines.append(f"| **geomean, batch 1** | latency | | | | {number(header['geomean_b1']['pytorch'])} | "
                  f"{number(header['geomean_b1']['ort'])} | | | |")
+    if any(row["batch"] > 1 for row in rows):
+        latency = header["latency_ratios"]
+        lines.append(f"| **geomean, every row** | latency | | | | {number(latency['pytorch']['geomean'])} | "
+                     f"{number(latency['ort']['geomean'])} | | | |")
+        lines.append(f"| **largest, every row** | latency | | | | {number(latency['pytorch']['max'])} | "
+                     f"{number(latency['ort']['max'])} | | | |")
     notes = [f"- {row['model']} {row['config']} {runtime}: error: {result['error']}"
              for row in rows for runtime, result in row["runtimes"].items() if result["error"]]
     # PyTorch timed eagerly, or with OpenBLAS threads unpinned, is not the peer the table claims: say so.
@@ -250,6 +257,12 @@ def main():
     header["loadavg_end"] = " ".join(f"{load:.2f}" for load in os.getloadavg())
     header["geomean_b1"] = {peer: geomean([ratio(row, peer) for row in rows if row["batch"] == 1])
                             for peer in ("pytorch", "ort")}
+    # Every row as a latency ratio (kiln ms / peer ms, < 1: kiln faster), batches above 1 included.
+    header["latency_ratios"] = {}
+    for peer in ("pytorch", "ort"):
+        ratios = [row["runtimes"]["kiln"]["median_ms"] / row["runtimes"][peer]["median_ms"] for row in rows
+                  if row["runtimes"]["kiln"]["median_ms"] and row["runtimes"][peer]["median_ms"]]
+        header["latency_ratios"][peer] = {"geomean": geomean(ratios), "max": max(ratios) if ratios else None}
     versions = {}  # each runtime's version, from any of its successful runs
     for row in rows:
         for runtime, result in row["runtimes"].items():

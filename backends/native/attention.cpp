@@ -4,7 +4,8 @@
 //          step; the reference the other attention kernels are tested against.
 //   flash  per (batch entry, block of queries), key blocks one after another with an online softmax
 //          (running row maxima and sums; earlier partial outputs rescaled when the maximum grows),
-//          so the scores exist only as one block per thread: memory O(block), not O(L x S).
+//          so the scores exist only as one block per thread: memory O(block), not O(L x S). K^T and
+//          V are packed for the GEMM once per batch entry and thread (O(S x E)), not per query block.
 // Both compute in float32 on the GEMM of gemm.h and the vector exp of softmax_math.h (one variant
 // per ISA tier), and split work over batch entries (and for flash query blocks) with parallel_for.
 // A row whose every key is masked gives NaN, as the unfused graph's softmax does.
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "backends/base/function_kernel.h"
@@ -31,8 +33,9 @@ using namespace softmax_math;
 
 constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
 // Keys per flash block: the scores block (query rows x kKeyBlock floats) and a K and a V block of
-// kKeyBlock rows stay in L2 for head dims up to 128.
-constexpr int64_t kKeyBlock = 256;
+// kKeyBlock rows stay in L2 for head dims up to 128. One GEMM depth block, so that a key block of
+// the prepacked V is a slice of it.
+constexpr int64_t kKeyBlock = kGemmDepthBlock;
 // Query rows per flash block, before rounding to the GEMM's register block.
 constexpr int64_t kQueryBlock = 64;
 // math refuses to materialize more scores than this per thread (bytes).
@@ -144,7 +147,7 @@ void scale_rows(float* rows_data, int64_t rows, int64_t cols, int64_t ld, const 
   }
 }
 
-// scores[rows x cols] = scale * Q[i0 .., :] K[j0 .., :]^T for batch entry n.
+// math's scores[rows x cols] = scale * Q[i0 .., :] K[j0 .., :]^T for batch entry n.
 void score_block(const AttentionParams& p, const float* q, const float* k, int64_t n, int64_t i0,
                  int64_t rows, int64_t j0, int64_t cols, float* scores, int64_t ld) {
   const float* q_rows = q + (n * p.l + i0) * p.e;
@@ -162,6 +165,7 @@ struct MathScores;
 struct MathStatistics;
 struct FlashScores;
 struct FlashStatistics;
+struct FlashPanels;
 
 // ---- math --------------------------------------------------------------------------------------
 
@@ -213,9 +217,22 @@ FlashGeometry flash_geometry(const AttentionParams& p) {
   return g;
 }
 
+// K^T and V of one batch entry packed for the GEMM once, shared by its query blocks.
+struct PackedKeys {
+  PackedB kt;  // E x S
+  PackedB v;   // S x Ev
+};
+
+PackedKeys pack_keys(const AttentionParams& p, const float* k, const float* v, int64_t n, float* storage) {
+  PackedB kt = p.k_transposed ? PackedB(false, p.e, p.s, k + n * p.e * p.s, p.s, storage)
+                              : PackedB(true, p.e, p.s, k + n * p.s * p.e, p.e, storage);
+  PackedB values(false, p.s, p.ev, v + n * p.s * p.ev, p.ev, storage + PackedB::floats(p.e, p.s));
+  return {kt, values};
+}
+
 // One (batch entry, query block): the output rows written directly, rescaled as blocks of keys come.
 void flash_task(const AttentionParams& p, const FlashGeometry& g, OnlineSoftmaxFn softmax_rows,
-                const float* q, const float* k, const float* v, const MaskView& mask, int64_t n, int64_t i0,
+                const float* q, const PackedKeys& keys, const MaskView& mask, int64_t n, int64_t i0,
                 float* out) {
   const int64_t rows = std::min(g.query_block, p.l - i0);
   float* scores = thread_scratch_floats<FlashScores>(static_cast<size_t>(g.query_block * g.key_block));
@@ -225,18 +242,24 @@ void flash_task(const AttentionParams& p, const FlashGeometry& g, OnlineSoftmaxF
   float* rescale = statistics + 2 * g.query_block;
   std::fill(maxima, maxima + rows, kMinusInfinity);
   std::fill(sums, sums + rows, 0.0f);
+  const float* q_rows = q + (n * p.l + i0) * p.e;
   float* out_rows = out + (n * p.l + i0) * p.ev;
   // Causal: keys after the block's last query are masked for all of its rows.
   const int64_t key_end = p.causal ? std::min(p.s, i0 + rows) : p.s;
   bool first = true;
   for (int64_t j0 = 0; j0 < key_end; j0 += g.key_block) {
     const int64_t cols = std::min(g.key_block, key_end - j0);
-    score_block(p, q, k, n, i0, rows, j0, cols, scores, g.key_block);
+    sgemm(false, rows, q_rows, p.e, keys.kt.slice(0, p.e, j0, cols), scores, g.key_block,
+          GemmEpilogue{p.scale});
     mask_scores(p, mask, n, i0, rows, j0, cols, scores, g.key_block);
     softmax_rows(scores, rows, cols, g.key_block, maxima, sums, rescale);
     if (!first) scale_rows(out_rows, rows, p.ev, p.ev, rescale);
-    sgemm(false, false, {rows, p.ev, cols}, 1.0f, scores, g.key_block, v + (n * p.s + j0) * p.ev, p.ev,
-          first ? 0.0f : 1.0f, out_rows, p.ev);
+    // V is packed in whole depth blocks: a block cut short by causality multiplies zeros past `cols`.
+    const int64_t depth = std::min(g.key_block, p.s - j0);
+    for (int64_t r = 0; r < rows && depth > cols; ++r)
+      std::fill(scores + r * g.key_block + cols, scores + r * g.key_block + depth, 0.0f);
+    sgemm(false, rows, scores, g.key_block, keys.v.slice(j0, depth, 0, p.ev), out_rows, p.ev,
+          GemmEpilogue{1.0f, first ? 0.0f : 1.0f});
     first = false;
   }
   if (first) {  // no keys at all: an empty softmax
@@ -257,14 +280,23 @@ void run_flash(const AttentionParams& p, OnlineSoftmaxFn softmax_rows, std::span
   const MaskView mask = mask_view(p, inputs);
   const int64_t tasks = p.batch * g.query_blocks;
   const int64_t cost = g.query_block * p.s * (p.e + p.ev) * 2;
+  const size_t panel_floats = static_cast<size_t>(PackedB::floats(p.e, p.s) + PackedB::floats(p.s, p.ev));
   parallel_for(0, tasks, cost, [&](int64_t begin, int64_t end) {
+    // Tasks are numbered batch entry first, so a thread's share packs each entry's keys once.
+    float* panels = thread_scratch_floats<FlashPanels>(panel_floats);
+    std::optional<PackedKeys> keys;
+    int64_t packed_entry = -1;
     for (int64_t task = begin; task < end; ++task) {
       // Under causality later query blocks have more keys: alternate late and early blocks so that
       // each thread's contiguous share of tasks holds a mix.
       const int64_t n = task / g.query_blocks;
       const int64_t t = task % g.query_blocks;
       const int64_t block = t % 2 == 0 ? t / 2 : g.query_blocks - 1 - t / 2;
-      flash_task(p, g, softmax_rows, q, k, v, mask, n, block * g.query_block, out);
+      if (n != packed_entry) {
+        keys.emplace(pack_keys(p, k, v, n, panels));
+        packed_entry = n;
+      }
+      flash_task(p, g, softmax_rows, q, *keys, mask, n, block * g.query_block, out);
     }
   });
 }

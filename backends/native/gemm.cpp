@@ -7,6 +7,7 @@
 #include "backends/native/isa_variant.h"
 #include "backends/native/simd.h"
 #include "core/allocator.h"
+#include "core/error.h"
 #include "runtime/parallel.h"
 
 namespace kiln::native {
@@ -15,7 +16,7 @@ namespace {
 // Cache blocking. A packed K block of one B sliver (kKc x nr floats, 32 KB for nr = 32) stays in L1
 // while the A slivers of a row block (kMcTarget x kKc, under 100 KB) stream from L2; one task's B
 // panel (kKc x kTaskColumns, 256 KB) stays in L2 while the task walks its row blocks.
-constexpr int64_t kKc = 256;
+constexpr int64_t kKc = kGemmDepthBlock;
 constexpr int64_t kMcTarget = 96;
 constexpr int64_t kTaskColumns = 256;
 constexpr size_t kAlignment = 64;
@@ -271,7 +272,11 @@ void gemm_packed_a(const KernelSet& kernels, const float* packed_a, int64_t m, i
       const int64_t slivers = ceil_div(cols, nr);
       for (int64_t p0 = 0; p0 < k; p0 += kKc) {
         const int64_t kc = std::min(kKc, k - p0);
-        b.pack(p0, kc, j0, cols, nr, b_panel);
+        const float* panel = b.packed(p0, kc, j0, cols, nr);
+        if (panel == nullptr) {
+          b.pack(p0, kc, j0, cols, nr, b_panel);
+          panel = b_panel;
+        }
         // Only the first K block applies beta and the bias; later ones accumulate into C.
         const bool first = p0 == 0;
         const float beta = first ? epilogue.beta : 1.0f;
@@ -281,7 +286,7 @@ void gemm_packed_a(const KernelSet& kernels, const float* packed_a, int64_t m, i
           const int64_t i0 = block * mc;
           const int64_t block_rows = std::min(mc, m - i0);
           for (int64_t s = 0; s < slivers; ++s) {
-            const float* b_sliver = b_panel + s * kc * nr;
+            const float* b_sliver = panel + s * kc * nr;
             const int64_t j = j0 + s * nr;
             const int64_t sliver_cols = std::min(nr, cols - s * nr);
             for (int64_t r = 0; r < block_rows; r += mr) {
@@ -332,6 +337,67 @@ void MatrixB::pack(int64_t p0, int64_t kc, int64_t j0, int64_t cols, int64_t nr,
     }
     for (int64_t p = 0; p < kc && width < nr; ++p) std::fill(out + p * nr + width, out + (p + 1) * nr, 0.0f);
   }
+}
+
+// PackedB: K block at p0 (kc rows) holds every column, as slivers of nr columns (kc x nr each), at
+// p0 * padded_n; its sliver of column j at that plus (j / nr) * kc * nr.
+int64_t PackedB::floats(int64_t k, int64_t n) {
+  return std::max<int64_t>(1, k * round_up(n, kernel_set().nr));
+}
+
+PackedB::PackedB(bool transpose, int64_t k, int64_t n, const float* b, int64_t ldb, float* storage)
+    : data_(storage), padded_n_(round_up(n, kernel_set().nr)), total_k_(k), k_(k), n_(n) {
+  const MatrixB source(b, ldb, transpose);
+  for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+    const int64_t kc = std::min(kKc, k - p0);
+    source.pack(p0, kc, 0, n, kernel_set().nr, storage + p0 * padded_n_);
+  }
+}
+
+PackedB PackedB::slice(int64_t p0, int64_t k, int64_t j0, int64_t n) const {
+  const int64_t end = row0_ + p0 + k;
+  KILN_CHECK((row0_ + p0) % kKc == 0 && (end % kKc == 0 || end == total_k_) &&
+                 (column0_ + j0) % kernel_set().nr == 0 && p0 + k <= k_ && j0 + n <= n_,
+             runtime, "PackedB slice [", p0, ", ", p0 + k, ") x [", j0, ", ", j0 + n,
+             ") is not on block bounds");
+  PackedB part;
+  part.data_ = data_;
+  part.padded_n_ = padded_n_;
+  part.total_k_ = total_k_;
+  part.row0_ = row0_ + p0;
+  part.column0_ = column0_ + j0;
+  part.k_ = k;
+  part.n_ = n;
+  return part;
+}
+
+const float* PackedB::packed(int64_t p0, int64_t kc, int64_t j0, int64_t cols, int64_t nr) const {
+  const int64_t row = row0_ + p0;
+  const int64_t column = column0_ + j0;
+  if (nr != kernel_set().nr || row % kKc != 0 || column % nr != 0) return nullptr;
+  if (std::min(kKc, total_k_ - row) != kc) return nullptr;  // packed with the whole operand's blocks
+  return data_ + row * padded_n_ + column / nr * kc * nr;
+}
+
+void PackedB::pack(int64_t p0, int64_t kc, int64_t j0, int64_t cols, int64_t nr, float* dst) const {
+  // The driver asks for blocks on the bounds slice() enforces, which packed() always serves.
+  fail(ErrorKind::runtime, "PackedB asked for rows [", row0_ + p0, ", ", row0_ + p0 + kc, ") and columns [",
+       column0_ + j0, ", ", column0_ + j0 + cols, ") off its block bounds (column block ", nr, ")");
+}
+
+void sgemm(bool transpose_a, int64_t m, const float* a, int64_t lda, const PackedB& b, float* c, int64_t ldc,
+           const GemmEpilogue& epilogue) {
+  const int64_t n = b.columns();
+  const int64_t k = b.rows();
+  if (m == 0 || n == 0) return;
+  if (k == 0 || epilogue.alpha == 0.0f) {
+    apply_epilogue_only(m, n, c, ldc, epilogue);
+    return;
+  }
+  const KernelSet& kernels = kernel_set();
+  float* packed_a = thread_scratch(ScratchSlot::packed_a, static_cast<size_t>(round_up(m, kernels.mr) * k));
+  pack_a(transpose_a, {m, n, k}, a, lda, kernels.mr, packed_a);
+  gemm_packed_a(kernels, packed_a, m, k, b, n, c, ldc, epilogue);
 }
 
 PackedA::PackedA(bool transpose, int64_t m, int64_t k, const float* a, int64_t lda) : m_(m), k_(k) {

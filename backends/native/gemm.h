@@ -56,6 +56,39 @@ class PackedBSource {
   // Writes op(B)[p0 : p0+kc, j0 : j0+cols] as ceil(cols / nr) slivers of nr columns, sliver s at
   // dst + s * kc * nr holding kc rows of nr adjacent values; columns past `cols` must be zero.
   virtual void pack(int64_t p0, int64_t kc, int64_t j0, int64_t cols, int64_t nr, float* dst) const = 0;
+  // The same block already in that form, or null (then pack() is called): a prepacked operand.
+  virtual const float* packed(int64_t p0, int64_t kc, int64_t j0, int64_t cols, int64_t nr) const {
+    return nullptr;
+  }
+};
+
+// The depth (rows of op(B)) of the blocks the GEMM walks K in. A PackedB slice starts at a multiple.
+inline constexpr int64_t kGemmDepthBlock = 256;
+
+// op(B) (k x n) packed once, every K block and column, in the micro-kernel's layout, into storage the
+// caller owns (floats(k, n) of them): for a right operand many products share, such as attention's
+// K^T and V against each block of queries. Slices of it are operands of their own.
+class PackedB final : public PackedBSource {
+ public:
+  static int64_t floats(int64_t k, int64_t n);
+  PackedB(bool transpose, int64_t k, int64_t n, const float* b, int64_t ldb, float* storage);
+  // Rows [p0, p0 + k) and columns [j0, j0 + n): p0 a multiple of kGemmDepthBlock, and p0 + k a
+  // multiple of it or the end; j0 a multiple of the micro-kernel's column block (gemm_kernel_info().nr).
+  PackedB slice(int64_t p0, int64_t k, int64_t j0, int64_t n) const;
+  int64_t rows() const { return k_; }
+  int64_t columns() const { return n_; }
+  void pack(int64_t p0, int64_t kc, int64_t j0, int64_t cols, int64_t nr, float* dst) const override;
+  const float* packed(int64_t p0, int64_t kc, int64_t j0, int64_t cols, int64_t nr) const override;
+
+ private:
+  PackedB() = default;
+  const float* data_ = nullptr;  // the whole operand's panels
+  int64_t padded_n_ = 0;         // the whole operand's columns, rounded up to the column block
+  int64_t total_k_ = 0;          // the whole operand's rows
+  int64_t row0_ = 0;             // this slice's first row and column within the whole
+  int64_t column0_ = 0;
+  int64_t k_ = 0;
+  int64_t n_ = 0;
 };
 
 // A row-major matrix as a PackedBSource: op(B) is k x n, B itself n x k when transposed.
@@ -76,6 +109,10 @@ void sgemm(bool transpose_a, bool transpose_b, GemmShape shape, float alpha, con
 // The same with an epilogue (beta and a per-row bias).
 void sgemm(bool transpose_a, bool transpose_b, GemmShape shape, const float* a, int64_t lda, const float* b,
            int64_t ldb, float* c, int64_t ldc, const GemmEpilogue& epilogue);
+
+// C[m, b.columns()] = epilogue(op(A) x B) with B prepacked (A packed on the fly).
+void sgemm(bool transpose_a, int64_t m, const float* a, int64_t lda, const PackedB& b, float* c, int64_t ldc,
+           const GemmEpilogue& epilogue);
 
 // C[a.rows(), n] = epilogue(A x B) with a prepacked A and B of a.depth() x n from `b`.
 void sgemm_packed(const PackedA& a, const PackedBSource& b, int64_t n, float* c, int64_t ldc,

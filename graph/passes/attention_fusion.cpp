@@ -54,9 +54,8 @@ struct AttentionMatch {
 };
 
 // The chain after the scores MatMul `scores`, up to the MatMul with V. With `need_planned`, the
-// mask, the Where's condition and V must be planned values already (at the scores MatMul); without
-// it only the nodes' form is checked (at a Div of Q, before K and V are planned). `rank` is Q's,
-// which the scores share.
+// mask, the Where's condition and V must be planned values already; without it only the nodes' form
+// is checked (before the values are planned ahead). `rank` is Q's, which the scores share.
 std::optional<AttentionMatch> match_chain(const PlanState& state, const Node& scores, bool need_planned,
                                           int64_t rank) {
   AttentionMatch match;
@@ -65,6 +64,9 @@ std::optional<AttentionMatch> match_chain(const PlanState& state, const Node& sc
     const Node* next = sole_reader(state, value);
     if (next == nullptr || !is_default_domain(next->domain) || next->outputs.size() != 1) return std::nullopt;
     if (const std::optional<double> factor = scalar_factor(state, *next, value)) {
+      // After the mask a factor would scale the mask too, which the step's scale does not: only
+      // baddbmm's factor 1 may follow it.
+      if (match.mask_kind != AttentionMask::none && *factor != 1.0) return std::nullopt;
       match.scale *= *factor;
     } else if (is_op(next, "Add") && next->inputs.size() == 2 && match.mask_kind == AttentionMask::none) {
       const std::string& other = next->inputs[0] == value ? next->inputs[1] : next->inputs[0];

@@ -3,7 +3,7 @@
 
     /usr/bin/python3 tests/python/export_models.py NAME... [--opset 13 ...] [--out DIR] [--static-batch]
 
-NAME is one of CNNS, "transformer", or "all". Each model is written as
+NAME is one of CNNS, TRANSFORMERS ("transformer" and the attention benchmark's encoders), or "all". Each model is written as
 DIR/<name>_opset<N>_v<EXPORT_VERSION>.onnx (DIR defaults to $KILN_MODEL_CACHE, else /tmp/kiln-models);
 an existing file is reused, so bump EXPORT_VERSION after changing how a model is built or exported.
 Axis 0 of "input" and "output" is dynamic ("batch") unless --static-batch, which writes
@@ -21,7 +21,16 @@ from torch import nn
 CNNS = ["resnet18", "resnet50", "resnext50_32x4d", "mobilenet_v2", "squeezenet1_1", "shufflenet_v2_x1_0",
         "googlenet", "alexnet", "vgg16", "inception_v3"]
 TRANSFORMER = "transformer"
-ALL = CNNS + [TRANSFORMER]
+# Encoders (nn.TransformerEncoder, GELU, 4 layers, batch first): d_model, heads, feed-forward width,
+# sequence length. "transformer" is the BERT-like one of the model-parity set; the others are the
+# attention benchmark's grid (bench/attention.py), a BERT-base-sized one among them.
+TRANSFORMERS = {
+    TRANSFORMER: (256, 4, 2048, 128),
+    "transformer_s512": (256, 4, 2048, 512),
+    "transformer768": (768, 12, 3072, 128),
+    "transformer768_s512": (768, 12, 3072, 512),
+}
+ALL = CNNS + list(TRANSFORMERS)
 SEED = 0
 # Part of every cached file name: bump it whenever a change here changes an exported graph or weights,
 # so caches from older versions are not reused.
@@ -37,8 +46,10 @@ def build(name):
     if name not in ALL:
         raise ValueError(f"unknown model '{name}' (known: {', '.join(ALL)})")
     torch.manual_seed(SEED)
-    if name == TRANSFORMER:
-        layer = nn.TransformerEncoderLayer(d_model=256, nhead=4, activation="gelu", batch_first=True)
+    if name in TRANSFORMERS:
+        d_model, heads, feed_forward, _ = TRANSFORMERS[name]
+        layer = nn.TransformerEncoderLayer(d_model=d_model, nhead=heads, dim_feedforward=feed_forward,
+                                           activation="gelu", batch_first=True)
         model = nn.TransformerEncoder(layer, num_layers=4).eval()
     else:
         kwargs = {"weights": None}
@@ -79,8 +90,9 @@ def calibrate(model, name):
 
 def input_shape(name, batch=1):
     """The shape of the model's input "input" at `batch`."""
-    if name == TRANSFORMER:
-        return (batch, 128, 256)
+    if name in TRANSFORMERS:
+        d_model, _, _, sequence = TRANSFORMERS[name]
+        return (batch, sequence, d_model)
     size = 299 if name == "inception_v3" else 224
     return (batch, 3, size, size)
 

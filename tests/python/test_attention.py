@@ -147,7 +147,8 @@ def test_flash_memory_is_o_of_l_math_is_o_of_l_squared(kiln):
     scores = 2048 * 2048 * 4
     output = 2048 * 64 * 4
     assert peaks["math"] >= scores, peaks
-    assert output <= peaks["flash"] < scores / 8, peaks  # blocks of scores and packed panels, not L x L
+    # A block of scores, K^T and V packed (O(L x E)) and the output: 1.9 MiB here, not L x L.
+    assert output <= peaks["flash"] < scores / 4, peaks
 
 
 # ---- selection API ---------------------------------------------------------------------------------

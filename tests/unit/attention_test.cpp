@@ -333,6 +333,22 @@ TEST(AttentionFusion, ExportedNodesBecomeOneStepWithTheUnfusedResult) {
   }
 }
 
+TEST(AttentionFusion, AFactorAfterTheMaskIsNotAttention) {
+  // softmax(0.5 * (s + mask)) scales the mask too: no step computes that, so the nodes stay.
+  GraphBuilder g({2, 8, 16});
+  const std::string kt = g.add("Transpose", {"x"}, [] {
+    Attributes perm;
+    perm.set("perm", testing::ints_attr({0, 2, 1}));
+    return perm;
+  }());
+  std::string scores = g.add("MatMul", {"x", kt});
+  scores = g.add("Add", {scores, g.weights({8, 8}, 2.0f)});
+  scores = g.add("Mul", {scores, g.constant(Tensor::scalar<float>(0.5f))});
+  const std::string probabilities = g.add("Softmax", {scores});
+  Session session(g.finish({g.add("MatMul", {probabilities, "x"})}));
+  EXPECT_EQ(attention_steps(*session.plan_for(std::vector<Shape>{{2, 8, 16}})), 0);
+}
+
 TEST(AttentionFusion, EachKernelRunsTheFusedStepAndReasonsAreRecorded) {
   const Tensor x = random_tensor({4, 24, 32}, 12);
   for (std::string_view kernel : {"math", "flash", "onednn"}) {
