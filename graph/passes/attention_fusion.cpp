@@ -223,9 +223,9 @@ bool plan_attention(PlanState& state, const Node& node) {
   form.outputs = {TensorInfo{DType::f32, params.output, {}}};
   const auto start = std::chrono::steady_clock::now();
   KernelSelection selection = find_kernel(form.request, form.outputs, state.settings, &state.autotune_cache);
+  // The error's context names the node (plan.cpp).
   KILN_CHECK(selection.kernel != nullptr, not_implemented, "no attention kernel of sdpa_kernels (",
-             sdpa_kernel_list(state.settings), ") can run the attention at ", node.name, ": ",
-             selection.refusals());
+             sdpa_kernel_list(state.settings), ") can run this attention: ", selection.refusals());
   const double elapsed_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   add_step(state, std::move(form), std::move(selection), elapsed_ms);
