@@ -8,6 +8,8 @@
 //          V are packed for the GEMM once per batch entry and thread (O(S x E)), not per query block.
 // Both compute in float32 on the GEMM of gemm.h and the vector exp of softmax_math.h (one variant
 // per ISA tier), and split work over batch entries (and for flash query blocks) with parallel_for.
+// Under matmul_precision bf16 on a CPU with AVX512_BF16, flash's products run in bf16 with float32
+// accumulation (bf16_gemm.h); its softmax and output stay float32.
 // A row whose every key is masked gives NaN, as the unfused graph's softmax does.
 #include "ops/attention.h"
 
@@ -19,6 +21,7 @@
 #include <string>
 
 #include "backends/base/function_kernel.h"
+#include "backends/native/bf16_gemm.h"
 #include "backends/native/gemm.h"
 #include "backends/native/isa_variant.h"
 #include "backends/native/native_backend.h"
@@ -217,23 +220,99 @@ FlashGeometry flash_geometry(const AttentionParams& p) {
   return g;
 }
 
-// K^T and V of one batch entry packed for the GEMM once, shared by its query blocks.
-struct PackedKeys {
-  PackedB kt;  // E x S
-  PackedB v;   // S x Ev
+// The products of one (batch entry, query block) in float32: K^T and V of the entry packed for the
+// GEMM once per thread and entry (PackedB), shared by its query blocks.
+class Fp32Products {
+ public:
+  static size_t scratch_floats(const AttentionParams& p) {
+    return static_cast<size_t>(PackedB::floats(p.e, p.s) + PackedB::floats(p.s, p.ev));
+  }
+  Fp32Products(const AttentionParams& p, const float* k, const float* v, int64_t n, float* storage)
+      : p_(p),
+        kt_(p.k_transposed ? PackedB(false, p.e, p.s, k + n * p.e * p.s, p.s, storage)
+                           : PackedB(true, p.e, p.s, k + n * p.s * p.e, p.e, storage)),
+        v_(false, p.s, p.ev, v + n * p.s * p.ev, p.ev, storage + PackedB::floats(p.e, p.s)) {}
+
+  void start_queries(const float* q_rows, int64_t rows) {
+    q_rows_ = q_rows;
+    rows_ = rows;
+  }
+  // scores[rows x cols] = scale * Q K^T over keys [j0, j0 + cols).
+  void scores(int64_t j0, int64_t cols, float* scores, int64_t ld) const {
+    sgemm(false, rows_, q_rows_, p_.e, kt_.slice(0, p_.e, j0, cols), scores, ld, GemmEpilogue{p_.scale});
+  }
+  // out (+)= P V over keys [j0, j0 + depth): V is packed in whole depth blocks.
+  void accumulate(int64_t j0, int64_t depth, const float* probabilities, int64_t ld, float* out,
+                  bool first) const {
+    sgemm(false, rows_, probabilities, ld, v_.slice(j0, depth, 0, p_.ev), out, p_.ev,
+          GemmEpilogue{1.0f, first ? 0.0f : 1.0f});
+  }
+
+ private:
+  const AttentionParams& p_;
+  PackedB kt_;
+  PackedB v_;
+  const float* q_rows_ = nullptr;
+  int64_t rows_ = 0;
 };
 
-PackedKeys pack_keys(const AttentionParams& p, const float* k, const float* v, int64_t n, float* storage) {
-  PackedB kt = p.k_transposed ? PackedB(false, p.e, p.s, k + n * p.e * p.s, p.s, storage)
-                              : PackedB(true, p.e, p.s, k + n * p.s * p.e, p.e, storage);
-  PackedB values(false, p.s, p.ev, v + n * p.s * p.ev, p.ev, storage + PackedB::floats(p.e, p.s));
-  return {kt, values};
-}
+struct FlashQueryPairs;
+struct FlashProbabilityPairs;
+
+// The same in bf16 (matmul_precision bf16 on AVX512_BF16): K^T and V packed once per thread and
+// entry as bf16 pairs, the queries once per block, the probabilities once per key block; float32
+// accumulation, softmax in float32 (bf16_gemm.h).
+class Bf16Products {
+ public:
+  static size_t scratch_floats(const AttentionParams& p) {
+    return static_cast<size_t>(bf16_pairs_b_size(p.e, p.s) + bf16_pairs_b_size(p.s, p.ev));
+  }
+  Bf16Products(const AttentionParams& p, const float* k, const float* v, int64_t n, float* storage)
+      : p_(p),
+        kt_(reinterpret_cast<uint32_t*>(storage)),
+        v_(reinterpret_cast<uint32_t*>(storage) + bf16_pairs_b_size(p.e, p.s)),
+        kt_stride_(bf16_pairs_b_size(2, p.s)),
+        v_stride_(bf16_pairs_b_size(2, p.ev)) {
+    if (p.k_transposed) {
+      pack_bf16_pairs_b(false, p.e, p.s, k + n * p.e * p.s, p.s, kt_);
+    } else {
+      pack_bf16_pairs_b(true, p.e, p.s, k + n * p.s * p.e, p.e, kt_);
+    }
+    pack_bf16_pairs_b(false, p.s, p.ev, v + n * p.s * p.ev, p.ev, v_);
+  }
+
+  void start_queries(const float* q_rows, int64_t rows) {
+    rows_ = rows;
+    q_pairs_ = reinterpret_cast<uint32_t*>(
+        thread_scratch_floats<FlashQueryPairs>(static_cast<size_t>(rows * ((p_.e + 1) / 2))));
+    pack_bf16_pairs_a(rows, p_.e, q_rows, p_.e, q_pairs_);
+  }
+  void scores(int64_t j0, int64_t cols, float* scores, int64_t ld) const {
+    bf16_gemm(rows_, cols, p_.e, q_pairs_, kt_ + j0, kt_stride_, scores, ld, p_.scale, 0.0f);
+  }
+  void accumulate(int64_t j0, int64_t depth, const float* probabilities, int64_t ld, float* out,
+                  bool first) const {
+    uint32_t* pairs = reinterpret_cast<uint32_t*>(
+        thread_scratch_floats<FlashProbabilityPairs>(static_cast<size_t>(rows_ * ((depth + 1) / 2))));
+    pack_bf16_pairs_a(rows_, depth, probabilities, ld, pairs);
+    bf16_gemm(rows_, p_.ev, depth, pairs, v_ + j0 / 2 * v_stride_, v_stride_, out, p_.ev, 1.0f,
+              first ? 0.0f : 1.0f);
+  }
+
+ private:
+  const AttentionParams& p_;
+  uint32_t* kt_;
+  uint32_t* v_;
+  int64_t kt_stride_;
+  int64_t v_stride_;
+  uint32_t* q_pairs_ = nullptr;
+  int64_t rows_ = 0;
+};
 
 // One (batch entry, query block): the output rows written directly, rescaled as blocks of keys come.
+template <typename Products>
 void flash_task(const AttentionParams& p, const FlashGeometry& g, OnlineSoftmaxFn softmax_rows,
-                const float* q, const PackedKeys& keys, const MaskView& mask, int64_t n, int64_t i0,
-                float* out) {
+                const float* q, Products& products, const MaskView& mask, int64_t n, int64_t i0, float* out) {
   const int64_t rows = std::min(g.query_block, p.l - i0);
   float* scores = thread_scratch_floats<FlashScores>(static_cast<size_t>(g.query_block * g.key_block));
   float* statistics = thread_scratch_floats<FlashStatistics>(static_cast<size_t>(3 * g.query_block));
@@ -242,15 +321,14 @@ void flash_task(const AttentionParams& p, const FlashGeometry& g, OnlineSoftmaxF
   float* rescale = statistics + 2 * g.query_block;
   std::fill(maxima, maxima + rows, kMinusInfinity);
   std::fill(sums, sums + rows, 0.0f);
-  const float* q_rows = q + (n * p.l + i0) * p.e;
+  products.start_queries(q + (n * p.l + i0) * p.e, rows);
   float* out_rows = out + (n * p.l + i0) * p.ev;
   // Causal: keys after the block's last query are masked for all of its rows.
   const int64_t key_end = p.causal ? std::min(p.s, i0 + rows) : p.s;
   bool first = true;
   for (int64_t j0 = 0; j0 < key_end; j0 += g.key_block) {
     const int64_t cols = std::min(g.key_block, key_end - j0);
-    sgemm(false, rows, q_rows, p.e, keys.kt.slice(0, p.e, j0, cols), scores, g.key_block,
-          GemmEpilogue{p.scale});
+    products.scores(j0, cols, scores, g.key_block);
     mask_scores(p, mask, n, i0, rows, j0, cols, scores, g.key_block);
     softmax_rows(scores, rows, cols, g.key_block, maxima, sums, rescale);
     if (!first) scale_rows(out_rows, rows, p.ev, p.ev, rescale);
@@ -258,8 +336,7 @@ void flash_task(const AttentionParams& p, const FlashGeometry& g, OnlineSoftmaxF
     const int64_t depth = std::min(g.key_block, p.s - j0);
     for (int64_t r = 0; r < rows && depth > cols; ++r)
       std::fill(scores + r * g.key_block + cols, scores + r * g.key_block + depth, 0.0f);
-    sgemm(false, rows, scores, g.key_block, keys.v.slice(j0, depth, 0, p.ev), out_rows, p.ev,
-          GemmEpilogue{1.0f, first ? 0.0f : 1.0f});
+    products.accumulate(j0, depth, scores, g.key_block, out_rows, first);
     first = false;
   }
   if (first) {  // no keys at all: an empty softmax
@@ -270,6 +347,7 @@ void flash_task(const AttentionParams& p, const FlashGeometry& g, OnlineSoftmaxF
   scale_rows(out_rows, rows, p.ev, p.ev, rescale);
 }
 
+template <typename Products>
 void run_flash(const AttentionParams& p, OnlineSoftmaxFn softmax_rows, std::span<const Tensor> inputs,
                std::span<Tensor> outputs) {
   const FlashGeometry g = flash_geometry(p);
@@ -280,11 +358,10 @@ void run_flash(const AttentionParams& p, OnlineSoftmaxFn softmax_rows, std::span
   const MaskView mask = mask_view(p, inputs);
   const int64_t tasks = p.batch * g.query_blocks;
   const int64_t cost = g.query_block * p.s * (p.e + p.ev) * 2;
-  const size_t panel_floats = static_cast<size_t>(PackedB::floats(p.e, p.s) + PackedB::floats(p.s, p.ev));
   parallel_for(0, tasks, cost, [&](int64_t begin, int64_t end) {
     // Tasks are numbered batch entry first, so a thread's share packs each entry's keys once.
-    float* panels = thread_scratch_floats<FlashPanels>(panel_floats);
-    std::optional<PackedKeys> keys;
+    float* panels = thread_scratch_floats<FlashPanels>(Products::scratch_floats(p));
+    std::optional<Products> products;
     int64_t packed_entry = -1;
     for (int64_t task = begin; task < end; ++task) {
       // Under causality later query blocks have more keys: alternate late and early blocks so that
@@ -293,10 +370,10 @@ void run_flash(const AttentionParams& p, OnlineSoftmaxFn softmax_rows, std::span
       const int64_t t = task % g.query_blocks;
       const int64_t block = t % 2 == 0 ? t / 2 : g.query_blocks - 1 - t / 2;
       if (n != packed_entry) {
-        keys.emplace(pack_keys(p, k, v, n, panels));
+        products.emplace(p, k, v, n, panels);
         packed_entry = n;
       }
-      flash_task(p, g, softmax_rows, q, *keys, mask, n, block * g.query_block, out);
+      flash_task(p, g, softmax_rows, q, *products, mask, n, block * g.query_block, out);
     }
   });
 }
@@ -319,15 +396,24 @@ KernelOrReason create_attention_kernel(const KernelRequest& request, std::span<c
                           run_math(p, fn, in, out);
                         });
   } else if (request.variant == "flash") {
+    if (request.precision == Precision::bf16 && bf16_gemm_available()) {
+      return make_kernel(str_cat("native:flash_attention_bf16:", softmax_rows.isa),
+                         [p, fn = softmax_rows.fn](std::span<const Tensor> in, std::span<Tensor> out) {
+                           run_flash<Bf16Products>(p, fn, in, out);
+                         });
+    }
     offer = make_kernel(str_cat("native:flash_attention:", softmax_rows.isa),
                         [p, fn = softmax_rows.fn](std::span<const Tensor> in, std::span<Tensor> out) {
-                          run_flash(p, fn, in, out);
+                          run_flash<Fp32Products>(p, fn, in, out);
                         });
   } else {
     return KernelOrReason::rejected(str_cat("no native attention kernel named '", request.variant, "'"));
   }
-  if (request.precision == Precision::bf16)
-    offer.note = "precision bf16 requested, float32 used: the native attention kernels compute in float32";
+  if (request.precision == Precision::bf16) {
+    offer.note = request.variant == "math"
+                     ? "precision bf16 requested, float32 used: math is the float32 reference"
+                     : "precision bf16 requested, float32 used: the ISA in effect has no bf16 dot products";
+  }
   return offer;
 }
 

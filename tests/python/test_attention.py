@@ -109,14 +109,15 @@ def test_bf16_within_1e_2_where_the_cpu_has_it(kiln):
     q, k, v, mask, _ = make_case((2, 4), 128, 128, 64, "additive", 5)
     expected = reference(q, k, v, mask)
     bf16 = "AVX512_BF16" in kiln.backends.cpu.capability() and kiln.backends.cpu.isa() in ("avx512_bf16", "amx")
-    with kiln.backends.sdpa_kernel(["onednn"]), kiln.backends.settings(matmul_precision="bf16"):
-        out, name = kiln.functional.scaled_dot_product_attention(q, k, v, mask, return_kernel=True)
-    if bf16:
-        assert name.endswith(":bf16"), name
-        assert relative_error(out, expected) <= BF16_TOLERANCE
-    else:  # the documented fallback: float32 where the ISA has no bf16 dot products
-        assert not name.endswith(":bf16"), name
-        assert relative_error(out, expected) <= FP32_TOLERANCE
+    for kernel in ("flash", "onednn"):
+        with kiln.backends.sdpa_kernel([kernel]), kiln.backends.settings(matmul_precision="bf16"):
+            out, name = kiln.functional.scaled_dot_product_attention(q, k, v, mask, return_kernel=True)
+        if bf16:
+            assert "bf16" in name, name
+            assert relative_error(out, expected) <= BF16_TOLERANCE, name
+        else:  # the documented fallback: float32 where the ISA has no bf16 dot products
+            assert "bf16" not in name, name
+            assert relative_error(out, expected) <= FP32_TOLERANCE, name
 
 
 @pytest.mark.slow

@@ -4,11 +4,13 @@
 // guards and reasons; and the planner's fusion of the nodes torch 1.13 exports for attention.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "backends/native/bf16_gemm.h"
 #include "backends/native/ref/reference.h"
 #include "backends/sdpa.h"
 #include "backends/selection.h"
@@ -188,20 +190,49 @@ TEST(Attention, OneKeyLengthOf2048) {
 }
 
 TEST(Attention, Bf16WhereTheCpuHasItFloat32Elsewhere) {
-  const Case c{{2, 2}, 96, 96, 64, 64, MaskCase::additive_shared};
-  const Inputs in = make_inputs(c, 6);
-  const std::vector<double> math = values_of(run_kernel("math", in));
-  const ScopedSettings bf16(
-      Settings().set(SettingKey("matmul_precision"), static_cast<int>(Precision::bf16)));
-  std::string name;
-  const Tensor out = run_kernel("onednn", in, &name);
-  if (isa_in_effect() >= Isa::avx512_bf16) {
-    EXPECT_NE(name.find(":bf16"), std::string::npos) << name;
-    EXPECT_LE(relative_error(out, math), 1e-2);
-  } else {
-    // No bf16 dot products: float32, as for every product (docs/backends.md, reduced precision).
-    EXPECT_EQ(name.find(":bf16"), std::string::npos) << name;
-    EXPECT_LE(relative_error(out, math), 1e-5);
+  for (const Case& c : {Case{{2, 2}, 96, 96, 64, 64, MaskCase::additive_shared},
+                        Case{{1, 3}, 300, 300, 32, 32, MaskCase::causal}}) {
+    SCOPED_TRACE(case_name(c));
+    const Inputs in = make_inputs(c, 6);
+    const std::vector<double> math = values_of(run_kernel("math", in));
+    const ScopedSettings bf16(
+        Settings().set(SettingKey("matmul_precision"), static_cast<int>(Precision::bf16)));
+    for (std::string_view kernel : {"flash", "onednn"}) {
+      if (kernel == "onednn" && c.mask == MaskCase::causal) continue;  // refused (see above)
+      std::string name;
+      const Tensor out = run_kernel(kernel, in, &name);
+      if (isa_in_effect() >= Isa::avx512_bf16) {
+        EXPECT_NE(name.find("bf16"), std::string::npos) << name;
+        EXPECT_LE(relative_error(out, math), 1e-2) << name;
+      } else {
+        // No bf16 dot products: float32, as for every product (docs/backends.md, reduced precision).
+        EXPECT_EQ(name.find("bf16"), std::string::npos) << name;
+        EXPECT_LE(relative_error(out, math), 1e-5) << name;
+      }
+    }
+  }
+}
+
+TEST(Bf16Gemm, MatchesTheReferenceWithinBf16Rounding) {
+  if (!native::bf16_gemm_available()) GTEST_SKIP() << "the ISA tier in effect has no AVX512_BF16";
+  for (const auto& [m, n, k] : {std::array<int64_t, 3>{1, 1, 1}, {9, 33, 7}, {17, 48, 64}, {56, 256, 128}}) {
+    SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));
+    const Tensor a = random_tensor({m, k}, 21);
+    const Tensor b = random_tensor({k, n}, 22);
+    std::vector<uint32_t> a_pairs(static_cast<size_t>(m * ((k + 1) / 2)));
+    std::vector<uint32_t> b_pairs(static_cast<size_t>(native::bf16_pairs_b_size(k, n)));
+    native::pack_bf16_pairs_a(m, k, a.data<float>(), k, a_pairs.data());
+    native::pack_bf16_pairs_b(false, k, n, b.data<float>(), n, b_pairs.data());
+    std::vector<float> c(static_cast<size_t>(m * n), 1.0f);
+    native::bf16_gemm(m, n, k, a_pairs.data(), b_pairs.data(), native::bf16_pairs_b_size(2, n), c.data(), n,
+                      0.5f, 1.0f);
+    std::vector<float> ones(c.size(), 1.0f);
+    const native::ref::Values want = native::ref::gemm(false, false, m, n, k, 0.5f, a.data<float>(), k,
+                                                       b.data<float>(), n, 1.0f, ones.data(), n);
+    for (size_t i = 0; i < c.size(); ++i) {
+      // Each operand rounded to 8 bits of mantissa: 2 x 2^-9 of the sum of |terms|, and a little.
+      EXPECT_NEAR(c[i], want.value[i], 2.0 / 512 * want.magnitude[i] + 1e-6) << i;
+    }
   }
 }
 
