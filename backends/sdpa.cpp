@@ -124,6 +124,7 @@ std::vector<std::string> why_not(std::string_view kernel, const Params& params) 
   // Asked alone: the selection's checks (enabled, built, available, deterministic) for this kernel.
   Settings settings = current_settings();
   settings.set(kernels_slot().slot, priority_list_value(std::vector<int>{choice}));
+  settings.set(SettingKey("autotune"), 0);  // one kernel asked: nothing to time
   const ScopedIntraOpThreads threads(settings.threads());
   KernelSelection selection = find_kernel(q.request, q.outputs, settings);
   std::vector<std::string> reasons;
@@ -147,7 +148,9 @@ Tensor attention(const Tensor& query, const Tensor& key, const Tensor& value, co
   params.scale = scale;
   Question q;
   ask(params, q);
-  const Settings settings = current_settings();
+  // A call has no plan to remember autotune's choice in: the list's order decides.
+  Settings settings = current_settings();
+  settings.set(SettingKey("autotune"), 0);
   const ScopedIntraOpThreads threads(settings.threads());
   KernelSelection selection = find_kernel(q.request, q.outputs, settings);
   KILN_CHECK(selection.kernel != nullptr, not_implemented, "no attention kernel of sdpa_kernels (",

@@ -59,6 +59,9 @@ bool plan_ahead(PlanState& state, const std::string& value, int depth) {
   for (const std::string& input : node.inputs) {
     if (!input.empty() && !plan_ahead(state, input, depth - 1)) return false;
   }
+  // Planning the inputs may have planned this node too (inside a fusion that starts there).
+  if (state.planned(value) != nullptr) return true;
+  if (state.fused.count(&node) || state.planned_ahead.count(&node)) return false;
   with_context(node_label(node), [&] { plan_node(state, node); });
   state.planned_ahead.insert(&node);
   return state.planned(value) != nullptr;

@@ -99,9 +99,13 @@ AttentionParams attention_params(const OpSpec& spec) {
   Shape scores = p.leading;
   scores.push_back(p.l);
   scores.push_back(p.s);
-  KILN_CHECK(mask.shape.size() <= scores.size() && broadcast_shapes(mask.shape, scores) == scores,
-             invalid_argument, spec.op_type, " mask ", shape_to_string(mask.shape),
-             " does not broadcast to the scores ", shape_to_string(scores));
+  bool broadcasts = mask.shape.size() <= scores.size();
+  for (size_t d = 0; broadcasts && d < mask.shape.size(); ++d) {
+    const int64_t dim = mask.shape[mask.shape.size() - 1 - d];
+    broadcasts = dim == 1 || dim == scores[scores.size() - 1 - d];
+  }
+  KILN_CHECK(broadcasts, invalid_argument, spec.op_type, " mask ", shape_to_string(mask.shape),
+             " does not broadcast to the scores ", shape_to_string(scores), " (each dim 1 or the scores')");
   const std::vector<int64_t> strides = broadcast_strides(mask.shape, scores);
   const size_t rank = scores.size();
   p.mask_row_stride = strides[rank - 2];

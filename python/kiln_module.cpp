@@ -135,7 +135,7 @@ int setting_value_from_python(const SettingSlot& slot, const py::handle& value, 
         throw wrong_type(str_cat("a list of ", choice_names(*slot.row)).c_str());
       std::string text;
       for (const py::handle& item : value) {
-        if (!py::isinstance<py::str>(item))
+        if (!py::isinstance<py::str>(item) || item.cast<std::string>().empty())
           throw wrong_type(str_cat("a list of ", choice_names(*slot.row)).c_str());
         text += str_cat(text.empty() ? "" : ",", item.cast<std::string>());
       }
@@ -554,7 +554,6 @@ PYBIND11_MODULE(_kiln, m) {
   b.def("onednn_isa", &backends::onednn::isa);
   b.def("openmp_version", &backends::openmp::version);
   b.def("sdpa_kernel_names", &backends::sdpa::kernel_names);
-  b.def("sdpa_kernels", [] { return backends::sdpa::kernels(); });
   b.def(
       "sdpa_kernels_context",
       [](const std::vector<std::string>& kernels, bool set_priority) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer targets: model loading and planning for MODEL_SECONDS (default 600), seeded with
-# ONNX's conformance models, then trace loading for TRACE_SECONDS (default 300), seeded with
+# ONNX's conformance models and fuzz/model_seeds (attention as PyTorch exports it), then trace loading for TRACE_SECONDS (default 300), seeded with
 # fuzz/trace_seeds and guided by fuzz/trace.dict.
 #   scripts/fuzz.sh [MODEL_SECONDS [TRACE_SECONDS]]
 # Needs the fuzz build: cmake --preset fuzz && cmake --build --preset fuzz
@@ -19,6 +19,7 @@ if [ -z "$(ls -A "$corpus")" ]; then
     cp "$model" "$corpus/$(basename "$(dirname "$model")").onnx"
   done
 fi
+cp -n fuzz/model_seeds/*.onnx "$corpus/"
 # Huge allocations a fuzzed shape asks for must fail as kiln errors, not abort the sanitizer.
 export ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1
 "$fuzzer" "$corpus" -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=30 \

@@ -28,6 +28,7 @@
 #include "backends/native/softmax_math.h"
 #include "backends/native/thread_scratch.h"
 #include "runtime/parallel.h"
+#include "runtime/threads.h"
 
 namespace kiln::native {
 namespace {
@@ -41,7 +42,7 @@ constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
 constexpr int64_t kKeyBlock = kGemmDepthBlock;
 // Query rows per flash block, before rounding to the GEMM's register block.
 constexpr int64_t kQueryBlock = 64;
-// math refuses to materialize more scores than this per thread (bytes).
+// math refuses to materialize more scores than this over its threads (bytes).
 constexpr int64_t kMathScoresLimit = int64_t{1} << 30;
 
 // ---- masking -----------------------------------------------------------------------------------
@@ -339,10 +340,6 @@ void flash_task(const AttentionParams& p, const FlashGeometry& g, OnlineSoftmaxF
     products.accumulate(j0, depth, scores, g.key_block, out_rows, first);
     first = false;
   }
-  if (first) {  // no keys at all: an empty softmax
-    for (int64_t i = 0; i < rows * p.ev; ++i) out_rows[i] = std::numeric_limits<float>::quiet_NaN();
-    return;
-  }
   for (int64_t r = 0; r < rows; ++r) rescale[r] = 1.0f / sums[r];
   scale_rows(out_rows, rows, p.ev, p.ev, rescale);
 }
@@ -382,13 +379,21 @@ void run_flash(const AttentionParams& p, OnlineSoftmaxFn softmax_rows, std::span
 
 KernelOrReason create_attention_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs) {
   const AttentionParams p = attention_params(request.op);
+  if (p.s == 0 || p.batch * p.l * p.ev == 0) {
+    // No keys: softmax over nothing times nothing, zeros as the exported MatMul gives (or no output).
+    return make_kernel("native:attention_without_keys", [](std::span<const Tensor>, std::span<Tensor> out) {
+      std::fill_n(out[0].data<float>(), out[0].numel(), 0.0f);
+    });
+  }
   const IsaVariant<OnlineSoftmaxFn> softmax_rows = online_softmax_variant();
   KernelOrReason offer;
   if (request.variant == "math") {
-    const int64_t scores_bytes = p.l * p.s * static_cast<int64_t>(sizeof(float));
+    // Each thread running a batch entry holds its L x S scores (and keeps the buffer for later runs).
+    const int64_t threads = std::min<int64_t>(p.batch, intra_op_threads());
+    const int64_t scores_bytes = p.l * p.s * static_cast<int64_t>(sizeof(float)) * threads;
     if (scores_bytes > kMathScoresLimit) {
-      return KernelOrReason::rejected(str_cat("the L x S = ", p.l, " x ", p.s, " scores (",
-                                              scores_bytes >> 20, " MiB per thread) exceed math's ",
+      return KernelOrReason::rejected(str_cat("the L x S = ", p.l, " x ", p.s, " scores on ", threads,
+                                              " thread(s) (", scores_bytes >> 20, " MiB) exceed math's ",
                                               kMathScoresLimit >> 20, " MiB"));
     }
     offer = make_kernel(str_cat("native:math_attention:", softmax_rows.isa),

@@ -26,21 +26,31 @@ bool is_op(const Node* node, std::string_view op_type) {
          node->outputs.size() == 1;
 }
 
-// A scalar that removes a key when added or selected: -inf, or a float's lowest (masked_fill(finfo.min)).
-bool removes_key(std::optional<double> value) {
-  return value && *value <= -1e30;
+// A plan-time scalar (one element, rank at most the scores' `rank`, so that broadcasting it changes
+// no shape), if `name` is one.
+std::optional<double> scalar_of_rank(const PlanState& state, const std::string& name, int64_t rank) {
+  const Slot* slot = state.planned(name);
+  if (slot == nullptr || static_cast<int64_t>(slot->info.shape.size()) > rank) return std::nullopt;
+  return scalar_constant(state, name);
 }
 
-// The factor a Mul or Div by a plan-time scalar applies to `value`, or nothing.
-std::optional<double> scalar_factor(const PlanState& state, const Node& node, const std::string& value) {
+// A scalar that removes a key when selected: -inf. (masked_fill with a finite lowest value keeps a
+// row whose keys are all masked uniform, where the kernels give NaN: not matched.)
+bool removes_key(std::optional<double> value) {
+  return value && std::isinf(*value) && *value < 0;
+}
+
+// The factor a Mul or Div by a plan-time scalar applies to `value` (of `rank` dims), or nothing.
+std::optional<double> scalar_factor(const PlanState& state, const Node& node, const std::string& value,
+                                    int64_t rank) {
   if (node.inputs.size() != 2) return std::nullopt;
   if (node.op_type == "Mul") {
     const std::string& other = node.inputs[0] == value ? node.inputs[1] : node.inputs[0];
     if (other == value) return std::nullopt;
-    return scalar_constant(state, other);
+    return scalar_of_rank(state, other, rank);
   }
   if (node.op_type == "Div" && node.inputs[0] == value) {
-    const std::optional<double> divisor = scalar_constant(state, node.inputs[1]);
+    const std::optional<double> divisor = scalar_of_rank(state, node.inputs[1], rank);
     if (divisor && *divisor != 0) return 1.0 / *divisor;
   }
   return std::nullopt;
@@ -63,7 +73,7 @@ std::optional<AttentionMatch> match_chain(const PlanState& state, const Node& sc
   for (;;) {
     const Node* next = sole_reader(state, value);
     if (next == nullptr || !is_default_domain(next->domain) || next->outputs.size() != 1) return std::nullopt;
-    if (const std::optional<double> factor = scalar_factor(state, *next, value)) {
+    if (const std::optional<double> factor = scalar_factor(state, *next, value, rank)) {
       // After the mask a factor would scale the mask too, which the step's scale does not: only
       // baddbmm's factor 1 may follow it.
       if (match.mask_kind != AttentionMask::none && *factor != 1.0) return std::nullopt;
@@ -74,8 +84,10 @@ std::optional<AttentionMatch> match_chain(const PlanState& state, const Node& sc
       match.mask = other;
       match.mask_kind = AttentionMask::additive;
     } else if (is_op(next, "Where") && next->inputs.size() == 3 && match.mask_kind == AttentionMask::none) {
-      const bool keeps = next->inputs[1] == value && removes_key(scalar_constant(state, next->inputs[2]));
-      const bool drops = next->inputs[2] == value && removes_key(scalar_constant(state, next->inputs[1]));
+      const bool keeps =
+          next->inputs[1] == value && removes_key(scalar_of_rank(state, next->inputs[2], rank));
+      const bool drops =
+          next->inputs[2] == value && removes_key(scalar_of_rank(state, next->inputs[1], rank));
       if ((!keeps && !drops) || next->inputs[0] == value) return std::nullopt;
       if (need_planned && state.planned(next->inputs[0]) == nullptr) return std::nullopt;
       match.mask = next->inputs[0];
@@ -103,19 +115,20 @@ std::optional<AttentionMatch> match_chain(const PlanState& state, const Node& sc
   }
 }
 
-// A plan-time mask that is exactly causality (key j removed where j > i, kept elsewhere) over
-// [..., L, L] with all leading dims 1, so the kernels can skip the masked keys instead of reading them.
-bool is_causal_mask(const TensorInfo& mask, AttentionMask kind) {
+// A plan-time mask that is exactly causality over scores of L queries and L keys (key j removed
+// where j > i, kept elsewhere), [..., L, L] with all leading dims 1, so the kernels can skip the
+// masked keys instead of reading them.
+bool is_causal_mask(const TensorInfo& mask, AttentionMask kind, int64_t l) {
   if (!mask.is_constant() || mask.shape.size() < 2) return false;
-  const int64_t l = mask.shape.back();
-  if (mask.shape[mask.shape.size() - 2] != l || checked_numel(mask.shape) != l * l) return false;
+  if (mask.shape.back() != l || mask.shape[mask.shape.size() - 2] != l || checked_numel(mask.shape) != l * l)
+    return false;
   for (int64_t i = 0; i < l; ++i) {
     for (int64_t j = 0; j < l; ++j) {
       const int64_t at = i * l + j;
       bool removed = false;
       if (kind == AttentionMask::additive) {
         const float value = mask.value.data<float>()[at];
-        if (value != 0.0f && !(value <= -1e30f)) return false;
+        if (value != 0.0f && value != -std::numeric_limits<float>::infinity()) return false;
         removed = value != 0.0f;
       } else {
         const bool is_true = static_cast<const uint8_t*>(mask.value.raw_data())[at] != 0;
@@ -142,9 +155,10 @@ NodeForm attention_form(const PlanState& state, const Node& start, const Attenti
     const Slot* mask = state.planned(match.mask);
     const TensorInfo& q = state.planned(match.q)->info;
     const TensorInfo& k = state.planned(match.k_transposed)->info;
-    causal = q.shape.size() >= 2 && k.shape.size() >= 2 && q.shape[q.shape.size() - 2] == k.shape.back() &&
+    const int64_t queries = q.shape.size() >= 2 ? q.shape[q.shape.size() - 2] : -1;
+    causal = k.shape.size() >= 2 && queries == k.shape.back() &&
              mask->info.dtype == (mask_kind == AttentionMask::additive ? DType::f32 : DType::boolean) &&
-             is_causal_mask(mask->info, mask_kind);
+             is_causal_mask(mask->info, mask_kind, queries);
     if (causal) {
       mask_kind = AttentionMask::none;
     } else {
@@ -185,8 +199,10 @@ bool plan_attention(PlanState& state, const Node& node) {
   if (node.op_type == "Div" || node.op_type == "Mul") {
     scaling = &node;
     scores = sole_reader(state, node.outputs[0]);
-    q = node.inputs[0] == node.outputs[0] ? node.inputs[1] : node.inputs[0];
-    if (!scalar_factor(state, node, q)) return false;
+    // Mul(c, Q) as well as Mul(Q, c): Q is the operand that is not the constant.
+    if (node.op_type == "Mul" && scalar_constant(state, node.inputs[0]) &&
+        !scalar_constant(state, node.inputs[1]))
+      q = node.inputs[1];
   }
   if (!is_op(scores, "MatMul") || scores->inputs.size() != 2 || scores->inputs[1] == scores->inputs[0])
     return false;
@@ -194,6 +210,7 @@ bool plan_attention(PlanState& state, const Node& node) {
   const Slot* planned_q = state.planned(q);
   if (planned_q == nullptr || planned_q->info.dtype != DType::f32) return false;
   const int64_t rank = static_cast<int64_t>(planned_q->info.shape.size());
+  if (scaling != nullptr && !scalar_factor(state, *scaling, q, rank)) return false;
   std::optional<AttentionMatch> match = match_chain(state, *scores, false, rank);
   if (!match) return false;
   // What the step reads that the file order computes later.
@@ -205,7 +222,7 @@ bool plan_attention(PlanState& state, const Node& node) {
   match->q = q;
   match->k_transposed = scores->inputs[1];
   if (scaling != nullptr) {
-    match->scale *= *scalar_factor(state, *scaling, q);
+    match->scale *= *scalar_factor(state, *scaling, q, rank);
     match->nodes.insert(match->nodes.begin(), scores);
   }
   for (const std::string& name : {match->q, match->k_transposed, match->v}) {

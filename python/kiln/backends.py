@@ -236,24 +236,21 @@ def sdpa_kernel(backends, set_priority=False):
     return _b.sdpa_kernels_context(list(backends), set_priority)
 
 
-def sdpa_kernels():
-    """The kernels this thread's plans may use for attention, in priority order."""
-    return _b.sdpa_kernels()
-
-
 class SDPAParams:
-    """What an attention call would see: arrays, or shapes with dtypes (query [..., L, E], key
-    [..., S, E], value [..., S, Ev], attn_mask broadcasting to [..., L, S]: float added to the scores,
-    bool true where a key takes part)."""
+    """What an attention call would see: arrays, or shapes with dtype= and mask_dtype= (query
+    [..., L, E], key [..., S, E], value [..., S, Ev], attn_mask broadcasting to [..., L, S]: float added
+    to the scores, bool true where a key takes part). kiln.backends.sdpa_kernels is the thread's list
+    of kernels (read), and the global one (assigned)."""
 
-    def __init__(self, query, key, value, attn_mask=None, is_causal=False, scale=None, dtype="float32"):
+    def __init__(self, query, key, value, attn_mask=None, is_causal=False, scale=None, dtype="float32",
+                 mask_dtype="float32"):
         def shape(x):
             return tuple(x.shape) if hasattr(x, "shape") else tuple(x)
 
         self.query, self.key, self.value = shape(query), shape(key), shape(value)
         self.dtype = str(query.dtype) if hasattr(query, "dtype") else dtype
         self.attn_mask = None if attn_mask is None else shape(attn_mask)
-        self.mask_dtype = str(attn_mask.dtype) if hasattr(attn_mask, "dtype") else "float32"
+        self.mask_dtype = str(attn_mask.dtype) if hasattr(attn_mask, "dtype") else mask_dtype
         self.is_causal = bool(is_causal)
         self.scale = scale
 

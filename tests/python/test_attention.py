@@ -157,17 +157,24 @@ def test_flash_memory_is_o_of_l_math_is_o_of_l_squared(kiln):
 
 def test_sdpa_kernel_orders_filters_and_restores(kiln):
     b = kiln.backends
-    assert b.sdpa_kernels() == ["onednn", "flash", "math"]
+    assert b.sdpa_kernels == ["onednn", "flash", "math"]
     with b.sdpa_kernel([b.SDPBackend.MATH, b.SDPBackend.FLASH]):
-        assert b.sdpa_kernels() == ["flash", "math"]  # the default order among them
+        assert b.sdpa_kernels == ["flash", "math"]  # the default order among them
         with b.sdpa_kernel([b.SDPBackend.MATH, b.SDPBackend.FLASH], set_priority=True):
-            assert b.sdpa_kernels() == ["math", "flash"]
-        assert b.sdpa_kernels() == ["flash", "math"]
-    assert b.sdpa_kernels() == ["onednn", "flash", "math"]
+            assert b.sdpa_kernels == ["math", "flash"]
+        assert b.sdpa_kernels == ["flash", "math"]
+    assert b.sdpa_kernels == ["onednn", "flash", "math"]
     with pytest.raises(ValueError, match="unknown attention kernel 'fast'"):
         b.sdpa_kernel(["fast"])
     with pytest.raises(ValueError, match="listed twice"):
         b.sdpa_kernel(["math", "math"])
+    with pytest.raises(TypeError, match="expects a list of"):
+        b.settings(sdpa_kernels=[""])
+    b.sdpa_kernels = ["math"]  # the global list, as every global row
+    try:
+        assert b.sdpa_kernels == ["math"]
+    finally:
+        b.sdpa_kernels = ["onednn", "flash", "math"]
 
 
 def test_enable_flash_sdp_is_a_global_row_of_the_same_setting(kiln):
@@ -196,6 +203,8 @@ def test_can_use_with_debug_gives_the_reasons(kiln):
     assert any("is_causal is not supported" in str(w.message) for w in caught)
     with b.settings(deterministic=True):
         assert "deterministic mode" in b.why_not("onednn", b.SDPAParams(q, q, q))[0]
+    boolean = b.SDPAParams((2, 16, 32), (2, 16, 32), (2, 16, 32), attn_mask=(16, 16), mask_dtype="bool")
+    assert "boolean masks are not supported" in b.why_not("onednn", boolean)[0]
     wrong = b.SDPAParams((2, 16, 32), (2, 16, 8), (2, 16, 32))
     assert "has width 8" in b.why_not("flash", wrong)[0]
     f64 = b.SDPAParams(q.astype(np.float64), q, q)

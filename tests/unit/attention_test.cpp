@@ -143,6 +143,10 @@ std::vector<double> values_of(const Tensor& t) {
   return std::vector<double>(t.data<float>(), t.data<float>() + t.numel());
 }
 
+backends::sdpa::Params small_params() {
+  return {.query = {2, 16, 32}, .key = {2, 16, 32}, .value = {2, 16, 32}};
+}
+
 TEST(Attention, MathMatchesTheReference) {
   uint32_t seed = 1;
   for (const Case& c : sample_cases()) {
@@ -253,6 +257,26 @@ TEST(Attention, NativeKernelsGiveTheSameBitsOnAnyThreadCount) {
   }
 }
 
+TEST(Attention, NoKeysGiveZerosAsTheExportedMatMulDoes) {
+  Inputs in = make_inputs({{2}, 3, 1, 32, 16, MaskCase::none}, 10);
+  in.k = Tensor::zeros(DType::f32, {2, 0, 32});
+  in.v = Tensor::zeros(DType::f32, {2, 0, 16});
+  for (std::string_view kernel : {"math", "flash"}) {
+    const Tensor out = run_kernel(kernel, in);
+    ASSERT_EQ(out.shape(), (Shape{2, 3, 16}));
+    for (int64_t i = 0; i < out.numel(); ++i) EXPECT_EQ(out.data<float>()[i], 0.0f) << kernel;
+  }
+}
+
+TEST(Attention, TheCallApiWorksWithAutotuneOn) {
+  const ScopedSettings autotune(Settings().set(SettingKey("autotune"), 1));
+  const Inputs in = make_inputs({{2}, 16, 16, 32, 32, MaskCase::none}, 11);
+  EXPECT_EQ(backends::sdpa::why_not("flash", small_params()), std::vector<std::string>{});
+  std::string name;
+  backends::sdpa::attention(in.q, in.k, in.v, {}, false, std::nullopt, &name);
+  EXPECT_NE(name.find("onednn"), std::string::npos) << name;  // the list's first, not timed
+}
+
 TEST(Attention, FullyMaskedRowsAreNaNAsInTheUnfusedGraph) {
   Inputs in = make_inputs({{1}, 4, 4, 32, 32, MaskCase::none}, 8);
   in.mask = Tensor::zeros(DType::boolean, {4, 4});  // nothing takes part
@@ -279,10 +303,6 @@ TEST(SdpaKernels, PriorityOrderFilterAndGuards) {
   EXPECT_EQ(backends::sdpa::kernels(), (std::vector<std::string>{"onednn", "flash", "math"}));
   EXPECT_THROW(backends::sdpa::ScopedKernels({"fast"}), Error);
   EXPECT_THROW(backends::sdpa::ScopedKernels({"math", "math"}), Error);
-}
-
-backends::sdpa::Params small_params() {
-  return {.query = {2, 16, 32}, .key = {2, 16, 32}, .value = {2, 16, 32}};
 }
 
 TEST(SdpaKernels, TheFirstListedKernelThatTakesItRunsIt) {
@@ -362,6 +382,24 @@ TEST(AttentionFusion, ExportedNodesBecomeOneStepWithTheUnfusedResult) {
     const Tensor unfused = unfused_session.run({{"x", x}}).begin()->second;
     EXPECT_LE(relative_error(fused, values_of(unfused)), 1e-5);
   }
+}
+
+TEST(AttentionFusion, AOneByOneZeroMaskIsNotCausality) {
+  // A [1, 1] constant 0 passes a causality check made on its own shape; over 24 keys it masks nothing.
+  const Tensor x = random_tensor({4, 24, 32}, 13);
+  GraphBuilder g({4, 24, 32});
+  Attributes perm;
+  perm.set("perm", testing::ints_attr({0, 2, 1}));
+  std::string scores = g.add("MatMul", {"x", g.add("Transpose", {"x"}, perm)});
+  scores = g.add("Add", {scores, g.constant(Tensor::zeros(DType::f32, {1, 1}))});
+  const std::string probabilities = g.add("Softmax", {scores});
+  const Model model = g.finish({g.add("MatMul", {probabilities, "x"})});
+  Session fused(model);
+  const Tensor out = fused.run({{"x", x}}).begin()->second;
+  EXPECT_EQ(attention_steps(*fused.plan_for(std::vector<Shape>{x.shape()})), 1);
+  const backends::sdpa::ScopedKernels none(std::span<const std::string_view>{});
+  Session unfused(model);
+  EXPECT_LE(relative_error(out, values_of(unfused.run({{"x", x}}).begin()->second)), 1e-5);
 }
 
 TEST(AttentionFusion, AFactorAfterTheMaskIsNotAttention) {
