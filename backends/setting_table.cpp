@@ -52,16 +52,6 @@ std::vector<int> priority_list(int value) {
   return choices;
 }
 
-int priority_list_value(std::span<const int> choices) {
-  int value = 0;
-  int shift = 0;
-  for (int choice : choices) {
-    value |= (choice + 1) << shift;
-    shift += kPriorityListBits;
-  }
-  return value;
-}
-
 std::string choice_names(const SettingRow& row) {
   std::string names;
   for (size_t index = 0; index < row.choices.size(); ++index) {

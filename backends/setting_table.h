@@ -62,7 +62,7 @@ inline constexpr std::string_view kExecutionModeChoices[] = {"sequential", "para
 // position lowest (0 ends the list), so lists of up to kMaxPriorityListLength choices fit.
 inline constexpr int kPriorityListBits = 3;
 inline constexpr int kMaxPriorityListLength = 10;
-constexpr int priority_list_value(std::initializer_list<int> choices) {
+constexpr int priority_list_value(std::span<const int> choices) {
   int value = 0;
   int shift = 0;
   for (int choice : choices) {
@@ -71,9 +71,11 @@ constexpr int priority_list_value(std::initializer_list<int> choices) {
   }
   return value;
 }
+constexpr int priority_list_value(std::initializer_list<int> choices) {
+  return priority_list_value(std::span<const int>(choices.begin(), choices.size()));
+}
 // The choice indexes of an encoded list, in priority order.
 std::vector<int> priority_list(int value);
-int priority_list_value(std::span<const int> choices);
 
 inline constexpr int kMaxVerboseLevel = 2;
 // kMaxThreads, and the thread count's own precedence (threads = 0), live in runtime/threads.h.
