@@ -64,10 +64,6 @@ void ask(const Params& params, Question& q) {
 
 }  // namespace
 
-std::vector<std::string> kernel_names() {
-  return {std::begin(registry_data::kSdpaKernels), std::end(registry_data::kSdpaKernels)};
-}
-
 std::vector<std::string> kernels() {
   std::vector<std::string> names;
   for (int choice : priority_list(current_settings().get("sdpa_kernels")))

@@ -17,8 +17,6 @@
 
 namespace kiln::backends::sdpa {
 
-// Every kernel name, in the setting's choice order ("math", "flash", "onednn").
-std::vector<std::string> kernel_names();
 // The calling thread's list, in priority order.
 std::vector<std::string> kernels();
 // The settings change naming `kernels`: in the order given with set_priority, else in the default

@@ -553,7 +553,6 @@ PYBIND11_MODULE(_kiln, m) {
   b.def("cpu_set_max_isa", &backends::cpu::set_max_isa, py::arg("isa"));
   b.def("onednn_isa", &backends::onednn::isa);
   b.def("openmp_version", &backends::openmp::version);
-  b.def("sdpa_kernel_names", &backends::sdpa::kernel_names);
   b.def(
       "sdpa_kernels_context",
       [](const std::vector<std::string>& kernels, bool set_priority) {
