@@ -1,13 +1,15 @@
 // Scaled dot-product attention on oneDNN primitives (the kernel users name "onednn"): a batched
 // matmul writes the scores with the scale as output scales and the mask as a binary-add post-op,
 // a softmax primitive normalizes them in place (oneDNN 2.6 has no softmax post-op), a second
-// matmul multiplies by V. The scores [..., L, S] are materialized in a per-thread buffer. Under
+// matmul multiplies by V. The scores [..., L, S] are materialized in a buffer of each run context. Under
 // bf16 precision Q, K and V arrive as bf16 (Reorder steps before the kernel), the softmax writes
 // bf16 probabilities, and both products accumulate in float32.
 #include "ops/attention.h"
 
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <vector>
 
 #include "backends/onednn/onednn_common.h"
 
@@ -32,6 +34,8 @@ memory::dims strides_of(const memory::dims& dims) {
   for (size_t d = dims.size() - 1; d-- > 0;) strides[d] = strides[d + 1] * dims[d + 1];
   return strides;
 }
+
+class BoundAttention;
 
 class AttentionKernel final : public Kernel {
  public:
@@ -106,33 +110,14 @@ class AttentionKernel final : public Kernel {
     return bf16_ && index < 3 ? Layout::plain_bf16 : Layout::plain;
   }
 
-  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
-    apply_thread_count();
-    thread_local ScratchBuffer buffer;
-    char* scratch = static_cast<char*>(buffer.reserve(scores_bytes_));
-    const memory scores(scores_desc_, engine(), scratch);
-    const memory probabilities =
-        bf16_ ? memory(probabilities_desc_, engine(), scratch + scores_desc_.get_size()) : scores;
-    std::unordered_map<int, memory> scores_args = {{DNNL_ARG_SRC, wrap(q_desc_, inputs[0])},
-                                                   {DNNL_ARG_WEIGHTS, wrap(kt_desc_, inputs[1])},
-                                                   {DNNL_ARG_DST, scores}};
-    if (has_mask_ && !separate_mask_)
-      scores_args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = wrap(mask_desc_, inputs[3]);
-    dnnl::stream& stream = thread_stream();
-    scores_.execute(stream, scores_args);
-    if (separate_mask_) {
-      add_mask_.execute(
-          stream,
-          {{DNNL_ARG_SRC_0, scores}, {DNNL_ARG_SRC_1, wrap(mask_desc_, inputs[3])}, {DNNL_ARG_DST, scores}});
-    }
-    softmax_.execute(stream, {{DNNL_ARG_SRC, scores}, {DNNL_ARG_DST, probabilities}});
-    output_.execute(stream, {{DNNL_ARG_SRC, probabilities},
-                             {DNNL_ARG_WEIGHTS, wrap(v_desc_, inputs[2])},
-                             {DNNL_ARG_DST, wrap(out_desc_, outputs[0])}});
-    stream.wait();
-  }
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override;
+  // Memories, the scores buffer and argument arrays made once per run context, so a bound run
+  // allocates nothing on kiln's side (run() makes them for each call).
+  std::unique_ptr<BoundKernel> bind(std::span<const Tensor> inputs,
+                                    std::span<const Tensor> outputs) const override;
 
  private:
+  friend class BoundAttention;
   bool bf16_ = false;
   bool has_mask_ = false;
   bool separate_mask_ = false;  // added by add_mask_, not by a post-op of the product
@@ -145,6 +130,75 @@ class AttentionKernel final : public Kernel {
   size_t scores_bytes_ = 0;
   std::string name_;
 };
+
+class BoundAttention final : public BoundKernel {
+ public:
+  BoundAttention(const AttentionKernel& kernel, std::span<const Tensor> inputs,
+                 std::span<const Tensor> outputs)
+      : kernel_(kernel) {
+    char* scratch = static_cast<char*>(buffer_.reserve(kernel.scores_bytes_));
+    scores_ = memory(kernel.scores_desc_, engine(), scratch);
+    probabilities_ =
+        kernel.bf16_ ? memory(kernel.probabilities_desc_, engine(), scratch + kernel.scores_desc_.get_size())
+                     : scores_;
+    // Inputs 0..3 (Q, K^T or K, V, mask) and the output, their data handles following the tensors.
+    const memory::desc* descs[] = {&kernel.q_desc_, &kernel.kt_desc_, &kernel.v_desc_, &kernel.mask_desc_};
+    for (size_t i = 0; i < (kernel.has_mask_ ? 4u : 3u); ++i)
+      tensors_.emplace_back(*descs[i], engine(), handle(inputs[i]));
+    tensors_.emplace_back(kernel.out_desc_, engine(), handle(outputs[0]));
+    const dnnl_memory_t q = tensors_[0].get(), kt = tensors_[1].get(), v = tensors_[2].get();
+    const dnnl_memory_t mask = kernel.has_mask_ ? tensors_[3].get() : nullptr;
+    const dnnl_memory_t out = tensors_.back().get();
+    scores_args_ = {{DNNL_ARG_SRC, q}, {DNNL_ARG_WEIGHTS, kt}, {DNNL_ARG_DST, scores_.get()}};
+    if (kernel.has_mask_ && !kernel.separate_mask_)
+      scores_args_.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, mask});
+    if (kernel.separate_mask_)
+      mask_args_ = {{DNNL_ARG_SRC_0, scores_.get()}, {DNNL_ARG_SRC_1, mask}, {DNNL_ARG_DST, scores_.get()}};
+    softmax_args_ = {{DNNL_ARG_SRC, scores_.get()}, {DNNL_ARG_DST, probabilities_.get()}};
+    output_args_ = {{DNNL_ARG_SRC, probabilities_.get()}, {DNNL_ARG_WEIGHTS, v}, {DNNL_ARG_DST, out}};
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) override {
+    apply_thread_count();
+    for (size_t i = 0; i + 1 < tensors_.size(); ++i) follow(tensors_[i], inputs[i]);
+    follow(tensors_.back(), outputs[0]);
+    dnnl::stream& stream = thread_stream();
+    execute(kernel_.scores_, scores_args_, stream);
+    if (kernel_.separate_mask_) execute(kernel_.add_mask_, mask_args_, stream);
+    execute(kernel_.softmax_, softmax_args_, stream);
+    execute(kernel_.output_, output_args_, stream);
+    stream.wait();
+  }
+
+ private:
+  static void* handle(const Tensor& tensor) {
+    return tensor.defined() ? const_cast<void*>(tensor.raw_data()) : nullptr;
+  }
+  static void follow(memory& memory, const Tensor& tensor) {
+    if (memory.get_data_handle() != handle(tensor)) memory.set_data_handle(handle(tensor));
+  }
+  static void execute(const dnnl::primitive& primitive, const std::vector<dnnl_exec_arg_t>& args,
+                      dnnl::stream& stream) {
+    dnnl::error::wrap_c_api(
+        dnnl_primitive_execute(primitive.get(), stream.get(), static_cast<int>(args.size()), args.data()),
+        "could not execute an attention primitive");
+  }
+
+  const AttentionKernel& kernel_;
+  ScratchBuffer buffer_;
+  memory scores_, probabilities_;
+  std::vector<memory> tensors_;
+  std::vector<dnnl_exec_arg_t> scores_args_, mask_args_, softmax_args_, output_args_;
+};
+
+void AttentionKernel::run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const {
+  BoundAttention(*this, inputs, std::span<const Tensor>(outputs.data(), outputs.size())).run(inputs, outputs);
+}
+
+std::unique_ptr<BoundKernel> AttentionKernel::bind(std::span<const Tensor> inputs,
+                                                   std::span<const Tensor> outputs) const {
+  return std::make_unique<BoundAttention>(*this, inputs, outputs);
+}
 
 KernelOrReason make_attention(const KernelRequest& request, std::span<const TensorInfo> outputs) {
   if (request.variant != "onednn")

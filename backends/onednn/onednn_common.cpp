@@ -120,7 +120,6 @@ dnnl::memory reorder_constant(const dnnl::memory::desc& from, const Tensor& valu
 
 namespace {
 
-// A byte buffer from the current allocator (64-byte aligned) that only grows.
 // A primitive bound to one context: its memories are created once and only their data handles
 // follow the tensors; the argument array is passed straight to oneDNN's C API.
 class BoundPrimitive final : public BoundKernel {
