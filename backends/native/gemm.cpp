@@ -310,6 +310,24 @@ void apply_epilogue_only(int64_t m, int64_t n, float* c, int64_t ldc, const Gemm
   }
 }
 
+// The products with nothing to multiply (an empty C, k == 0 or alpha == 0), done; false for others.
+bool trivial_product(int64_t m, int64_t n, int64_t k, float* c, int64_t ldc, const GemmEpilogue& epilogue) {
+  if (m == 0 || n == 0) return true;
+  if (k != 0 && epilogue.alpha != 0.0f) return false;
+  apply_epilogue_only(m, n, c, ldc, epilogue);
+  return true;
+}
+
+// op(A) packed into the calling thread's scratch, then the driver over `b`.
+void gemm_packing_a(bool transpose_a, GemmShape shape, const float* a, int64_t lda, const PackedBSource& b,
+                    float* c, int64_t ldc, const GemmEpilogue& epilogue) {
+  const KernelSet& kernels = kernel_set();
+  float* packed_a =
+      thread_scratch(ScratchSlot::packed_a, static_cast<size_t>(round_up(shape.m, kernels.mr) * shape.k));
+  pack_a(transpose_a, shape, a, lda, kernels.mr, packed_a);
+  gemm_packed_a(kernels, packed_a, shape.m, shape.k, b, shape.n, c, ldc, epilogue);
+}
+
 }  // namespace
 
 void MatrixB::pack(int64_t p0, int64_t kc, int64_t j0, int64_t cols, int64_t nr, float* dst) const {
@@ -387,17 +405,8 @@ void PackedB::pack(int64_t p0, int64_t kc, int64_t j0, int64_t cols, int64_t nr,
 
 void sgemm(bool transpose_a, int64_t m, const float* a, int64_t lda, const PackedB& b, float* c, int64_t ldc,
            const GemmEpilogue& epilogue) {
-  const int64_t n = b.columns();
-  const int64_t k = b.rows();
-  if (m == 0 || n == 0) return;
-  if (k == 0 || epilogue.alpha == 0.0f) {
-    apply_epilogue_only(m, n, c, ldc, epilogue);
-    return;
-  }
-  const KernelSet& kernels = kernel_set();
-  float* packed_a = thread_scratch(ScratchSlot::packed_a, static_cast<size_t>(round_up(m, kernels.mr) * k));
-  pack_a(transpose_a, {m, n, k}, a, lda, kernels.mr, packed_a);
-  gemm_packed_a(kernels, packed_a, m, k, b, n, c, ldc, epilogue);
+  if (trivial_product(m, b.columns(), b.rows(), c, ldc, epilogue)) return;
+  gemm_packing_a(transpose_a, {m, b.columns(), b.rows()}, a, lda, b, c, ldc, epilogue);
 }
 
 PackedA::PackedA(bool transpose, int64_t m, int64_t k, const float* a, int64_t lda) : m_(m), k_(k) {
@@ -410,22 +419,14 @@ PackedA::PackedA(bool transpose, int64_t m, int64_t k, const float* a, int64_t l
 
 void sgemm(bool transpose_a, bool transpose_b, GemmShape shape, const float* a, int64_t lda, const float* b,
            int64_t ldb, float* c, int64_t ldc, const GemmEpilogue& epilogue) {
-  const auto [m, n, k] = shape;
-  if (m == 0 || n == 0) return;
-  if (k == 0 || epilogue.alpha == 0.0f) {
-    apply_epilogue_only(m, n, c, ldc, epilogue);
-    return;
-  }
-  const KernelSet& kernels = kernel_set();
-  if (m <= kGemmSmallRows && !transpose_a) {
-    parallel_for(0, n, m * k, [&](int64_t j0, int64_t j1) {
-      kernels.small_m(transpose_b, shape, a, lda, b, ldb, c, ldc, epilogue, j0, j1);
+  if (trivial_product(shape.m, shape.n, shape.k, c, ldc, epilogue)) return;
+  if (shape.m <= kGemmSmallRows && !transpose_a) {
+    parallel_for(0, shape.n, shape.m * shape.k, [&](int64_t j0, int64_t j1) {
+      kernel_set().small_m(transpose_b, shape, a, lda, b, ldb, c, ldc, epilogue, j0, j1);
     });
     return;
   }
-  float* packed_a = thread_scratch(ScratchSlot::packed_a, static_cast<size_t>(round_up(m, kernels.mr) * k));
-  pack_a(transpose_a, shape, a, lda, kernels.mr, packed_a);
-  gemm_packed_a(kernels, packed_a, m, k, MatrixB(b, ldb, transpose_b), n, c, ldc, epilogue);
+  gemm_packing_a(transpose_a, shape, a, lda, MatrixB(b, ldb, transpose_b), c, ldc, epilogue);
 }
 
 void sgemm(bool transpose_a, bool transpose_b, GemmShape shape, float alpha, const float* a, int64_t lda,
@@ -435,14 +436,8 @@ void sgemm(bool transpose_a, bool transpose_b, GemmShape shape, float alpha, con
 
 void sgemm_packed(const PackedA& a, const PackedBSource& b, int64_t n, float* c, int64_t ldc,
                   const GemmEpilogue& epilogue) {
-  const int64_t m = a.rows();
-  const int64_t k = a.depth();
-  if (m == 0 || n == 0) return;
-  if (k == 0 || epilogue.alpha == 0.0f) {
-    apply_epilogue_only(m, n, c, ldc, epilogue);
-    return;
-  }
-  gemm_packed_a(kernel_set(), a.data(), m, k, b, n, c, ldc, epilogue);
+  if (trivial_product(a.rows(), n, a.depth(), c, ldc, epilogue)) return;
+  gemm_packed_a(kernel_set(), a.data(), a.rows(), a.depth(), b, n, c, ldc, epilogue);
 }
 
 GemmKernelInfo gemm_kernel_info() {
