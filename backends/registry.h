@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstdint>
 #include <initializer_list>
+#include <iterator>
 #include <span>
 #include <string_view>
 
@@ -95,6 +96,26 @@ inline constexpr std::string_view kOnednnExactOps[] = {
 inline constexpr std::string_view kSdpaKernels[] = {"math", "flash", "onednn"};
 inline constexpr std::string_view kNativeSdpaKernels[] = {"math", "flash"};
 inline constexpr std::string_view kOnednnSdpaKernels[] = {"onednn"};
+
+// Op families, for choosing backends per family (the prefer_* settings, backends/prefer.h). Each
+// op type belongs to the first family listing it; "other" takes every op type no family lists.
+// kiln's Reorder (a conversion between layouts) belongs to none: no preference may leave a value
+// stranded in a layout nothing can convert.
+inline constexpr std::string_view kConvFamily[] = {"Conv"};
+inline constexpr std::string_view kMatmulFamily[] = {"MatMul", "Gemm", "Einsum"};
+inline constexpr std::string_view kAttentionFamily[] = {"ScaledDotProductAttention"};  // kAttentionOp
+struct OpFamily {
+  std::string_view name;
+  std::span<const std::string_view> ops;  // empty: every op type no other family lists
+};
+inline constexpr OpFamily kOpFamilies[] = {
+    {"conv", kConvFamily}, {"matmul", kMatmulFamily}, {"attention", kAttentionFamily}, {"other", {}}};
+inline constexpr int kOpFamilyCount = static_cast<int>(std::size(kOpFamilies));
+
+// What a preference lists, the unit of choice: a backend (every kernel of it), or one named kernel
+// (attention's math and flash; "onednn" is both its backend and its one attention kernel). The
+// backends come first, in kBackendRows' order (checked in selection.cpp).
+inline constexpr std::string_view kKernelChoices[] = {"onednn", "blas", "native", "math", "flash"};
 
 }  // namespace registry_data
 

@@ -29,6 +29,15 @@ bool contains(std::span<const std::string_view> names, std::string_view name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+// Preferences name backends by kKernelChoices' first entries.
+constexpr bool kernel_choices_start_with_backends() {
+  for (int i = 0; i < kBackendCount; ++i) {
+    if (registry_data::kKernelChoices[i] != kBackendRows[i].name) return false;
+  }
+  return true;
+}
+static_assert(kernel_choices_start_with_backends());
+
 // Why deterministic mode keeps backend `position` away from `request`, or empty.
 std::string deterministic_refusal(int position, const KernelRequest& request) {
   const BackendRow& row = kBackendRows[position];
@@ -127,23 +136,92 @@ int sdpa_kernel_backend(std::string_view name) {
   fail(ErrorKind::invalid_argument, "unknown attention kernel '", name, "' (known: ", known, ")");
 }
 
+int op_family(std::string_view op_type) {
+  if (op_type == "Reorder") return -1;
+  for (int family = 0; family < registry_data::kOpFamilyCount; ++family) {
+    const std::span<const std::string_view> ops = registry_data::kOpFamilies[family].ops;
+    if (ops.empty() || contains(ops, op_type)) return family;
+  }
+  return -1;
+}
+
+bool has_preference(const KernelRequest& request, const Settings& settings) {
+  const int family = op_family(request.op.op_type);
+  return family >= 0 && settings.value(prefer_slot(family)) != 0;
+}
+
+int preference_rank(const KernelRequest& request, const Settings& settings, int backend) {
+  const std::vector<Candidate> list = candidates(request, settings);
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i].backend == backend && list[i].refusal.empty()) return static_cast<int>(i);
+  }
+  return static_cast<int>(list.size());
+}
+
+bool backend_preferred(int backend, int family, const Settings& settings) {
+  if (family < 0) return true;
+  const std::vector<int> preferred = priority_list(settings.value(prefer_slot(family)));
+  if (preferred.empty()) return true;
+  const BackendRow& row = kBackendRows[backend];
+  return std::any_of(preferred.begin(), preferred.end(), [&](int choice) {
+    const std::string_view name = registry_data::kKernelChoices[choice];
+    return name == row.name || contains(row.sdpa_kernels, name);
+  });
+}
+
 std::vector<Candidate> candidates(const KernelRequest& request, const Settings& settings) {
   std::vector<Candidate> list;
   if (request.op.op_type == kAttentionOp) {
     for (int choice : priority_list(settings.get("sdpa_kernels"))) {
       const std::string_view name = registry_data::kSdpaKernels[choice];
-      list.push_back({sdpa_kernel_backend(name), name});
+      list.push_back({sdpa_kernel_backend(name), name, {}});
     }
-    return list;
+  } else {
+    for (int position : candidate_backends(request)) list.push_back({position, {}, {}});
   }
-  for (int position : candidate_backends(request)) list.push_back({position, {}});
-  return list;
+  const int family = op_family(request.op.op_type);
+  const std::vector<int> preferred =
+      family < 0 ? std::vector<int>{} : priority_list(settings.value(prefer_slot(family)));
+  if (preferred.empty()) return list;
+
+  // Each listed name takes the candidates it names (a backend: all of its kernels, in their order).
+  std::vector<Candidate> ordered;
+  std::vector<bool> taken(list.size(), false);
+  std::vector<Candidate> unavailable;
+  for (int choice : preferred) {
+    const std::string_view name = registry_data::kKernelChoices[choice];
+    bool named_any = false;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const bool named = name == kBackendRows[list[i].backend].name || name == list[i].variant;
+      named_any = named_any || named;
+      if (named && !taken[i]) {
+        ordered.push_back(list[i]);
+        taken[i] = true;
+      }
+    }
+    // A backend the list names that has no kernel for this op at all says so.
+    if (!named_any && choice < kBackendCount)
+      unavailable.push_back({choice, {}, str_cat("has no kernels for ", request.op.op_type)});
+  }
+  const std::string setting = str_cat("prefer_", registry_data::kOpFamilies[family].name);
+  const std::string listed =
+      setting_value_text(setting_slots()[prefer_slot(family)], settings.value(prefer_slot(family)));
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (taken[i]) continue;
+    list[i].refusal = str_cat("not in ", setting, " (", listed, ")");
+    ordered.push_back(list[i]);
+  }
+  ordered.insert(ordered.end(), unavailable.begin(), unavailable.end());
+  return ordered;
 }
 
 FusionRule fusion_offered(std::string_view op_type, const Settings& settings) {
   FusionRule offered{op_type};
+  const int family = op_family(op_type);
   for (int i = 0; i < kBackendCount; ++i) {
-    if (!settings.backend_enabled(i) || !backend_list()[i]->is_built()) continue;
+    if (!settings.backend_enabled(i) || !backend_list()[i]->is_built() ||
+        !backend_preferred(i, family, settings))
+      continue;
     for (const FusionRule& rule : kBackendRows[i].fuses) {
       if (rule.op_type != op_type) continue;
       offered.post_ops |= rule.post_ops;
@@ -163,7 +241,7 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
     tuning_key = autotune_key(request, outputs, settings);
     if (std::optional<AutotuneChoice> choice = autotune_cache->find(tuning_key)) {
       KernelOrReason offer =
-          create({choice->backend, choice->variant}, request, outputs, choice->alternative);
+          create({choice->backend, choice->variant, {}}, request, outputs, choice->alternative);
       if (offer.kernel) {
         selection.kernel = std::move(offer.kernel);
         selection.backend = choice->backend;
@@ -181,6 +259,10 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
     const Backend& backend = *backend_list()[position];
     const std::string name(backend.name());
     const std::string variant(candidate.variant);
+    if (!candidate.refusal.empty()) {
+      selection.rejected.push_back({name, candidate.refusal, variant});
+      continue;
+    }
     if (!settings.backend_enabled(position)) {
       selection.rejected.push_back({name, "backend disabled", variant});
       continue;

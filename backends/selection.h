@@ -62,10 +62,25 @@ std::vector<int> candidate_backends(const KernelRequest& request);
 struct Candidate {
   int backend = -1;
   std::string_view variant;
+  // Why the op family's preference keeps it from being asked ("not in prefer_matmul (blas)"), or
+  // empty: it is asked.
+  std::string refusal;
 };
 // The candidates for `request` in the order they are asked: attention's named kernels in the order
-// of the sdpa_kernels setting (each with its backend), any other op's backends by rank.
+// of the sdpa_kernels setting (each with its backend), any other op's backends by rank; then, when
+// the op's family has a preference (prefer_conv, ...), reordered to it, with what it leaves out
+// (and each backend it names that has no kernel for the op) at the end, refused.
 std::vector<Candidate> candidates(const KernelRequest& request, const Settings& settings);
+
+// The op family (registry_data::kOpFamilies' index) of `op_type`; -1 for kiln's Reorder, which
+// belongs to none.
+int op_family(std::string_view op_type);
+// Whether `request`'s op family has a preference under `settings`, and where backend `backend`
+// comes in its candidate order (the number of candidates when it is not listed).
+bool has_preference(const KernelRequest& request, const Settings& settings);
+int preference_rank(const KernelRequest& request, const Settings& settings, int backend);
+// Whether the preference of `family` under `settings` lets backend `backend` (any of its kernels) run it.
+bool backend_preferred(int backend, int family, const Settings& settings);
 // The backend row position whose kernel `name` is (one of registry_data::kSdpaKernels); throws
 // kiln::Error (invalid_argument) listing the known names.
 int sdpa_kernel_backend(std::string_view name);

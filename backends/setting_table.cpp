@@ -36,7 +36,7 @@ std::string priority_list_text(const SettingRow& row, int value) {
     text += str_cat(text.empty() ? "" : ",",
                     static_cast<size_t>(choice) < row.choices.size() ? row.choices[choice] : "?");
   }
-  return text.empty() ? "none" : text;
+  return text.empty() ? std::string(row.empty_list) : text;
 }
 
 }  // namespace
@@ -84,6 +84,16 @@ const SettingSlot& find_setting(std::string_view name) {
     if (slot.name == name) return slot;
   }
   fail(ErrorKind::invalid_argument, "unknown setting '", name, "' (known: ", known_setting_names(), ")");
+}
+
+int prefer_slot(int family) {
+  static const std::array<int, registry_data::kOpFamilyCount> slots = [] {
+    std::array<int, registry_data::kOpFamilyCount> found{};
+    for (int f = 0; f < registry_data::kOpFamilyCount; ++f)
+      found[f] = find_setting(str_cat("prefer_", registry_data::kOpFamilies[f].name)).slot;
+    return found;
+  }();
+  return slots.at(static_cast<size_t>(family));
 }
 
 const SettingShorthand* find_shorthand(std::string_view name) {
@@ -163,13 +173,14 @@ int parse_setting_value(const SettingSlot& slot, std::string_view text, std::str
       fail(ErrorKind::invalid_argument, source, " must be ", choice_names(row), ", got '", text, "'");
     case SettingType::priority_list: {
       std::vector<int> choices;
-      if (text == "none" || text.empty()) return 0;
+      if (text == row.empty_list || text.empty()) return 0;
       while (!text.empty()) {
         const size_t comma = text.find(',');
         const std::string_view name = text.substr(0, comma);
         const auto found = std::find(row.choices.begin(), row.choices.end(), name);
         KILN_CHECK(found != row.choices.end(), invalid_argument, source, ": '", name, "' is not one of ",
-                   choice_names(row), " (a comma-separated list in priority order, or 'none')");
+                   choice_names(row), " (a comma-separated list in priority order, or '", row.empty_list,
+                   "')");
         const int choice = static_cast<int>(found - row.choices.begin());
         KILN_CHECK(std::find(choices.begin(), choices.end(), choice) == choices.end(), invalid_argument,
                    source, ": '", name, "' is listed twice");

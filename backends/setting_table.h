@@ -49,6 +49,7 @@ struct SettingRow {
   std::string_view env = {};  // read once, when the settings are first used
   std::string_view help = {};
   std::span<const std::string_view> choices = {};  // choice rows: the value names, by index
+  std::string_view empty_list = "none";            // priority-list rows: the empty list's name
 };
 
 // The names of the choice rows' values, in the order of their enums.
@@ -80,6 +81,22 @@ std::vector<int> priority_list(int value);
 inline constexpr int kMaxVerboseLevel = 2;
 // kMaxThreads, and the thread count's own precedence (threads = 0), live in runtime/threads.h.
 inline constexpr int kMaxAutotuneLimit = 64;
+inline constexpr int kMaxBlasThreshold = 1 << 30;
+
+// A prefer_<family> row: which backends and named kernels may run that op family, in order.
+constexpr SettingRow prefer_row(std::string_view name, std::string_view help) {
+  return SettingRow{.name = name,
+                    .type = SettingType::priority_list,
+                    .changes_plan = true,
+                    .help = help,
+                    .choices = registry_data::kKernelChoices,
+                    .empty_list = "default"};
+}
+#define KILN_PREFER_HELP(ops)                                                                              \
+  "backends (onednn, blas, native) and named kernels (math, flash) that may run " ops                      \
+  ", in priority order (comma-separated): the first that takes a node runs it, the others are not asked, " \
+  "and a node none of them takes is a planning error listing each reason; 'default': every backend in "    \
+  "the registry's order"
 
 inline constexpr std::array kSettingRows = {
     SettingRow{.name = "enabled",
@@ -144,6 +161,18 @@ inline constexpr std::array kSettingRows = {
                        "priority order (comma-separated; 'none' leaves attention unfused): the first "
                        "that can take it runs it; when none can, planning fails with each one's reason",
                .choices = registry_data::kSdpaKernels},
+    prefer_row("prefer_conv", KILN_PREFER_HELP("convolutions")),
+    prefer_row("prefer_matmul", KILN_PREFER_HELP("matrix products (MatMul, Gemm, Einsum's contractions)")),
+    prefer_row("prefer_attention", KILN_PREFER_HELP("fused attention steps (after sdpa_kernels' choice)")),
+    prefer_row("prefer_other", KILN_PREFER_HELP("every other op")),
+    SettingRow{.name = "blas_threshold",
+               .type = SettingType::integer,
+               .default_value = static_cast<int>(kDefaultSmallProductLimit),
+               .max = kMaxBlasThreshold,
+               .changes_plan = true,
+               .help = "the largest product (M x N x K multiply-adds) BLAS may take; BLAS is asked first for "
+                       "products and one BLAS call beats oneDNN's per-call overhead only on tiny ones "
+                       "(bench/blas_crossover.py); 0: none"},
     SettingRow{.name = "adapt_to_load",
                .default_value = 1,
                .env = "KILN_ADAPT_TO_LOAD",
@@ -160,6 +189,7 @@ inline constexpr std::array kSettingRows = {
                .type = SettingType::sink,
                .help = "where verbose lines go: standard output, a file (appended) or a callback"},
 };
+#undef KILN_PREFER_HELP
 inline constexpr int kSettingRowCount = static_cast<int>(kSettingRows.size());
 
 // Settings are stored in slots: one per row, kBackendCount per per-backend row.
@@ -211,14 +241,21 @@ std::string setting_cli_name(std::string_view name);
 // Shorthands that set several slots at once (--precision / precision= sets both precisions).
 struct SettingShorthand {
   std::string_view name;
-  std::array<std::string_view, 2> targets;
+  std::span<const std::string_view> targets;
   std::string_view help;
 };
+inline constexpr std::string_view kPrecisionTargets[] = {"conv_precision", "matmul_precision"};
+inline constexpr std::string_view kPreferTargets[] = {"prefer_conv", "prefer_matmul", "prefer_attention",
+                                                      "prefer_other"};
 inline constexpr std::array kSettingShorthands = {
-    SettingShorthand{"precision",
-                     {"conv_precision", "matmul_precision"},
+    SettingShorthand{"precision", kPrecisionTargets,
                      "fp32|bf16: precision of convolutions and matrix products"},
+    SettingShorthand{"prefer", kPreferTargets,
+                     "backends and named kernels that may run every op family, in priority order "
+                     "(prefer_conv, prefer_matmul, prefer_attention and prefer_other at once)"},
 };
+// The prefer_<family> slot of op family `family` (registry_data::kOpFamilies' index).
+int prefer_slot(int family);
 const SettingShorthand* find_shorthand(std::string_view name);
 
 // A slot's value parsed from text (CLI, environment): booleans 0/1/true/false/on/off, integers in

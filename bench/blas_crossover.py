@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """Where BLAS beats oneDNN on a single MatMul [M, K] x [K, N] (constant B), the measurement behind
-kBlasMaxMultiplyAdds in backends/blas/blas_backend.h.
+the default of the blas_threshold setting (backends/setting_table.h).
 
     /usr/bin/python3 bench/blas_crossover.py [--kiln build/kiln] [--threads 1] [--iters 2000]
 
 For each size, builds a one-node model in a temporary folder and times it with `kiln bench`, once with
-only BLAS and once with only oneDNN (the other disabled), and prints the median latencies after the
+only BLAS (`--prefer-matmul blas` with the threshold lifted) and once with only oneDNN
+(`--prefer-matmul onednn`), and prints the median latencies after the
 machine lines of `kiln info`.
 """
 import argparse
@@ -30,9 +31,9 @@ def matmul_model(size, path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
 
 
-def median_us(kiln, model, disabled, threads, iters):
+def median_us(kiln, model, backend, threads, iters):
     command = [kiln, "bench", model, "--json", "--threads", str(threads), "--iters", str(iters), "--warmup", "100",
-               "--disable", disabled]
+               "--prefer-matmul", backend, "--blas-threshold", str(1 << 30)]
     result = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
     return result["median_ms"] * 1000
 
@@ -49,8 +50,8 @@ def main():
         for size in SIZES:
             path = f"{folder}/matmul_{size}.onnx"
             matmul_model(size, path)
-            blas = median_us(args.kiln, path, "onednn", args.threads, args.iters)
-            onednn = median_us(args.kiln, path, "blas", args.threads, args.iters)
+            blas = median_us(args.kiln, path, "blas", args.threads, args.iters)
+            onednn = median_us(args.kiln, path, "onednn", args.threads, args.iters)
             print(f"{size:>6} {size ** 3:>9} {blas:>9.2f} {onednn:>10.2f} {blas / onednn:>12.2f}")
 
 

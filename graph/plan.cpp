@@ -33,17 +33,29 @@ void plan_node(PlanState& state, const Node& node) {
   const auto elapsed_ms = [&] {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   };
+  std::optional<KernelSelection> alone_selection;
   if (std::optional<NodeForm> fused = propose_fusion(state, node, alone)) {
+    // Under a preference for the node's op family the listed order comes before fusion: the fused
+    // form is kept only where a backend listed no later than the one taking the node alone runs it
+    // (prefer native, blas, onednn: a MatMul + Relu runs on native, unfused).
+    const bool ordered = has_preference(alone.request, state.settings);
+    if (ordered)
+      alone_selection = find_kernel(alone.request, alone.outputs, state.settings, &state.autotune_cache);
     KernelSelection selection =
         find_kernel(fused->request, fused->outputs, state.settings, &state.autotune_cache);
-    if (selection.kernel != nullptr) {
+    if (selection.kernel != nullptr &&
+        (!ordered || alone_selection->kernel == nullptr ||
+         preference_rank(alone.request, state.settings, selection.backend) <=
+             preference_rank(alone.request, state.settings, alone_selection->backend))) {
       add_step(state, std::move(*fused), std::move(selection), elapsed_ms());
       return;
     }
     // No backend takes the fused form: the node runs alone, its followers as their own steps.
   }
   KernelSelection selection =
-      select_kernel(alone.request, alone.outputs, state.settings, &state.autotune_cache);
+      alone_selection && alone_selection->kernel != nullptr
+          ? std::move(*alone_selection)
+          : select_kernel(alone.request, alone.outputs, state.settings, &state.autotune_cache);
   add_step(state, std::move(alone), std::move(selection), elapsed_ms());
 }
 

@@ -15,6 +15,7 @@
 
 #include "backends/backends.h"
 #include "backends/parallel_info.h"
+#include "backends/prefer.h"
 #include "backends/sdpa.h"
 #include "backends/selection.h"
 #include "core/error.h"
@@ -553,6 +554,26 @@ PYBIND11_MODULE(_kiln, m) {
   b.def("cpu_set_max_isa", &backends::cpu::set_max_isa, py::arg("isa"));
   b.def("onednn_isa", &backends::onednn::isa);
   b.def("openmp_version", &backends::openmp::version);
+  b.def(
+      "prefer_context",
+      [](const std::vector<std::string>& names, const std::vector<std::string>& families) {
+        const std::vector<std::string_view> name_views(names.begin(), names.end());
+        const std::vector<std::string_view> family_views(families.begin(), families.end());
+        return SettingsContext(backends::prefer_setting(name_views, family_views));
+      },
+      py::arg("names"), py::arg("families"));
+  b.def(
+      "set_prefer",
+      [](const std::vector<std::string>& names, const std::vector<std::string>& families) {
+        const std::vector<std::string_view> name_views(names.begin(), names.end());
+        const std::vector<std::string_view> family_views(families.begin(), families.end());
+        backends::set_prefer(name_views, family_views);
+      },
+      py::arg("names"), py::arg("families"));
+  b.def("preferred", &backends::preferred, py::arg("family"));
+  b.def("op_families", &backends::op_families);
+  b.def("preferred_linalg_library", &backends::preferred_linalg_library);
+  b.def("set_preferred_linalg_library", &backends::set_preferred_linalg_library, py::arg("library"));
   b.def(
       "sdpa_kernels_context",
       [](const std::vector<std::string>& kernels, bool set_priority) {

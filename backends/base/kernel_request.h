@@ -18,6 +18,10 @@ namespace kiln {
 enum class Precision : uint8_t { fp32, bf16 };
 const char* precision_name(Precision precision);
 
+// The blas_threshold setting's default: where one BLAS thread stops beating oneDNN's per-call
+// set-up on this project's machines (bench/blas_crossover.py).
+inline constexpr int64_t kDefaultSmallProductLimit = 32 * 32 * 32;
+
 struct KernelRequest {
   // The node. Post-op operands (a residual for sum, a bias) are appended to op.inputs, after
   // any absent optional inputs the op has before them.
@@ -32,6 +36,9 @@ struct KernelRequest {
   // Which of a backend's implementations to create: 0 is its first choice; autotune asks for the
   // alternatives a backend lists (backends/registry.h). A backend with fewer refuses.
   int alternative = 0;
+  // Products of at most this many multiply-adds count as small (the blas_threshold setting, set by
+  // the planner): the BLAS backend takes only those.
+  int64_t small_product_limit = kDefaultSmallProductLimit;
   // For ops whose kernels users choose by name (attention: "math", "flash", "onednn"; see
   // backends/registry.h), the one asked for; empty otherwise.
   std::string_view variant;

@@ -18,7 +18,7 @@
 namespace kiln {
 namespace {
 
-// BLAS takes only tiny products (below kBlasMaxMultiplyAdds), which one thread runs fastest. The
+// BLAS takes only tiny products (the blas_threshold setting), which one thread runs fastest. The
 // count is set once, and the calling thread's OpenMP team size, which openblas_set_num_threads
 // also sets, is put back.
 void use_one_blas_thread() {
@@ -73,17 +73,17 @@ void run_gemm(const GemmShape& g, const float* a, const float* b, float* c) {
   }
 }
 
-std::string check_size(const GemmShape& g) {
+std::string check_size(const GemmShape& g, int64_t limit) {
   const int64_t multiply_adds = g.m * g.n * g.k;
-  if (multiply_adds > kBlasMaxMultiplyAdds) {
-    return str_cat("M x N x K = ", g.m, " x ", g.n, " x ", g.k, " is above BLAS's ", kBlasMaxMultiplyAdds,
+  if (multiply_adds > limit) {
+    return str_cat("M x N x K = ", g.m, " x ", g.n, " x ", g.k, " is above blas_threshold ", limit,
                    " (oneDNN is faster on larger products)");
   }
   if (multiply_adds == 0) return "empty product";
   return {};
 }
 
-KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outputs, int64_t limit) {
   const TensorInfo& a = spec.input(0);
   const TensorInfo& b = spec.input(1);
   if (a.dtype != DType::f32 || b.dtype != DType::f32)
@@ -105,13 +105,13 @@ KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outpu
     return KernelOrReason::rejected(
         "batch dims differ between the operands (broadcast batches are not supported)");
   }
-  if (std::string reason = check_size(g); !reason.empty()) return KernelOrReason::rejected(reason);
+  if (std::string reason = check_size(g, limit); !reason.empty()) return KernelOrReason::rejected(reason);
   return make_kernel("blas:sgemm", [g](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
     run_gemm(g, inputs[0].data<float>(), inputs[1].data<float>(), outputs[0].data<float>());
   });
 }
 
-KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs, int64_t limit) {
   const TensorInfo& a = spec.input(0);
   const TensorInfo& b = spec.input(1);
   if (a.dtype != DType::f32 || b.dtype != DType::f32)
@@ -124,7 +124,7 @@ KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs
   g.m = outputs[0].shape[0];
   g.n = outputs[0].shape[1];
   g.k = g.trans_a ? a.shape[0] : a.shape[1];
-  if (std::string reason = check_size(g); !reason.empty()) return KernelOrReason::rejected(reason);
+  if (std::string reason = check_size(g, limit); !reason.empty()) return KernelOrReason::rejected(reason);
   const bool has_c = spec.has_input(2) && beta != 0.0f;
   if (has_c && spec.input(2).dtype != DType::f32) return KernelOrReason::rejected("C must be float32");
   const Shape c_shape = has_c ? spec.input(2).shape : Shape{};
@@ -163,8 +163,8 @@ class BlasBackend final : public Backend {
     if (!request.post_ops.empty()) return KernelOrReason::rejected("BLAS kernels do not fuse post-ops");
     if (request.precision != Precision::fp32)
       return KernelOrReason::rejected("BLAS computes float32 only (bf16 precision runs on oneDNN)");
-    if (spec.op_type == "MatMul") return make_matmul(spec, outputs);
-    if (spec.op_type == "Gemm") return make_gemm(spec, outputs);
+    if (spec.op_type == "MatMul") return make_matmul(spec, outputs, request.small_product_limit);
+    if (spec.op_type == "Gemm") return make_gemm(spec, outputs, request.small_product_limit);
     return KernelOrReason::rejected("no BLAS kernel for " + spec.op_type);
   }
 };

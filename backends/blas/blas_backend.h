@@ -1,7 +1,7 @@
 // The BLAS backend: MatMul and Gemm on OpenBLAS (Debian's OpenMP build, which shares the OpenMP
 // runtime with oneDNN instead of starting a second thread pool). It is the first candidate for
 // products too small for oneDNN's per-call set-up to pay off, and refuses the others (the rule and
-// its measurement are in backends/blas/blas_backend.cpp).
+// its measurement are in backends/blas/blas_backend.cpp; the size is the blas_threshold setting).
 #pragma once
 
 #include <cstdint>
@@ -17,8 +17,5 @@ const Backend& blas_backend();
 std::string blas_library();
 // How the library runs threads and how kiln uses them: "OpenMP; kiln calls it on 1 thread".
 std::string blas_threading();
-
-// Products with at most this many multiply-adds (M x N x K) run on BLAS when it is enabled.
-inline constexpr int64_t kBlasMaxMultiplyAdds = 32 * 32 * 32;
 
 }  // namespace kiln

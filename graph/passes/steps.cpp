@@ -43,6 +43,7 @@ NodeForm unfused_form(const PlanState& state, const Node& node, const OpSpec& sp
   form.request.precision = is_default_domain(node.domain)
                                ? planned_precision(state.settings, node.op_type, form.note)
                                : Precision::fp32;
+  form.request.small_product_limit = state.settings.get("blas_threshold");
   for (const std::string& input : node.inputs) {
     const int slot = input.empty() ? -1 : state.slot_of(input);
     form.input_slots.push_back(slot);

@@ -14,6 +14,7 @@ kiln.Session(path, deterministic=True).
     with kiln.backends.verbose(1, sink=lines.append):  # every step, to a callback
     with kiln.backends.settings(precision="bf16"):     # conv and matmul in bf16 where the CPU has it
     with kiln.backends.sdpa_kernel([SDPBackend.FLASH, SDPBackend.MATH], set_priority=True):
+    with kiln.backends.prefer(["blas", "onednn"], ops=["matmul"]):  # these, in this order, only
 
 KILN_VERBOSE sets the verbose level at start-up. docs/backends.md lists every setting.
 """
@@ -212,6 +213,49 @@ openmp = _types.SimpleNamespace(
     version=_b.openmp_version,
 )
 cuda = _types.SimpleNamespace(is_built=lambda: False, is_available=lambda: False)
+
+
+# ---- choosing backends by name (positive choice; --disable and *_enabled are the negative one) ----
+
+
+def op_families():
+    """The op families a preference applies to: ["conv", "matmul", "attention", "other"] (matmul:
+    MatMul, Gemm and Einsum; attention: fused attention steps; other: every other op)."""
+    return _b.op_families()
+
+
+def _names(names):
+    if isinstance(names, str):
+        return [names]
+    return [str(name) for name in names]
+
+
+def prefer(backends, ops=None):
+    """Context manager: only `backends` (backend names "onednn", "blas", "native", or attention's
+    named kernels "math", "flash"), in this order, may run the op families `ops` (see op_families();
+    None: every family) of plans built in the block on this thread. The native fallback may be left
+    out: a node no listed backend takes is then a planning error listing every reason. An empty
+    list restores the registry's order."""
+    return _b.prefer_context(_names(backends), [] if ops is None else _names(ops))
+
+
+def set_prefer(backends, ops=None):
+    """prefer() for every thread, until changed."""
+    _b.set_prefer(_names(backends), [] if ops is None else _names(ops))
+
+
+def preferred(family):
+    """This thread's list for an op family ([] when there is no preference)."""
+    return _b.preferred(family)
+
+
+def preferred_linalg_library(backend=None):
+    """torch.backends.cuda.preferred_linalg_library's form, for products (MatMul, Gemm, Einsum's
+    contractions): with `backend` ("onednn", "blas", "native" or "default"), asks it first globally
+    (the others after it); returns the library asked first ("default" without a preference)."""
+    if backend is not None:
+        _b.set_preferred_linalg_library(str(backend))
+    return _b.preferred_linalg_library()
 
 
 # ---- attention kernels (torch.nn.attention.sdpa_kernel and torch.backends.cuda's SDPA controls) ----

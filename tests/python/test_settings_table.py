@@ -29,8 +29,8 @@ def other_value(row):
         return row["min"] if row["default"] == row["max"] else min(row["max"], row["default"] + 1)
     if row["type"] == "choice":
         return next(choice for choice in row["choices"] if choice != row["default"])
-    if row["type"] == "list":  # the first choice alone, or the second
-        return [row["choices"][0]] if row["default"] != [row["choices"][0]] else [row["choices"][1]]
+    if row["type"] == "list":  # every choice (a list that leaves a backend out may not run the demo)
+        return row["choices"] if row["default"] != row["choices"] else row["choices"][::-1]
     return None
 
 

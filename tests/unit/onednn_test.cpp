@@ -368,7 +368,7 @@ TEST(Blas, TinyProductsMatchNativeAndLargeOnesAreRefused) {
   ASSERT_FALSE(step.rejected.empty());
   EXPECT_EQ(step.rejected[0].backend, "blas");
   EXPECT_EQ(step.rejected[0].reason,
-            "M x N x K = 64 x 64 x 64 is above BLAS's 32768 (oneDNN is faster on larger products)");
+            "M x N x K = 64 x 64 x 64 is above blas_threshold 32768 (oneDNN is faster on larger products)");
 }
 
 TEST(Onednn, RejectionReasonsAreRecorded) {
