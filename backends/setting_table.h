@@ -173,6 +173,20 @@ inline constexpr std::array kSettingRows = {
                .help = "the largest product (M x N x K multiply-adds) BLAS may take; BLAS is asked first for "
                        "products and one BLAS call beats oneDNN's per-call overhead only on tiny ones "
                        "(bench/blas_crossover.py); 0: none"},
+    SettingRow{.name = "einsum_optimize",
+               .default_value = 1,
+               .changes_plan = true,
+               .help = "order an Einsum's pairwise products by einsum_strategy (off: left to right); "
+                       "torch.backends.opt_einsum.enabled"},
+    SettingRow{.name = "einsum_strategy",
+               .type = SettingType::choice,
+               .default_value = static_cast<int>(EinsumStrategy::automatic),
+               .changes_plan = true,
+               .help =
+                   "auto|greedy|optimal: how an Einsum's contraction order is chosen (numpy.einsum_path's "
+                   "cost model); optimal tries every order and is refused above 8 operands, auto is optimal "
+                   "up to 4 operands and greedy above; torch.backends.opt_einsum.strategy",
+               .choices = kEinsumStrategyChoices},
     SettingRow{.name = "adapt_to_load",
                .default_value = 1,
                .env = "KILN_ADAPT_TO_LOAD",

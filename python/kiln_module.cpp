@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/version.h"
 #include "graph/session.h"
+#include "ops/einsum_path.h"
 #include "python/profiler_bindings.h"
 #include "python/tidy_bindings.h"
 #include "runtime/cpu_info.h"
@@ -554,6 +555,25 @@ PYBIND11_MODULE(_kiln, m) {
   b.def("cpu_set_max_isa", &backends::cpu::set_max_isa, py::arg("isa"));
   b.def("onednn_isa", &backends::onednn::isa);
   b.def("openmp_version", &backends::openmp::version);
+  b.def(
+      "einsum_path",
+      [](const std::string& equation, const std::vector<Shape>& shapes, const std::string& strategy,
+         bool optimize) {
+        const SettingSlot& slot = find_setting("einsum_strategy");
+        const auto chosen = static_cast<EinsumStrategy>(parse_setting_value(slot, strategy, "strategy"));
+        const EinsumPath path = einsum_path(parse_einsum(equation, shapes), chosen, optimize);
+        py::list order;
+        for (const EinsumContraction& step : path.steps) order.append(py::tuple(py::cast(step.positions)));
+        py::dict result;
+        result["path"] = order;
+        result["strategy"] = path.strategy;
+        result["naive_flops"] = path.naive_flops;
+        result["optimized_flops"] = path.optimized_flops;
+        result["largest_intermediate"] = path.largest_intermediate;
+        result["text"] = path.describe();
+        return result;
+      },
+      py::arg("equation"), py::arg("shapes"), py::arg("strategy"), py::arg("optimize"));
   b.def(
       "prefer_context",
       [](const std::vector<std::string>& names, const std::vector<std::string>& families) {

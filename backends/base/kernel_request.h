@@ -9,6 +9,7 @@
 
 #include "backends/base/layout.h"
 #include "backends/base/post_op.h"
+#include "ops/einsum_path.h"
 #include "ops/op_spec.h"
 
 namespace kiln {
@@ -39,6 +40,10 @@ struct KernelRequest {
   // Products of at most this many multiply-adds count as small (the blas_threshold setting, set by
   // the planner): the BLAS backend takes only those.
   int64_t small_product_limit = kDefaultSmallProductLimit;
+  // How an Einsum orders its pairwise products (the einsum_optimize and einsum_strategy settings,
+  // set by the planner): left to right when not optimizing.
+  bool einsum_optimize = true;
+  EinsumStrategy einsum_strategy = EinsumStrategy::automatic;
   // For ops whose kernels users choose by name (attention: "math", "flash", "onednn"; see
   // backends/registry.h), the one asked for; empty otherwise.
   std::string_view variant;

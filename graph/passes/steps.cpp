@@ -44,6 +44,8 @@ NodeForm unfused_form(const PlanState& state, const Node& node, const OpSpec& sp
                                ? planned_precision(state.settings, node.op_type, form.note)
                                : Precision::fp32;
   form.request.small_product_limit = state.settings.get("blas_threshold");
+  form.request.einsum_optimize = state.settings.on("einsum_optimize");
+  form.request.einsum_strategy = static_cast<EinsumStrategy>(state.settings.get("einsum_strategy"));
   for (const std::string& input : node.inputs) {
     const int slot = input.empty() ? -1 : state.slot_of(input);
     form.input_slots.push_back(slot);

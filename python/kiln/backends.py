@@ -258,6 +258,48 @@ def preferred_linalg_library(backend=None):
     return _b.preferred_linalg_library()
 
 
+# ---- Einsum's contraction order (torch.backends.opt_einsum) ----
+
+
+class _OptEinsum:
+    """torch.backends.opt_einsum's controls over kiln's own path search (numpy.einsum_path's cost model,
+    built in, so always available): `enabled` (the einsum_optimize setting; off contracts left to right)
+    and `strategy` ("auto", "greedy" or "optimal"; the einsum_strategy setting), both global; use
+    kiln.backends.settings(einsum_strategy=...) for a scope."""
+
+    def is_available(self):
+        return True
+
+    @property
+    def enabled(self):
+        return _b.current()["einsum_optimize"]
+
+    @enabled.setter
+    def enabled(self, value):
+        _b.set_settings(einsum_optimize=value)
+
+    @property
+    def strategy(self):
+        return _b.current()["einsum_strategy"]
+
+    @strategy.setter
+    def strategy(self, value):
+        _b.set_settings(einsum_strategy=value)
+
+    def contract_path(self, equation, *operands, strategy=None, optimize=None):
+        """The path kiln would take for `equation` over arrays or shapes, as a dict: "path" (position
+        tuples, numpy's convention), "strategy", "naive_flops", "optimized_flops" and
+        "largest_intermediate" (numpy.einsum_path's counts) and "text". strategy/optimize default to
+        this thread's settings."""
+        shapes = [list(getattr(x, "shape", x)) for x in operands]
+        current = _b.current()
+        return _b.einsum_path(equation, shapes, current["einsum_strategy"] if strategy is None else strategy,
+                              current["einsum_optimize"] if optimize is None else bool(optimize))
+
+
+opt_einsum = _OptEinsum()
+
+
 # ---- attention kernels (torch.nn.attention.sdpa_kernel and torch.backends.cuda's SDPA controls) ----
 
 
