@@ -150,6 +150,15 @@ void set_max_isa(std::string_view name) {
 }
 }  // namespace cpu
 
+namespace mha {
+bool get_fastpath_enabled() {
+  return current_settings().on("mha_fastpath");
+}
+void set_fastpath_enabled(bool enabled) {
+  set_settings(Settings().set(SettingKey("mha_fastpath"), enabled ? 1 : 0));
+}
+}  // namespace mha
+
 namespace openmp {
 bool is_available() {
   return version() != 0;

@@ -79,6 +79,13 @@ std::string isa_source();
 void set_max_isa(std::string_view name);
 }  // namespace cpu
 
+// torch.backends.mha's switch over the mha_fastpath setting (global; a ScopedSettings of
+// mha_fastpath for a scope): on, a transformer block's residual Add and LayerNorm are one step.
+namespace mha {
+bool get_fastpath_enabled();
+void set_fastpath_enabled(bool enabled);
+}  // namespace mha
+
 namespace openmp {
 bool is_available();
 // The OpenMP specification date kiln was built against (e.g. 201511), 0 without OpenMP.

@@ -173,6 +173,12 @@ inline constexpr std::array kSettingRows = {
                .help = "the largest product (M x N x K multiply-adds) BLAS may take; BLAS is asked first for "
                        "products and one BLAS call beats oneDNN's per-call overhead only on tiny ones "
                        "(bench/blas_crossover.py); 0: none"},
+    SettingRow{.name = "mha_fastpath",
+               .default_value = 1,
+               .changes_plan = true,
+               .help = "the MHA fast path: a transformer block's residual Add, the attention output's "
+                       "transposition before it and the LayerNorm after it as one step; off plans them as "
+                       "exported (torch.backends.mha.set_fastpath_enabled)"},
     SettingRow{.name = "einsum_optimize",
                .default_value = 1,
                .changes_plan = true,

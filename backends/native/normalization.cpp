@@ -1,4 +1,5 @@
-// Native BatchNormalization (inference), LayerNormalization and InstanceNormalization.
+// Native BatchNormalization (inference), LayerNormalization, InstanceNormalization and kiln's
+// ResidualLayerNorm (the MHA fast path's residual Add + LayerNorm, ops/residual_layer_norm.h).
 // Statistics are two-pass (mean, then the mean of squared deviations), so inputs far from zero keep
 // their variance. float LayerNorm rows (the transformer's case) use GCC vectors of the widest ISA the
 // CPU has, with float partial sums flushed into double every kFlushElements; the other types and ops
@@ -14,6 +15,7 @@
 #include "backends/native/isa_variant.h"
 #include "backends/native/native_backend.h"
 #include "backends/native/simd.h"
+#include "ops/residual_layer_norm.h"
 #include "runtime/parallel.h"
 
 namespace kiln::native {
@@ -319,9 +321,95 @@ KernelOrReason make_instance_norm(const OpSpec& spec, std::span<const TensorInfo
       not_floating);
 }
 
+// ---- ResidualLayerNorm ---------------------------------------------------------------------------
+
+struct ResidualRows {
+  const float* x;
+  const float* residual;
+  LayerNormArgs norm;  // src == dst: each row is normalized where the sum was written
+  int64_t d0 = 1;      // output rows are [d0, d1]; x's are [d1, d0] when swapped
+  int64_t d1 = 1;
+  bool swapped = false;
+};
+
+// Each row: dst = x + residual while both are read once, then the row normalized in place (it is
+// in L1 by then). Rows of a swapped x are read in [d1, d0] order.
+template <typename S>
+[[gnu::always_inline]] inline void residual_rows_simd(const ResidualRows& a, int64_t begin, int64_t end) {
+  using F = typename S::F;
+  constexpr int64_t kWidth = sizeof(F) / sizeof(float);
+  const int64_t n = a.norm.size;
+  for (int64_t row = begin; row < end; ++row) {
+    const int64_t x_row = a.swapped ? (row % a.d1) * a.d0 + row / a.d1 : row;
+    const float* x = a.x + x_row * n;
+    const float* r = a.residual + row * n;
+    float* y = a.norm.dst + row * n;
+    int64_t i = 0;
+    for (; i + kWidth <= n; i += kWidth) store<S>(y + i, load<S>(x + i) + load<S>(r + i));
+    for (; i < n; ++i) y[i] = x[i] + r[i];
+    LayerNormArgs one = a.norm;
+    one.src = y;
+    one.dst = y;
+    layer_norm_rows_simd<S>(one, 0, 1);
+  }
+}
+
+using ResidualRowsFn = void (*)(const ResidualRows& args, int64_t begin, int64_t end);
+
+__attribute__((target("avx512f"))) void residual_rows_avx512(const ResidualRows& args, int64_t begin,
+                                                             int64_t end) {
+  residual_rows_simd<Simd<16>>(args, begin, end);
+}
+__attribute__((target("avx2,fma"))) void residual_rows_avx2(const ResidualRows& args, int64_t begin,
+                                                            int64_t end) {
+  residual_rows_simd<Simd<8>>(args, begin, end);
+}
+void residual_rows_baseline(const ResidualRows& args, int64_t begin, int64_t end) {
+  residual_rows_simd<Simd<4>>(args, begin, end);
+}
+
+KernelOrReason make_residual_layer_norm(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+  const Shape& shape = outputs[0].shape;
+  for (int i = 0; i < 4; ++i) {
+    if (spec.input(i).dtype != DType::f32)
+      return KernelOrReason::rejected("ResidualLayerNorm runs float32 only");
+  }
+  if (shape.empty() || shape.back() == 0)
+    return KernelOrReason::rejected("ResidualLayerNorm needs a last axis");
+  const bool swapped = spec.attrs().get_int("swap_leading", 0) != 0;
+  if (swapped && shape.size() != 3) return KernelOrReason::rejected("swapped rows need rank 3");
+  const double epsilon = spec.attrs().get_float("epsilon", kDefaultEpsilon);
+  const int64_t size = shape.back();
+  const int64_t rows = checked_numel(shape) / size;
+  const int64_t d0 = swapped ? shape[0] : 1;
+  const int64_t d1 = swapped ? shape[1] : 1;
+  const IsaVariant<ResidualRowsFn> variant =
+      pick_isa_variant<ResidualRowsFn>(residual_rows_avx512, residual_rows_avx2, residual_rows_baseline);
+  return make_kernel(str_cat("native:residual_layernorm:", variant.isa),
+                     [=, rows_fn = variant.fn](std::span<const Tensor> inputs, std::span<Tensor> outs) {
+                       ResidualRows args;
+                       args.x = inputs[0].data<float>();
+                       args.residual = inputs[1].data<float>();
+                       args.norm = LayerNormArgs{nullptr,
+                                                 inputs[2].data<float>(),
+                                                 inputs[3].data<float>(),
+                                                 outs[0].data<float>(),
+                                                 nullptr,
+                                                 nullptr,
+                                                 size,
+                                                 epsilon};
+                       args.d0 = d0;
+                       args.d1 = d1;
+                       args.swapped = swapped;
+                       parallel_for(0, rows, size * kNormalizeCost,
+                                    [&](int64_t begin, int64_t end) { rows_fn(args, begin, end); });
+                     });
+}
+
 constexpr KernelEntry kKernels[] = {
     {"BatchNormalization", make_batch_norm},
     {"LayerNormalization", make_layer_norm},
+    {kResidualLayerNormOp, make_residual_layer_norm},
     {"InstanceNormalization", make_instance_norm},
 };
 

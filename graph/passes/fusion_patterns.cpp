@@ -56,11 +56,16 @@ std::vector<const Node*> match_gelu(const PlanState& state, const std::string& x
 }
 
 std::optional<LayerNormMatch> match_layer_norm(const PlanState& state, const Node& mean) {
-  if (mean.op_type != "ReduceMean" || !is_default_domain(mean.domain) || mean.inputs.size() != 1)
-    return std::nullopt;
+  if (mean.inputs.size() != 1) return std::nullopt;
   const Slot* planned_x = state.planned(mean.inputs[0]);
   if (planned_x == nullptr || planned_x->layout != Layout::plain) return std::nullopt;
-  const TensorInfo& x = planned_x->info;
+  return match_layer_norm(state, mean, planned_x->info);
+}
+
+std::optional<LayerNormMatch> match_layer_norm(const PlanState& state, const Node& mean,
+                                               const TensorInfo& x) {
+  if (mean.op_type != "ReduceMean" || !is_default_domain(mean.domain) || mean.inputs.size() != 1)
+    return std::nullopt;
   if (x.dtype != DType::f32 || x.shape.empty()) return std::nullopt;
   const int64_t rank = static_cast<int64_t>(x.shape.size());
   auto over_last_axis = [&](const Node& reduce) {

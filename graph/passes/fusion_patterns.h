@@ -34,5 +34,7 @@ struct LayerNormMatch {
 //   d = x - ReduceMean(x); y = d / Sqrt(ReduceMean(Pow(d, 2)) + eps) * scale + bias
 // with scale, bias and eps plan-time constants. Nothing when the nodes differ in any way.
 std::optional<LayerNormMatch> match_layer_norm(const PlanState& state, const Node& mean);
+// The same where x is not planned yet (a fusion that computes it): `x` is what it will be.
+std::optional<LayerNormMatch> match_layer_norm(const PlanState& state, const Node& mean, const TensorInfo& x);
 
 }  // namespace kiln

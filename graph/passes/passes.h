@@ -67,6 +67,12 @@ bool plan_ahead(PlanState& state, const std::string& value, int depth = 4);
 // with each listed kernel's reason when it matches but none takes it.
 bool plan_attention(PlanState& state, const Node& node);
 
+// residual_norm_fusion.cpp: with mha_fastpath on, where `node` starts a residual Add (or the
+// [L, B, E] -> [B, L, E] Transpose before it) whose sum only a LayerNorm over the last axis reads,
+// plans them as one ResidualLayerNorm step and returns true. False when the pattern does not match,
+// the fast path is off or no backend takes the step (the nodes are then planned as exported).
+bool plan_residual_layer_norm(PlanState& state, const Node& node);
+
 // steps.cpp: the precision planning gives a step of `op_type` (Conv: conv_precision; MatMul and
 // Gemm, attention's products too: matmul_precision; others float32): float32 with a note in `note`
 // where bf16 is asked but the ISA in effect has no bf16 dot products.

@@ -258,6 +258,17 @@ def preferred_linalg_library(backend=None):
     return _b.preferred_linalg_library()
 
 
+# ---- the MHA fast path (torch.backends.mha) ----
+
+mha = _types.SimpleNamespace(
+    # On by default: a transformer block's residual Add (with the attention output's transposition
+    # before it) and the LayerNorm after it run as one step. Global; for a scope use
+    # kiln.backends.settings(mha_fastpath=False).
+    get_fastpath_enabled=lambda: _b.mha_get_fastpath_enabled(),
+    set_fastpath_enabled=lambda enabled: _b.mha_set_fastpath_enabled(bool(enabled)),
+)
+
+
 # ---- Einsum's contraction order (torch.backends.opt_einsum) ----
 
 
