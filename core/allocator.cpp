@@ -4,6 +4,7 @@
 #include <atomic>
 #include <mutex>
 #include <new>
+#include <vector>
 
 #include "core/error.h"
 #include "core/events.h"
@@ -11,11 +12,30 @@
 namespace kiln {
 namespace {
 
+// Large blocks are kept when freed and handed out again for a request of the same size. A graph
+// output the caller frees after every run would otherwise come back from the C library as fresh
+// pages each time (glibc unmaps or trims blocks this large), and faulting them in measured 1.1 ms
+// of a 44 ms BERT-base-sized encoder run (its 384 KiB output), 3%. Bounded, so a program that
+// stops using kiln keeps at most kMaxRecycledBytes.
+constexpr size_t kMinRecycledBytes = 64 * 1024;
+constexpr size_t kMaxRecycledBlocks = 8;
+constexpr size_t kMaxRecycledBytes = 64 * 1024 * 1024;
+
 class AlignedAllocator final : public Allocator {
  public:
   std::string_view name() const override { return "default"; }
 
   void* allocate(size_t bytes) override {
+    if (bytes >= kMinRecycledBytes) {
+      std::lock_guard lock(mutex_);
+      for (auto it = recycled_.begin(); it != recycled_.end(); ++it) {
+        if (it->bytes != bytes) continue;
+        void* pointer = it->pointer;
+        recycled_bytes_ -= bytes;
+        recycled_.erase(it);
+        return pointer;
+      }
+    }
     void* pointer = ::operator new(std::max<size_t>(bytes, 1), std::align_val_t{kDefaultAlignment},
                                    std::nothrow);
     if (pointer == nullptr) {
@@ -24,9 +44,35 @@ class AlignedAllocator final : public Allocator {
     return pointer;
   }
 
-  void deallocate(void* pointer, size_t) noexcept override {
-    ::operator delete(pointer, std::align_val_t{kDefaultAlignment});
+  void deallocate(void* pointer, size_t bytes) noexcept override {
+    if (bytes >= kMinRecycledBytes && bytes <= kMaxRecycledBytes) {
+      std::lock_guard lock(mutex_);
+      // The oldest blocks go first to make room.
+      while (!recycled_.empty() &&
+             (recycled_.size() >= kMaxRecycledBlocks || recycled_bytes_ + bytes > kMaxRecycledBytes)) {
+        release(recycled_.front().pointer);
+        recycled_bytes_ -= recycled_.front().bytes;
+        recycled_.erase(recycled_.begin());
+      }
+      recycled_.push_back({pointer, bytes});
+      recycled_bytes_ += bytes;
+      return;
+    }
+    release(pointer);
   }
+
+ private:
+  struct Block {
+    void* pointer;
+    size_t bytes;
+  };
+  static void release(void* pointer) noexcept {
+    ::operator delete (pointer, std::align_val_t{kDefaultAlignment});
+  }
+
+  std::mutex mutex_;
+  std::vector<Block> recycled_;  // oldest first
+  size_t recycled_bytes_ = 0;
 };
 
 class CountingAllocator final : public Allocator {
