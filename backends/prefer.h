@@ -44,8 +44,8 @@ void set_prefer(std::span<const std::string_view> names, std::span<const std::st
 std::vector<std::string> preferred(std::string_view family);
 
 // torch.backends.cuda.preferred_linalg_library's form, for products only: "default" (no
-// preference) or the backend asked first for MatMul, Gemm and Einsum's contractions, the other
-// backends after it in the registry's order. Global, like PyTorch's.
+// preference) or the backend asked first for MatMul and Gemm (and Einsum nodes, which only native runs), the
+// other backends after it in the registry's order. Global, like PyTorch's.
 std::string preferred_linalg_library();
 void set_preferred_linalg_library(std::string_view library);
 

@@ -23,6 +23,7 @@ constexpr size_t kMaxRecycledBytes = 64 * 1024 * 1024;
 
 class AlignedAllocator final : public Allocator {
  public:
+  AlignedAllocator() { recycled_.reserve(kMaxRecycledBlocks); }  // deallocate never allocates
   std::string_view name() const override { return "default"; }
 
   void* allocate(size_t bytes) override {

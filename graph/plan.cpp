@@ -46,7 +46,7 @@ void plan_node(PlanState& state, const Node& node) {
         find_kernel(fused->request, fused->outputs, state.settings, &state.autotune_cache);
     if (selection.kernel != nullptr &&
         (!ordered || alone_selection->kernel == nullptr ||
-         preference_rank(alone.request, state.settings, selection.backend) <=
+         preference_rank(fused->request, state.settings, selection.backend) <=
              preference_rank(alone.request, state.settings, alone_selection->backend))) {
       add_step(state, std::move(*fused), std::move(selection), elapsed_ms());
       return;

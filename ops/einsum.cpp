@@ -102,6 +102,8 @@ EinsumEquation parse_einsum(std::string_view written, const std::vector<Shape>& 
   }
   KILN_CHECK(terms.size() == shapes.size(), invalid_model, "Einsum equation '", written, "' has ",
              terms.size(), " operand term(s) but the node has ", shapes.size(), " input(s)");
+  KILN_CHECK(shapes.size() <= static_cast<size_t>(kMaxEinsumOperands), not_implemented, "Einsum with ",
+             shapes.size(), " operands: kiln takes at most ", kMaxEinsumOperands);
 
   EinsumEquation parsed;
   // How many dims "..." stands for in each operand; the equation's count is the largest.
@@ -137,6 +139,8 @@ EinsumEquation parse_einsum(std::string_view written, const std::vector<Shape>& 
     for (size_t d = 0; d < labels.size(); ++d) {
       const int label = labels[d];
       const int64_t size = shapes[i][d];
+      KILN_CHECK(size >= 0, invalid_model, "Einsum input ", i, " has a negative dim (shape ",
+                 shape_to_string(shapes[i]), ")");
       ++uses[static_cast<size_t>(label)];
       // Within one operand a repeated label is a diagonal: its dims must be equal.
       int64_t& mine = in_this_operand[static_cast<size_t>(label)];

@@ -18,6 +18,9 @@ namespace kiln {
 // Labels are numbered: letters 'A'..'Z' are 0..25, 'a'..'z' 26..51, the dims "..." stands for
 // 52 onwards (the last of them is the last "..." dim), so labels fit a 64-bit set.
 inline constexpr int kEinsumLetterLabels = 52;
+// The path searches compare pairs of operands (greedy holds a candidate per pair): kiln takes at most
+// this many.
+inline constexpr int kMaxEinsumOperands = 64;
 inline constexpr int kMaxEinsumLabels = 64;
 using LabelSet = uint64_t;
 

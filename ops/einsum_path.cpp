@@ -236,7 +236,8 @@ EinsumPath einsum_path(const EinsumEquation& equation, EinsumStrategy strategy, 
   if (!optimize) {
     path.strategy = "left to right";
     order.push_back(count == 1 ? std::vector<int>{0} : std::vector<int>{0, 1});
-    for (size_t step = 2; step < count; ++step) order.push_back({0, 1});
+    // Each result goes to the end of the list: the next operand is first, the running product last.
+    for (size_t step = 2; step < count; ++step) order.push_back({0, static_cast<int>(count - step)});
   } else if (count <= 2 || every_label == output) {
     // Nothing to order (numpy leaves such equations to one step too).
     path.strategy = "one step";

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 #include <type_traits>
 
 #include "backends/base/function_kernel.h"
@@ -150,9 +151,25 @@ class Planner {
 
   int64_t full_size(int label) const { return equation_.sizes[static_cast<size_t>(label)]; }
 
+  // Elements of a contiguous tensor over `labels` at their full sizes; a kiln::Error where the count
+  // does not fit (labels of empty operands may multiply to anything).
+  int64_t elements_of(const std::vector<int>& labels) const {
+    Shape shape;
+    for (int label : labels) shape.push_back(full_size(label));
+    try {
+      return checked_numel(shape);
+    } catch (const Error&) {
+      fail(ErrorKind::invalid_model, "Einsum: an intermediate over labels '", equation_.term(labels),
+           "' of sizes ", shape_to_string(shape), " has too many elements");
+    }
+  }
+
   Place new_scratch(int64_t elements) {
     const Place place{Place::scratch, program_.scratch_elements};
-    // 64-byte aligned for any element type.
+    // 64-byte aligned for any element type; the total stays countable in bytes of 8-byte elements.
+    constexpr int64_t kMaxScratchElements = std::numeric_limits<int64_t>::max() / 16;
+    KILN_CHECK(elements <= kMaxScratchElements - program_.scratch_elements - 16, invalid_model,
+               "Einsum: its intermediates need more memory than kiln addresses");
     program_.scratch_elements += (elements + 15) / 16 * 16;
     return place;
   }
@@ -191,8 +208,7 @@ class Planner {
     }
     Operand result;
     result.labels = order;
-    int64_t elements = 1;
-    for (int label : order) elements *= full_size(label);
+    const int64_t elements = elements_of(order);
     if (in_place) {
       result.place = operand.place;
     } else {
@@ -228,11 +244,7 @@ class Planner {
       for (const std::vector<int>* part : parts) joined.insert(joined.end(), part->begin(), part->end());
       return joined;
     };
-    const auto product_of = [&](const std::vector<int>& labels) {
-      int64_t size = 1;
-      for (int label : labels) size *= full_size(label);
-      return size;
-    };
+    const auto product_of = [&](const std::vector<int>& labels) { return elements_of(labels); };
     Product product;
     product.a = sum_to(a, concat({&batch, &m, &k}), false).place;
     product.b = sum_to(b, concat({&batch, &k, &n}), false).place;
@@ -241,6 +253,7 @@ class Planner {
     product.n = product_of(n);
     product.k = product_of(k);
     std::vector<int> c_labels = concat({&batch, &m, &n});
+    elements_of(c_labels);  // checks batch * m * n
     // Written straight into the output when that is its order.
     const bool output_order = to_output && c_labels == equation_.output;
     product.c = output_order ? Place{Place::output, 0} : new_scratch(product.batch * product.m * product.n);
@@ -264,9 +277,10 @@ class Planner {
   Program program_;
 };
 
-// Floating types accumulate in double, integers in int64.
+// Floating types accumulate in double, integers in 64-bit unsigned arithmetic (wrapping, as numpy's
+// integer sums do, where signed overflow would be undefined).
 template <typename T>
-using Accumulator = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+using Accumulator = std::conditional_t<std::is_floating_point_v<T>, double, uint64_t>;
 
 template <typename T>
 void run_sum(const StridedSum& sum, const T* src, T* dst) {
@@ -293,6 +307,16 @@ void run_sum(const StridedSum& sum, const T* src, T* dst) {
   }
 }
 
+// Integers multiply and add in their unsigned type: the same bits, wrapping instead of undefined.
+template <typename T, bool = std::is_integral_v<T>>
+struct WrappingMath {
+  using type = T;
+};
+template <typename T>
+struct WrappingMath<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+
 template <typename T>
 void run_product(const Product& p, const T* a, const T* b, T* c) {
   if constexpr (std::is_same_v<T, float>) {
@@ -301,7 +325,9 @@ void run_product(const Product& p, const T* a, const T* b, T* c) {
             c + i * p.m * p.n, p.n);
     }
   } else {
-    // float64 and integers sum in their own type, as numpy's einsum does.
+    // float64 and integers sum in their own type, as numpy's einsum does; integers wrap (in
+    // unsigned arithmetic, where signed overflow would be undefined).
+    using Math = typename WrappingMath<T>::type;
     parallel_for(0, p.batch * p.m, 2 * p.n * p.k, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const T* a_row = a + r * p.k;
@@ -309,8 +335,10 @@ void run_product(const Product& p, const T* a, const T* b, T* c) {
         T* c_row = c + r * p.n;
         std::fill(c_row, c_row + p.n, T(0));
         for (int64_t q = 0; q < p.k; ++q) {
-          const T scale = a_row[q];
-          for (int64_t j = 0; j < p.n; ++j) c_row[j] += scale * b_matrix[q * p.n + j];
+          const Math scale = static_cast<Math>(a_row[q]);
+          for (int64_t j = 0; j < p.n; ++j)
+            c_row[j] = static_cast<T>(static_cast<Math>(c_row[j]) +
+                                      scale * static_cast<Math>(b_matrix[q * p.n + j]));
         }
       }
     });

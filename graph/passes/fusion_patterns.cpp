@@ -1,5 +1,6 @@
 #include "graph/passes/fusion_patterns.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace kiln {
@@ -81,6 +82,12 @@ std::optional<LayerNormMatch> match_layer_norm(const PlanState& state, const Nod
     return node != nullptr && node->op_type == op && node->outputs.size() == 1 &&
            is_default_domain(node->domain);
   };
+  // The values inside vanish into the step: none may be a graph output.
+  const auto is_graph_output = [&](const std::string& value) {
+    return std::any_of(state.graph.outputs.begin(), state.graph.outputs.end(),
+                       [&](const ValueInfo& output) { return output.name == value; });
+  };
+  if (is_graph_output(mean.outputs[0])) return std::nullopt;
   // The centred value d is read by Pow and by Div.
   auto readers = state.readers.find(mean.outputs[0]);
   if (readers == state.readers.end() || readers->second.size() != 1) return std::nullopt;
@@ -89,6 +96,7 @@ std::optional<LayerNormMatch> match_layer_norm(const PlanState& state, const Nod
       sub->inputs[1] != mean.outputs[0]) {
     return std::nullopt;
   }
+  if (is_graph_output(sub->outputs[0])) return std::nullopt;
   auto d_readers = state.readers.find(sub->outputs[0]);
   if (d_readers == state.readers.end() || d_readers->second.size() != 2) return std::nullopt;
   const Node* pow = nullptr;

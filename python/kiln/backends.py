@@ -250,8 +250,8 @@ def preferred(family):
 
 
 def preferred_linalg_library(backend=None):
-    """torch.backends.cuda.preferred_linalg_library's form, for products (MatMul, Gemm, Einsum's
-    contractions): with `backend` ("onednn", "blas", "native" or "default"), asks it first globally
+    """torch.backends.cuda.preferred_linalg_library's form, for products (MatMul and Gemm; Einsum nodes,
+    in the same family, run on native only): with `backend` ("onednn", "blas", "native" or "default"), asks it first globally
     (the others after it); returns the library asked first ("default" without a preference)."""
     if backend is not None:
         _b.set_preferred_linalg_library(str(backend))

@@ -140,6 +140,14 @@ TEST(Einsum, BadEquationsNameWhatIsWrong) {
   EXPECT_NE(error("...ij->ij", {{4, 2, 3}}).find("the output has no '...'"), std::string::npos);
   EXPECT_NE(error("ij->i->j", {{2, 3}}).find("has '->' twice"), std::string::npos);
   EXPECT_NE(error("", {{2, 3}}).find("empty equation"), std::string::npos);
+  EXPECT_NE(error("ij", {{2, -1}}).find("Einsum input 0 has a negative dim"), std::string::npos);
+  std::string many;
+  std::vector<Shape> shapes;
+  for (int i = 0; i <= kMaxEinsumOperands; ++i) {
+    many += i == 0 ? "i" : ",i";
+    shapes.push_back({2});
+  }
+  EXPECT_NE(error(many, shapes).find("Einsum with 65 operands: kiln takes at most 64"), std::string::npos);
 }
 
 TEST(EinsumPath, FollowsNumpysCostModel) {
@@ -165,6 +173,13 @@ TEST(EinsumPath, FollowsNumpysCostModel) {
   EXPECT_EQ(plain.strategy, "left to right");
   EXPECT_EQ(plain.steps[0].positions, (std::vector<int>{0, 1}));
   EXPECT_EQ(plain.optimized_flops, 2 * 3 * 4 * 2 + 2 * 4 * 5 * 2 + 1);
+  // Each result goes to the end of the list, so left to right takes the first operand and the last.
+  const EinsumPath four = einsum_path(parse_einsum("ab,bc,cd,de->ae", {{2, 3}, {3, 4}, {4, 5}, {5, 6}}),
+                                      EinsumStrategy::automatic, false);
+  ASSERT_EQ(four.steps.size(), 3u);
+  EXPECT_EQ(four.steps[1].positions, (std::vector<int>{0, 2}));
+  EXPECT_EQ(four.steps[2].positions, (std::vector<int>{0, 1}));
+  EXPECT_EQ(four.optimized_flops, 2 * 3 * 4 * 2 + 2 * 4 * 5 * 2 + 2 * 5 * 6 * 2 + 1);
   // numpy's docstring example: sizes a=1 b=2 c=3 d=4, 'abd,ac,bdc->' contracts (0, 2) then (0, 1).
   const EinsumEquation doc = parse_einsum("abd,ac,bdc->", {{1, 2, 4}, {1, 3}, {2, 4, 3}});
   for (EinsumStrategy strategy : {EinsumStrategy::greedy, EinsumStrategy::optimal}) {
@@ -247,6 +262,18 @@ TEST(Einsum, MatchesThePlainLoopUnderEveryStrategy) {
       }
     }
   }
+}
+
+TEST(Einsum, AnIntermediateTooLargeToCountIsAnErrorNotAnOverflow) {
+  // Empty operands whose labels multiply past 64 bits in the left-to-right product of the first two.
+  constexpr int64_t kHuge = int64_t{1} << 32;
+  const std::vector<Tensor> inputs = {Tensor::empty(DType::f32, {kHuge, 0}),
+                                      Tensor::empty(DType::f32, {0, kHuge}),
+                                      Tensor::empty(DType::f32, {0, kHuge, kHuge})};
+  const std::string message =
+      error_of([&] { run_einsum("ak,kb,xab->", inputs, false, EinsumStrategy::automatic); });
+  EXPECT_NE(message.find("Einsum: an intermediate over labels"), std::string::npos) << message;
+  EXPECT_NE(message.find("has too many elements"), std::string::npos) << message;
 }
 
 TEST(Einsum, IntegersAndTheNoteNameThePath) {

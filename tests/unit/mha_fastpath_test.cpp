@@ -105,6 +105,14 @@ TEST(MhaFastPath, ABroadcastAddOrAnotherReaderOfTheSumKeepsTheNodes) {
   // The sum is also a graph output: it must be stored.
   Session read_twice(h.finish({normalized, residual_sum}));
   EXPECT_EQ(steps_of(read_twice, {2, 4, 8}, kResidualLayerNormOp), 0);
+
+  GraphBuilder k({2, 4, 8});
+  const std::string other_sum = k.add("Add", {k.add("Relu", {"x"}), "x"});
+  k.set_opset(17);
+  const std::string other_norm = k.add("LayerNormalization", {other_sum, k.weights({8}), k.weights({8})});
+  // Another node reads the sum too.
+  Session other_reader(k.finish({other_norm, k.add("Sigmoid", {other_sum})}));
+  EXPECT_EQ(steps_of(other_reader, {2, 4, 8}, kResidualLayerNormOp), 0);
 }
 
 TEST(MhaFastPath, TheSwitchIsASettingWithTorchsShape) {
