@@ -27,9 +27,10 @@ std::vector<OptionSpec> setting_specs() {
               {"verbose-file", true, "FILE: append verbose lines to FILE instead of standard output"});
         } else {
           specs.push_back({slot.cli_name, true,
-                           str_cat(row.type == SettingType::choice    ? ""
-                                   : row.type == SettingType::boolean ? "0|1: "
-                                                                      : "N: ",
+                           str_cat(row.type == SettingType::choice          ? ""
+                                   : row.type == SettingType::boolean       ? "0|1: "
+                                   : row.type == SettingType::priority_list ? "LIST: "
+                                                                            : "N: ",
                                    slot.help)});
         }
         break;
