@@ -10,13 +10,6 @@ Shape leading_dims(const Shape& shape) {
   return Shape(shape.begin(), shape.end() - 2);
 }
 
-Attribute int_attribute(int64_t value) {
-  Attribute attribute;
-  attribute.type = Attribute::Type::i;
-  attribute.i = value;
-  return attribute;
-}
-
 }  // namespace
 
 std::string_view attention_mask_name(AttentionMask mask) {
@@ -35,13 +28,10 @@ std::string_view attention_mask_name(AttentionMask mask) {
 
 Attributes attention_attributes(float scale, bool k_transposed, bool causal, AttentionMask mask) {
   Attributes attributes;
-  Attribute scale_attribute;
-  scale_attribute.type = Attribute::Type::f;
-  scale_attribute.f = scale;
-  attributes.set("scale", scale_attribute);
-  attributes.set("k_transposed", int_attribute(k_transposed ? 1 : 0));
-  attributes.set("is_causal", int_attribute(causal ? 1 : 0));
-  attributes.set("mask_kind", int_attribute(static_cast<int64_t>(mask)));
+  attributes.set_float("scale", scale);
+  attributes.set_int("k_transposed", k_transposed ? 1 : 0);
+  attributes.set_int("is_causal", causal ? 1 : 0);
+  attributes.set_int("mask_kind", static_cast<int64_t>(mask));
   return attributes;
 }
 

@@ -35,6 +35,19 @@ std::string_view attribute_type_name(Attribute::Type type);
 class Attributes {
  public:
   void set(std::string name, Attribute value) { values_[std::move(name)] = std::move(value); }
+  // For attributes kiln writes itself (fused forms, kiln's own ops).
+  void set_int(std::string name, int64_t value) {
+    Attribute attribute;
+    attribute.type = Attribute::Type::i;
+    attribute.i = value;
+    set(std::move(name), std::move(attribute));
+  }
+  void set_float(std::string name, float value) {
+    Attribute attribute;
+    attribute.type = Attribute::Type::f;
+    attribute.f = value;
+    set(std::move(name), std::move(attribute));
+  }
   bool has(const std::string& name) const { return values_.count(name) != 0; }
   const std::map<std::string, Attribute>& all() const { return values_; }
 

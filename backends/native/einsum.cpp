@@ -206,25 +206,28 @@ class Planner {
       sum.sizes.push_back(operand.sizes[d]);
       sum.strides.push_back(operand.strides[d]);
     }
-    Operand result;
-    result.labels = order;
     const int64_t elements = elements_of(order);
-    if (in_place) {
-      result.place = operand.place;
-    } else {
-      sum.to = to_output ? Place{Place::output, 0} : new_scratch(elements);
-      result.place = sum.to;
-      program_.steps.push_back({false, std::move(sum), {}});
-    }
+    if (in_place) return contiguous(operand.place, order);
+    sum.to = to_output ? Place{Place::output, 0} : new_scratch(elements);
+    const Place written = sum.to;
+    program_.steps.push_back({false, std::move(sum), {}});
+    return contiguous(written, order);
+  }
+
+  // A tensor at `place` holding `labels` at their full sizes, contiguous in that order.
+  Operand contiguous(Place place, std::vector<int> labels) const {
+    Operand operand;
+    operand.place = place;
+    operand.labels = std::move(labels);
+    operand.sizes.resize(operand.labels.size());
+    operand.strides.resize(operand.labels.size());
     int64_t stride = 1;
-    result.sizes.resize(order.size());
-    result.strides.resize(order.size());
-    for (size_t d = order.size(); d-- > 0;) {
-      result.sizes[d] = full_size(order[d]);
-      result.strides[d] = stride;
-      stride *= result.sizes[d];
+    for (size_t d = operand.labels.size(); d-- > 0;) {
+      operand.sizes[d] = full_size(operand.labels[d]);
+      operand.strides[d] = stride;
+      stride *= operand.sizes[d];
     }
-    return result;
+    return operand;
   }
 
   Operand multiply(const Operand& a, const Operand& b, const std::vector<int>& kept, bool to_output) {
@@ -258,18 +261,7 @@ class Planner {
     const bool output_order = to_output && c_labels == equation_.output;
     product.c = output_order ? Place{Place::output, 0} : new_scratch(product.batch * product.m * product.n);
     program_.steps.push_back({true, {}, product});
-    Operand c;
-    c.place = product.c;
-    c.labels = std::move(c_labels);
-    int64_t stride = 1;
-    c.sizes.resize(c.labels.size());
-    c.strides.resize(c.labels.size());
-    for (size_t d = c.labels.size(); d-- > 0;) {
-      c.sizes[d] = full_size(c.labels[d]);
-      c.strides[d] = stride;
-      stride *= c.sizes[d];
-    }
-    return c;
+    return contiguous(product.c, std::move(c_labels));
   }
 
   const EinsumEquation& equation_;

@@ -38,14 +38,8 @@ std::optional<NodeForm> layer_norm_form(const PlanState& state, const Node& node
   NodeForm form;
   form.op_type = "LayerNormalization";
   form.attributes = std::make_unique<Attributes>();
-  Attribute axis;
-  axis.type = Attribute::Type::i;
-  axis.i = -1;
-  Attribute epsilon;
-  epsilon.type = Attribute::Type::f;
-  epsilon.f = match->epsilon;
-  form.attributes->set("axis", axis);
-  form.attributes->set("epsilon", epsilon);
+  form.attributes->set_int("axis", -1);
+  form.attributes->set_float("epsilon", match->epsilon);
   form.request.op = state.op_spec_without_inputs(node);
   form.request.op.op_type = form.op_type;
   form.request.op.opset = 17;

@@ -83,20 +83,6 @@ std::optional<NormMatch> layer_norm_of(const PlanState& state, const std::string
   return match;
 }
 
-Attribute attribute_int(int64_t value) {
-  Attribute attribute;
-  attribute.type = Attribute::Type::i;
-  attribute.i = value;
-  return attribute;
-}
-
-Attribute attribute_float(float value) {
-  Attribute attribute;
-  attribute.type = Attribute::Type::f;
-  attribute.f = value;
-  return attribute;
-}
-
 }  // namespace
 
 bool plan_residual_layer_norm(PlanState& state, const Node& node) {
@@ -132,8 +118,8 @@ bool plan_residual_layer_norm(PlanState& state, const Node& node) {
   NodeForm form;
   form.op_type = std::string(kResidualLayerNormOp);
   form.attributes = std::make_unique<Attributes>();
-  form.attributes->set("epsilon", attribute_float(norm->epsilon));
-  form.attributes->set("swap_leading", attribute_int(transpose != nullptr ? 1 : 0));
+  form.attributes->set_float("epsilon", norm->epsilon);
+  form.attributes->set_int("swap_leading", transpose != nullptr ? 1 : 0);
   form.request.op = state.op_spec_without_inputs(node);
   form.request.op.op_type = form.op_type;
   form.request.op.opset = 1;
