@@ -35,7 +35,11 @@ std::vector<int64_t> contiguous_strides(std::span<const int64_t> shape) {
   int64_t stride = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = stride;
-    stride *= std::max<int64_t>(shape[i], 1);
+    // An empty tensor's other dims may multiply past int64 ([0, 2^32, 2^32]); its strides address
+    // nothing, so they saturate instead of overflowing.
+    const int64_t dim = std::max<int64_t>(shape[i], 1);
+    stride = stride > std::numeric_limits<int64_t>::max() / dim ? std::numeric_limits<int64_t>::max()
+                                                                : stride * dim;
   }
   return strides;
 }

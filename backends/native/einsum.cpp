@@ -109,12 +109,7 @@ class Planner {
     Operand operand;
     operand.place = {Place::input, static_cast<int64_t>(index)};
     const std::vector<int>& labels = equation_.operands[index];
-    int64_t stride = 1;
-    std::vector<int64_t> strides(shape.size());
-    for (size_t d = shape.size(); d-- > 0;) {
-      strides[d] = stride;
-      stride *= shape[d];
-    }
+    const std::vector<int64_t> strides = contiguous_strides(shape);
     for (size_t d = 0; d < labels.size(); ++d) {
       const auto at = std::find(operand.labels.begin(), operand.labels.end(), labels[d]);
       if (at != operand.labels.end()) {
@@ -180,17 +175,18 @@ class Planner {
     StridedSum sum;
     sum.from = operand.place;
     bool in_place = !to_output;
-    int64_t expected_stride = 1;
-    for (size_t d = order.size(); d-- > 0;) {
+    std::vector<int64_t> order_sizes;
+    for (int label : order) order_sizes.push_back(full_size(label));
+    const std::vector<int64_t> expected_strides = contiguous_strides(order_sizes);
+    for (size_t d = 0; d < order.size(); ++d) {
       const auto at = std::find(operand.labels.begin(), operand.labels.end(), order[d]);
       KILN_CHECK(at != operand.labels.end() || full_size(order[d]) == 1, runtime, "Einsum plan lost label '",
                  equation_.label_name(order[d]), "'");
       const size_t dim = static_cast<size_t>(at - operand.labels.begin());
       const bool present = at != operand.labels.end();
-      const int64_t size = full_size(order[d]);
+      const int64_t size = order_sizes[d];
       const int64_t stride = present && operand.sizes[dim] == size ? operand.strides[dim] : 0;
-      in_place = in_place && (size == 1 || stride == expected_stride);
-      expected_stride *= size;
+      in_place = in_place && (size == 1 || stride == expected_strides[d]);
     }
     for (int label : order) {
       const auto at = std::find(operand.labels.begin(), operand.labels.end(), label);
@@ -219,14 +215,8 @@ class Planner {
     Operand operand;
     operand.place = place;
     operand.labels = std::move(labels);
-    operand.sizes.resize(operand.labels.size());
-    operand.strides.resize(operand.labels.size());
-    int64_t stride = 1;
-    for (size_t d = operand.labels.size(); d-- > 0;) {
-      operand.sizes[d] = full_size(operand.labels[d]);
-      operand.strides[d] = stride;
-      stride *= operand.sizes[d];
-    }
+    for (int label : operand.labels) operand.sizes.push_back(full_size(label));
+    operand.strides = contiguous_strides(operand.sizes);
     return operand;
   }
 
