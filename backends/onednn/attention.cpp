@@ -85,7 +85,7 @@ class AttentionKernel final : public Kernel {
             engine());
         add_mask_ = dnnl::binary(add_pd);
         separate_mask_ = true;
-        mask_name_ = "+" + implementation_name(add_pd);
+        mask_name_ = str_cat("+", implementation_name(add_pd));  // not "+" + ...: GCC 12's false -Wrestrict
       }
     }
     const dnnl::softmax_v2_forward::primitive_desc softmax_pd(
