@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "backends/selection.h"
+#include "runtime/parallel.h"
 
 namespace kiln {
 namespace {
@@ -33,10 +34,22 @@ std::string describe_attribute(const Attribute& attribute) {
   }
 }
 
-double best_run_ms(const Kernel& kernel, std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+// Writes `sweep` on every intra-op thread, so the caches (each core's and the shared one, up to the
+// sweep's size) hold nothing a kernel about to run had left in them.
+void evict_caches(std::span<char> sweep) {
+  constexpr int64_t kLine = 64;
+  const int64_t lines = static_cast<int64_t>(sweep.size()) / kLine;
+  parallel_for(0, lines, kParallelMinWork, [&](int64_t begin, int64_t end) {
+    for (int64_t line = begin; line < end; ++line) sweep[static_cast<size_t>(line * kLine)] += 1;
+  });
+}
+
+double best_run_ms(const Kernel& kernel, std::span<const Tensor> inputs, std::span<Tensor> outputs,
+                   std::span<char> sweep = {}) {
   kernel.run(inputs, outputs);  // warm-up: first-touch of scratch and weights
   double best = 0;
   for (int run = 0; run < kTimedRuns; ++run) {
+    if (!sweep.empty()) evict_caches(sweep);
     const auto start = std::chrono::steady_clock::now();
     kernel.run(inputs, outputs);
     const double ms =
@@ -58,7 +71,8 @@ double conversion_ms(const Shape& shape, Layout from, Layout to, const Settings&
 }
 
 // The best of a few runs of `kernel` on zero-filled inputs of `spec`'s shapes.
-double time_kernel(const Kernel& kernel, const OpSpec& spec, std::span<const TensorInfo> outputs) {
+double time_kernel(const Kernel& kernel, const OpSpec& spec, std::span<const TensorInfo> outputs,
+                   std::span<char> sweep) {
   std::vector<Tensor> inputs(spec.inputs.size());
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const TensorInfo& info = spec.inputs[i];
@@ -76,15 +90,15 @@ double time_kernel(const Kernel& kernel, const OpSpec& spec, std::span<const Ten
           Tensor::empty(stored_dtype(outputs[o].dtype, layout), stored_shape(outputs[o].shape, layout));
     }
   }
-  return best_run_ms(kernel, inputs, results);
+  return best_run_ms(kernel, inputs, results, sweep);
 }
 
 }  // namespace
 
 double time_candidate(const Kernel& kernel, const KernelRequest& request, std::span<const TensorInfo> outputs,
-                      const Kernel& preferred, const Settings& settings) {
+                      const Kernel& preferred, const Settings& settings, std::span<char> sweep) {
   const OpSpec& spec = request.op;
-  double ms = time_kernel(kernel, spec, outputs);
+  double ms = time_kernel(kernel, spec, outputs, sweep);
   // Layouts the candidate reads or writes differently cost Reorder steps around it.
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const TensorInfo& info = spec.inputs[i];

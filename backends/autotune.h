@@ -23,9 +23,14 @@ namespace kiln {
 // The best of a few runs of `kernel` on zero-filled inputs of the request's shapes, in milliseconds,
 // plus the Reorder steps choosing it implies (the kernels `settings` select for them): its inputs
 // converted from the layouts they are stored in, its outputs converted to the layouts `preferred`
-// (the first offer) writes.
+// (the first offer) writes. With a `sweep` buffer, every timed run starts from cold caches: the
+// buffer is written on every thread first, so weights come from memory as they do in a model
+// whose weights do not fit the caches (what decides between kernels that trade flops for bytes).
 double time_candidate(const Kernel& kernel, const KernelRequest& request, std::span<const TensorInfo> outputs,
-                      const Kernel& preferred, const Settings& settings);
+                      const Kernel& preferred, const Settings& settings, std::span<char> sweep = {});
+
+// The sweep's size: past the last-level cache of the machines kiln is measured on.
+inline constexpr size_t kColdCacheSweepBytes = size_t{64} << 20;
 
 // What identifies a node for the autotune cache.
 std::string autotune_key(const KernelRequest& request, std::span<const TensorInfo> outputs,

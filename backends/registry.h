@@ -24,6 +24,7 @@ namespace kiln {
 const Backend& onednn_backend();
 const Backend& blas_backend();
 const Backend& native_backend();
+const Backend& winograd_backend();
 
 // Post-op kinds as a bit set.
 using PostOpKinds = uint32_t;
@@ -90,6 +91,15 @@ inline constexpr FusionRule kOnednnFusions[] = {
 inline constexpr std::string_view kOnednnExactOps[] = {
     "Relu", "LeakyRelu", "Clip", "Add", "Sub", "Mul", "Div", "Concat", "MaxPool", "Reorder", "GlobalMaxPool"};
 
+// Winograd's convolutions apply a bias, these activations and a residual sum in their output
+// transform (backends/winograd/winograd_conv.h), and take batch-normalized weights like any Conv.
+inline constexpr std::string_view kWinogradOps[] = {"Conv"};
+inline constexpr FusionRule kWinogradFusions[] = {
+    {"Conv",
+     post_op_kinds({PostOp::Kind::relu, PostOp::Kind::leaky_relu, PostOp::Kind::clip, PostOp::Kind::sum}),
+     true},
+};
+
 // Scaled dot-product attention kernels, by the names users choose them with (the sdpa_kernels
 // setting's choices, in this order): math materializes the scores, flash never does (tiles with
 // an online softmax), onednn runs oneDNN's matmul and softmax primitives.
@@ -115,7 +125,8 @@ inline constexpr int kOpFamilyCount = static_cast<int>(std::size(kOpFamilies));
 // What a preference lists, the unit of choice: a backend (every kernel of it), or one named kernel
 // (attention's math and flash; "onednn" is both its backend and its one attention kernel). The
 // backends come first, in kBackendRows' order (checked in selection.cpp).
-inline constexpr std::string_view kKernelChoices[] = {"onednn", "blas", "native", "math", "flash"};
+inline constexpr std::string_view kKernelChoices[] = {"onednn", "blas", "winograd",
+                                                      "native", "math", "flash"};
 
 }  // namespace registry_data
 
@@ -142,6 +153,17 @@ inline constexpr std::array kBackendRows = {
                .ops = registry_data::kProducts,
                .determinism = Determinism::never,
                .nondeterminism = "BLAS splits products by thread count"},
+    // Winograd is asked first for convolutions: it refuses those it cannot run or, under
+    // conv_algorithm auto, would run less accurately than its bound, and under auto its offer is
+    // timed against the next candidate's (oneDNN's direct kernel) and kept only where faster.
+    BackendRow{.name = "winograd",
+               .library = "kiln",
+               .instance = winograd_backend,
+               .rank = 0,
+               .ops = registry_data::kWinogradOps,
+               .fuses = registry_data::kWinogradFusions,
+               .alternatives = 2,  // its tiles, F(4x4, 3x3) and F(2x2, 3x3)
+               .tuned_ops = registry_data::kWinogradOps},
     BackendRow{.name = "native",
                .library = "kiln",
                .instance = native_backend,

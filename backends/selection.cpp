@@ -59,6 +59,23 @@ int alternatives_for(int position, const KernelRequest& request, bool tuning) {
   return tuning && contains(row.tuned_ops, request.op.op_type) ? row.alternatives : 1;
 }
 
+// The choices of offers measured outside autotune, for the process: timing again would give the
+// same answer up to noise.
+AutotuneCache& measured_choices() {
+  static AutotuneCache cache;
+  return cache;
+}
+
+// What identifies a node for measured_choices(): autotune's key without the execution mode, so a
+// plan that runs branches in parallel makes the choices its sequential twin made (and gives the
+// same bits).
+std::string measured_key_of(const KernelRequest& request, std::span<const TensorInfo> outputs,
+                            const Settings& settings) {
+  Settings keyed = settings;
+  keyed.set(SettingKey("execution_mode"), static_cast<int>(ExecutionMode::sequential));
+  return autotune_key(request, outputs, keyed);
+}
+
 struct Offer {
   std::unique_ptr<Kernel> kernel;
   std::string note;  // the backend's, for this kernel
@@ -252,7 +269,13 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
   }
   // cuDNN's benchmark_limit: 0 times every candidate.
   const int limit = settings.get("autotune_limit");
-  const size_t wanted = !tuning ? 1 : limit == 0 ? SIZE_MAX : static_cast<size_t>(limit);
+  size_t wanted = !tuning ? 1 : limit == 0 ? SIZE_MAX : static_cast<size_t>(limit);
+  // An offer that asks to be measured (KernelOrReason::measure) is timed against its backend's
+  // alternatives and, for against_next, the next candidate's first offer; the choice is
+  // remembered process-wide, like autotune's, so identical nodes are timed once.
+  const bool deterministic = settings.on("deterministic");
+  Measure measuring = Measure::no;
+  std::string measured_key;
   std::vector<Offer> offers;
   for (const Candidate& candidate : candidates(request, settings)) {
     const int position = candidate.backend;
@@ -280,7 +303,8 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
     // a backend with no kernel for the node says so itself.
     const std::string nondeterministic =
         settings.on("deterministic") ? deterministic_refusal(position, request) : std::string();
-    const int alternatives = alternatives_for(position, request, tuning);
+    int alternatives = alternatives_for(position, request, tuning);
+    bool measured_here = false;
     for (int alternative = 0; alternative < alternatives && offers.size() < wanted; ++alternative) {
       KernelOrReason offer = create(candidate, request, outputs, alternative);
       if (!offer.kernel || !nondeterministic.empty()) {
@@ -289,17 +313,40 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
               {name, offer.kernel ? nondeterministic : std::move(offer.reason), variant});
         break;
       }
+      if (offers.empty() && offer.measure != Measure::no && !tuning && !deterministic) {
+        measured_key = measured_key_of(request, outputs, settings);
+        if (std::optional<AutotuneChoice> choice = measured_choices().find(measured_key)) {
+          KernelOrReason chosen =
+              choice->backend == position && choice->alternative == 0
+                  ? std::move(offer)
+                  : create({choice->backend, choice->variant, {}}, request, outputs, choice->alternative);
+          if (chosen.kernel) {
+            selection.kernel = std::move(chosen.kernel);
+            selection.backend = choice->backend;
+            selection.note = std::move(chosen.note);
+            return selection;
+          }
+        }
+        measuring = offer.measure;
+        measured_here = true;
+        alternatives = kBackendRows[position].alternatives;
+        wanted = SIZE_MAX;
+      }
       offers.push_back({std::move(offer.kernel), std::move(offer.note), candidate, alternative});
     }
+    // After the measured backend's alternatives: none more, or exactly one more.
+    if (measured_here) wanted = measuring == Measure::against_next ? offers.size() + 1 : offers.size();
     if (offers.size() >= wanted) break;
   }
   if (offers.empty()) return selection;
   size_t best = 0;
   if (offers.size() > 1) {
+    // Measured offers are timed from cold caches (autotune.h says why); autotune's are not.
+    std::vector<char> sweep(measuring != Measure::no ? kColdCacheSweepBytes : 0);
     for (const Offer& offer : offers) {
       selection.timed.push_back(
           {std::string(offer.kernel->name()),
-           time_candidate(*offer.kernel, request, outputs, *offers[0].kernel, settings)});
+           time_candidate(*offer.kernel, request, outputs, *offers[0].kernel, settings, sweep)});
     }
     for (size_t i = 1; i < offers.size(); ++i) {
       if (selection.timed[i].milliseconds < selection.timed[best].milliseconds) best = i;
@@ -308,14 +355,17 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
       if (i == best) continue;
       selection.rejected.push_back(
           {std::string(backend_list()[offers[i].candidate.backend]->name()),
-           str_cat("autotune: ", offers[i].kernel->name(), " took ", selection.timed[i].milliseconds, " ms, ",
-                   offers[best].kernel->name(), " ", selection.timed[best].milliseconds, " ms"),
+           str_cat(tuning ? "autotune: " : "measured: ", offers[i].kernel->name(), " took ",
+                   selection.timed[i].milliseconds, " ms, ", offers[best].kernel->name(), " ",
+                   selection.timed[best].milliseconds, " ms"),
            std::string(offers[i].candidate.variant)});
     }
   }
   const Candidate& chosen = offers[best].candidate;
   if (tuning)
     autotune_cache->remember(tuning_key, {chosen.backend, offers[best].alternative, chosen.variant});
+  else if (measuring != Measure::no)
+    measured_choices().remember(measured_key, {chosen.backend, offers[best].alternative, chosen.variant});
   selection.backend = chosen.backend;
   selection.kernel = std::move(offers[best].kernel);
   selection.note = std::move(offers[best].note);

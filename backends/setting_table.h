@@ -93,7 +93,7 @@ constexpr SettingRow prefer_row(std::string_view name, std::string_view help) {
                     .empty_list = "default"};
 }
 #define KILN_PREFER_HELP(ops)                                                                              \
-  "backends (onednn, blas, native) and named kernels (math, flash) that may run " ops                      \
+  "backends (onednn, blas, winograd, native) and named kernels (math, flash) that may run " ops            \
   ", in priority order (comma-separated): the first that takes a node runs it, the others are not asked, " \
   "and a node none of them takes is a planning error listing each reason; 'default': every backend in "    \
   "the registry's order"
@@ -194,6 +194,15 @@ inline constexpr std::array kSettingRows = {
                    "cost model); optimal tries every order and is refused above 8 operands, auto is optimal "
                    "up to 4 operands and greedy above; torch.backends.opt_einsum.strategy",
                .choices = kEinsumStrategyChoices},
+    SettingRow{.name = "conv_algorithm",
+               .type = SettingType::choice,
+               .default_value = static_cast<int>(ConvAlgorithm::automatic),
+               .changes_plan = true,
+               .help = "auto|direct|winograd: how stride-1 3x3 convolutions compute; auto runs Winograd "
+                       "(fewer multiplies, more rounding) on a layer only where its error on the layer's "
+                       "filters stays within a bound and it measures faster than the direct kernel, "
+                       "direct never, winograd wherever the Winograd backend can; torch.backends.nnpack",
+               .choices = kConvAlgorithmChoices},
     SettingRow{.name = "adapt_to_load",
                .default_value = 1,
                .env = "KILN_ADAPT_TO_LOAD",

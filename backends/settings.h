@@ -59,7 +59,7 @@ class Settings {
   bool threads_are_default() const;
   // The values of the settings that change plans (threads resolved), for plan keys.
   std::array<int32_t, kSettingSlotCount> plan_values() const;
-  // Those settings as text for headers and explain: "onednn,blas,native;threads=2" plus every
+  // Those settings as text for headers and explain: "onednn,blas,winograd,native;threads=2" plus every
   // other plan setting that differs from its default.
   std::string describe_plan_settings() const;
 

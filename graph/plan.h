@@ -111,7 +111,7 @@ class Plan : public std::enable_shared_from_this<Plan> {
   const std::vector<ParallelGroup>& parallel_groups() const { return parallel_groups_; }
   // Why parallel mode runs every step on the plan's threads, when it does ("" otherwise).
   const std::string& parallel_summary() const { return parallel_summary_; }
-  // The settings it was planned under, as PlanKey sees them ("onednn,blas,native;threads=2").
+  // The settings it was planned under, as PlanKey sees them ("onednn,blas,winograd,native;threads=2").
   const std::string& settings_text() const { return settings_text_; }
   // Run contexts (arenas with prepared steps) not in use by a run; runs borrow and return them.
   RunContextPool& context_pool() const { return context_pool_; }

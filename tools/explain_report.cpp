@@ -83,7 +83,13 @@ std::string explain_text(const Plan& plan, const std::string& title, const std::
     text += format("      %s -> %s", shapes_text(r.input_shapes, r.input_layouts).c_str(),
                    shapes_text(r.output_shapes, r.output_layouts).c_str());
     if (r.in_place) text += "  (in place)";
-    if (profiled) text += format("  %.3f ms", step_ms[s]);
+    if (profiled) {
+      text += format("  %.3f ms", step_ms[s]);
+      // Effective: the op's own flops (a direct convolution's for Conv, whatever the kernel does).
+      const int64_t flops = step_flops(r);
+      if (flops > 0 && step_ms[s] > 0)
+        text += format("  %.1f GFLOP/s", static_cast<double>(flops) * 1e-6 / step_ms[s]);
+    }
     text += "\n";
     for (const std::string& fused : r.fused) text += format("      fused: %s\n", fused.c_str());
     if (!r.note.empty()) text += format("      note: %s\n", r.note.c_str());
@@ -194,6 +200,12 @@ std::string explain_json(const Plan& plan, const std::string& model, int batch,
     json.key("ms");
     if (profiled) {
       json.value(step_ms[s]);
+    } else {
+      json.null();
+    }
+    json.key("gflops_per_s");
+    if (profiled && step_flops(r) > 0 && step_ms[s] > 0) {
+      json.value(static_cast<double>(step_flops(r)) * 1e-6 / step_ms[s]);
     } else {
       json.null();
     }

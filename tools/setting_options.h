@@ -16,7 +16,7 @@ namespace kiln {
 std::vector<OptionSpec> with_setting_options(std::vector<OptionSpec> specs);
 // Applies the parsed settings options; throws kiln::Error naming the option and a bad value.
 void apply_setting_options(const ParsedArgs& parsed);
-// "onednn,blas,native;threads=2": the settings that shape plans, for headers.
+// "onednn,blas,winograd,native;threads=2": the settings that shape plans, for headers.
 std::string settings_summary();
 
 }  // namespace kiln

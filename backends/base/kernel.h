@@ -2,6 +2,7 @@
 // run() is const and keeps no state between calls, so one kernel may serve concurrent runs.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -60,13 +61,25 @@ class Kernel {
   }
 };
 
+// How kernel selection weighs an offer against others by timing them at plan time.
+enum class Measure : uint8_t {
+  no,                  // the first offer is taken
+  among_alternatives,  // the backend's alternatives are timed and the fastest taken
+  against_next,        // those and the next candidate's first offer (a baseline it must beat)
+};
+
 // A backend's answer to "can you run this node?": a kernel, or the reason it cannot.
 struct KernelOrReason {
   std::unique_ptr<Kernel> kernel;
   std::string reason;  // set when kernel is null
   std::string note;    // with a kernel: what it does differently from what was asked (precision)
+  // With a kernel: whether selection keeps it only where it measures fastest (a backend that trades
+  // accuracy or memory for speed, like Winograd, must earn its place per node). Ignored by
+  // autotune, which times every candidate anyway, and in deterministic mode, where a choice by
+  // timing could differ between runs.
+  Measure measure = Measure::no;
 
-  static KernelOrReason rejected(std::string why) { return {nullptr, std::move(why), {}}; }
+  static KernelOrReason rejected(std::string why) { return {nullptr, std::move(why), {}, Measure::no}; }
 };
 
 }  // namespace kiln

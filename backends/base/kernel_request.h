@@ -19,6 +19,12 @@ namespace kiln {
 enum class Precision : uint8_t { fp32, bf16 };
 const char* precision_name(Precision precision);
 
+// Which algorithm a 3x3 convolution may use (the conv_algorithm setting's choices, in this order):
+// auto lets Winograd take a layer where it stays within its error bound and measures faster,
+// direct never, winograd wherever it can (backends/winograd/winograd_backend.h).
+enum class ConvAlgorithm : uint8_t { automatic, direct, winograd };
+inline constexpr std::string_view kConvAlgorithmChoices[] = {"auto", "direct", "winograd"};
+
 // The blas_threshold setting's default: where one BLAS thread stops beating oneDNN's per-call
 // set-up on this project's machines (bench/blas_crossover.py).
 inline constexpr int64_t kDefaultSmallProductLimit = 32 * 32 * 32;
@@ -44,6 +50,7 @@ struct KernelRequest {
   // set by the planner): left to right when not optimizing.
   bool einsum_optimize = true;
   EinsumStrategy einsum_strategy = EinsumStrategy::automatic;
+  ConvAlgorithm conv_algorithm = ConvAlgorithm::automatic;  // the conv_algorithm setting
   // For ops whose kernels users choose by name (attention: "math", "flash", "onednn"; see
   // backends/registry.h), the one asked for; empty otherwise.
   std::string_view variant;

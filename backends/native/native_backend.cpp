@@ -26,6 +26,7 @@ class NativeBackend final : public Backend {
     // The reference kernels stay one op each; the planner runs fused followers as their own steps.
     if (!request.post_ops.empty()) return KernelOrReason::rejected("native kernels do not fuse post-ops");
     if (request.op.op_type == kAttentionOp) return native::create_attention_kernel(request, outputs);
+    if (request.op.op_type == "Reorder") return native::create_reorder_kernel(request, outputs);
     if (request.op.op_type == "Einsum" && is_default_domain(request.op.domain))
       return native::create_einsum_kernel(request, outputs);
     if (auto create = find_kernel_factory<OpSpec>(kFamilies, request.op.op_type)) {

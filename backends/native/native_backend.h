@@ -32,6 +32,8 @@ std::span<const KernelEntry> data_movement_kernels();
 // Attention's kernels are chosen by name (request.variant: "math" or "flash", attention.cpp), so
 // their factory takes the whole request.
 KernelOrReason create_attention_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs);
+// Layout conversions (kiln's Reorder op) between plain and nhwc float32 values (reorder.cpp).
+KernelOrReason create_reorder_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs);
 // Einsum's contraction order follows the einsum_* settings the request carries (einsum.cpp).
 KernelOrReason create_einsum_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs);
 

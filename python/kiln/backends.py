@@ -113,7 +113,7 @@ class _Backend:
         return _b.current()[self._qualified(row)]
 
     def __setattr__(self, row, value):
-        if row.startswith("_"):
+        if row.startswith("_") or isinstance(getattr(type(self), row, None), property):
             object.__setattr__(self, row, value)
         else:
             _b.set_settings(**{self._qualified(row): value})
@@ -141,6 +141,30 @@ class _Blas(_Backend):
     def library(self):
         """The BLAS library and its build configuration."""
         return _b.blas_library()
+
+
+class _Winograd(_Backend):
+    """Winograd's F(4x4,3x3) and F(2x2,3x3) for stride-1 3x3 convolutions (torch.backends.nnpack's
+    counterpart). Which layers use it is the global conv_algorithm setting ("auto", "direct",
+    "winograd"); `enabled` takes the backend out of selection altogether."""
+
+    @property
+    def algorithm(self):
+        return _b.current()["conv_algorithm"]
+
+    @algorithm.setter
+    def algorithm(self, value):
+        _b.set_settings(conv_algorithm=value)
+
+    def flags(self, enabled=None, algorithm=None):
+        """Context manager like torch.backends.nnpack.flags(enabled=...): the backend's `enabled`
+        and conv_algorithm for plans built in the block on this thread (None: unchanged)."""
+        values = {}
+        if enabled is not None:
+            values["winograd_enabled"] = bool(enabled)
+        if algorithm is not None:
+            values["conv_algorithm"] = algorithm
+        return _b.settings(**values)
 
 
 class _PrimitiveCache:
@@ -186,7 +210,7 @@ class _Allocator:
         _b.reset_allocation_counts()
 
 
-_SPECIAL = {"onednn": _Onednn, "blas": _Blas}
+_SPECIAL = {"onednn": _Onednn, "blas": _Blas, "winograd": _Winograd}
 _BACKENDS = {info["name"]: _SPECIAL.get(info["name"], _Backend)(info) for info in _b.backend_list()}
 
 
@@ -198,6 +222,7 @@ def list_backends():
 
 onednn = _BACKENDS["onednn"]
 blas = _BACKENDS["blas"]
+winograd = _BACKENDS["winograd"]
 native = _BACKENDS["native"]
 allocator = _Allocator()
 cpu = _types.SimpleNamespace(
@@ -231,7 +256,7 @@ def _names(names):
 
 
 def prefer(backends, ops=None):
-    """Context manager: only `backends` (backend names "onednn", "blas", "native", or attention's
+    """Context manager: only `backends` (backend names "onednn", "blas", "winograd", "native", or attention's
     named kernels "math", "flash"), in this order, may run the op families `ops` (see op_families();
     None: every family) of plans built in the block on this thread. The native fallback may be left
     out: a node no listed backend takes is then a planning error listing every reason. An empty
@@ -251,7 +276,7 @@ def preferred(family):
 
 def preferred_linalg_library(backend=None):
     """torch.backends.cuda.preferred_linalg_library's form, for products (MatMul and Gemm; Einsum nodes,
-    in the same family, run on native only): with `backend` ("onednn", "blas", "native" or "default"), asks it first globally
+    in the same family, run on native only): with `backend` ("onednn", "blas", "winograd", "native" or "default"), asks it first globally
     (the others after it); returns the library asked first ("default" without a preference)."""
     if backend is not None:
         _b.set_preferred_linalg_library(str(backend))

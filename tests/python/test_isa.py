@@ -83,11 +83,13 @@ def test_an_unknown_tier_is_an_error_naming_kiln_isa(kiln_bin):
 @pytest.mark.parametrize("tier", ["avx2", "baseline"])
 def test_kiln_isa_caps_onednn_and_native_kernels(kiln_bin, tier):
     in_effect = capped(kiln_bin, tier)
-    convs = [kernel for op, kernel, _ in plan_steps(kiln_bin, isa=tier) if op == "Conv"]
+    convs = [kernel for op, kernel, _ in plan_steps(kiln_bin, "--conv-algorithm", "direct", isa=tier) if op == "Conv"]
     assert convs and all(f":{ONEDNN_FP32_CONV[in_effect]}" in kernel for kernel in convs), convs
-    native = [kernel for op, kernel, _ in plan_steps(kiln_bin, "--disable", "onednn", isa=tier) if op == "Conv"]
-    native_variant = {"baseline": "baseline", "avx2": "avx2"}.get(in_effect, "avx512")
-    assert native and all(kernel.endswith(f":{native_variant}") for kernel in native), native
+    # Native's and Winograd's vector variants follow the tier too ("winograd:f2x2_3x3:avx2+relu").
+    variant = {"baseline": "baseline", "avx2": "avx2"}.get(in_effect, "avx512")
+    for args in (("--disable", "onednn"), ("--disable", "onednn", "--conv-algorithm", "winograd")):
+        kernels = [kernel for op, kernel, _ in plan_steps(kiln_bin, *args, isa=tier) if op == "Conv"]
+        assert kernels and all(re.search(rf":{variant}(\+|$)", kernel) for kernel in kernels), kernels
 
 
 def test_bf16_without_bf16_dot_products_is_the_fp32_plan_plus_a_note(kiln_bin):

@@ -1,8 +1,8 @@
 """Model parity: kiln's outputs match PyTorch's for torchvision CNNs and a transformer encoder.
 
 Each model is exported with random weights, run by PyTorch (eval, no_grad) and by `kiln run` on the
-same seeded input at batch 1 and 4 (the dynamic batch axis), once with the default backends (oneDNN,
-BLAS, native) and once with the native reference alone; the outputs must agree within 1e-4
+same seeded input at batch 1 and 4 (the dynamic batch axis), once with the default backends (Winograd
+under conv_algorithm auto, oneDNN, BLAS, native) and once with the native reference alone; the outputs must agree within 1e-4
 relative to the output's scale. Cases run model by model: a model is built once, exported once (cached
 in $KILN_MODEL_CACHE across runs), and its PyTorch reference is computed once per batch (the
 transformer's is shared by its opset 13 and 17 exports).
@@ -21,8 +21,8 @@ SLOW = {("vgg16", 4), ("inception_v3", 4)}
 CASES = [(name, 13) for name in export_models.CNNS] + [(export_models.TRANSFORMER, 13), (export_models.TRANSFORMER, 17)]
 
 
-# The default backends (oneDNN and BLAS first, as users run kiln) and the native reference alone.
-BACKENDS = {"default": (), "native": ("--disable", "onednn", "--disable", "blas")}
+# The default backends (Winograd, oneDNN and BLAS first, as users run kiln) and the native reference alone.
+BACKENDS = {"default": (), "native": ("--disable", "onednn", "--disable", "blas", "--disable", "winograd")}
 
 
 def params():

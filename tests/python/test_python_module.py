@@ -155,7 +155,7 @@ def test_profiling_session_prints_exactly_one_run(kiln):
     for line in executed:
         fields = line.split(",")
         assert len(fields) == 11, line
-        assert fields[2] in ("onednn", "blas", "native")
+        assert fields[2] in ("onednn", "blas", "winograd", "native")
         assert fields[6].startswith("in:float32")
         assert float(fields[10]) >= 0
 

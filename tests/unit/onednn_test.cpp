@@ -384,9 +384,11 @@ TEST(Onednn, RejectionReasonsAreRecorded) {
     Session session(model);
     const StepRecord& step = session.plan_for({input})->steps().at(0).record;
     EXPECT_EQ(step.backend, "native");
-    ASSERT_EQ(step.rejected.size(), 1u);
-    EXPECT_EQ(step.rejected[0].backend, "onednn");
-    EXPECT_EQ(step.rejected[0].reason, "backend disabled");
+    ASSERT_EQ(step.rejected.size(), 2u);
+    EXPECT_EQ(step.rejected[0].backend, "winograd");
+    EXPECT_EQ(step.rejected[0].reason, "kernel 1x1, not 3x3");
+    EXPECT_EQ(step.rejected[1].backend, "onednn");
+    EXPECT_EQ(step.rejected[1].reason, "backend disabled");
   }
 
   // A Conv whose weights are a graph input (not a constant) is refused by oneDNN with that reason.
@@ -405,8 +407,9 @@ TEST(Onednn, RejectionReasonsAreRecorded) {
   Session session(computed_weights);
   const StepRecord& step = session.plan_for({input, {4, 4, 1, 1}})->steps().at(0).record;
   EXPECT_EQ(step.backend, "native");
-  ASSERT_FALSE(step.rejected.empty());
-  EXPECT_EQ(step.rejected[0].reason, "weights are not a plan-time constant");
+  ASSERT_EQ(step.rejected.size(), 2u);  // Winograd's first (a 1x1 kernel), then oneDNN's
+  EXPECT_EQ(step.rejected[1].backend, "onednn");
+  EXPECT_EQ(step.rejected[1].reason, "weights are not a plan-time constant");
 
   EXPECT_THROW(Settings().set_by_name("native_enabled", 0), Error);
   EXPECT_THROW(Settings().set_by_name("cuda_enabled", 0), Error);

@@ -79,7 +79,7 @@ TEST(Prefer, ReordersAndFiltersTheFamilysCandidates) {
             (std::vector<std::string>{"native", "blas", "onednn refused"}));
   // Other families are untouched.
   EXPECT_EQ(described(candidates(request_for("Conv"), settings)),
-            (std::vector<std::string>{"onednn", "native"}));
+            (std::vector<std::string>{"winograd", "onednn", "native"}));
   const std::vector<Candidate> list = candidates(request_for("MatMul"), settings);
   EXPECT_EQ(list.back().refusal, "not in prefer_matmul (native,blas)");
 }
@@ -94,7 +94,7 @@ TEST(Prefer, TheUnitOfChoiceIsABackendOrANamedKernel) {
             (std::vector<std::string>{"math (native)", "onednn", "flash (native) refused"}));
   // A named kernel of another op family means nothing to a Conv.
   EXPECT_EQ(described(candidates(request_for("Conv"), with_prefer({"flash", "native"}))),
-            (std::vector<std::string>{"native", "onednn refused"}));
+            (std::vector<std::string>{"native", "winograd refused", "onednn refused"}));
 }
 
 TEST(Prefer, ANodeNoListedCandidateTakesIsAnErrorListingEveryReason) {

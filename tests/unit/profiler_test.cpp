@@ -154,7 +154,9 @@ TEST(Profiler, PlanningIsAnEventAndStepsRecordTheDataFlowAndRefusals) {
   }
 
   // Why the backends before the one that took a step refused it.
-  Session native(KILN_DEMO_MODEL, Settings().set("threads", 1).set_by_name("onednn_enabled", 0));
+  Session native(
+      KILN_DEMO_MODEL,
+      Settings().set("threads", 1).set_by_name("onednn_enabled", 0).set_by_name("winograd_enabled", 0));
   profile.start();
   native.run(demo_inputs());
   bool refused = false;
@@ -162,6 +164,8 @@ TEST(Profiler, PlanningIsAnEventAndStepsRecordTheDataFlowAndRefusals) {
     if (event.kind != EventKind::step || event.name != "Conv") continue;
     EXPECT_EQ(event.backend, "native");
     EXPECT_NE(std::find(event.rejected.begin(), event.rejected.end(), "onednn: backend disabled"),
+              event.rejected.end());
+    EXPECT_NE(std::find(event.rejected.begin(), event.rejected.end(), "winograd: backend disabled"),
               event.rejected.end());
     refused = true;
   }

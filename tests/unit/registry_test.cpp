@@ -22,6 +22,7 @@ using testing::GraphBuilder;
 constexpr int kOnednn = backend_position("onednn");
 constexpr int kBlas = backend_position("blas");
 constexpr int kNative = backend_position("native");
+constexpr int kWinograd = backend_position("winograd");
 
 KernelRequest request_for(const std::string& op_type, std::vector<TensorInfo> inputs,
                           std::string domain = {}) {
@@ -54,8 +55,10 @@ TEST(Registry, CandidatesFollowRanksAndTheOpsARowLists) {
             (std::vector<int>{kBlas, kOnednn, kNative}));
   EXPECT_EQ(candidate_backends(request_for("Gemm", {f32({2, 3}), f32({3, 4})})),
             (std::vector<int>{kBlas, kOnednn, kNative}));
+  // Winograd lists Conv and is asked first (it refuses what it cannot run or, under auto, must
+  // outrun the next candidate).
   EXPECT_EQ(candidate_backends(request_for("Conv", {f32({1, 3, 8, 8})})),
-            (std::vector<int>{kOnednn, kNative}));
+            (std::vector<int>{kWinograd, kOnednn, kNative}));
   EXPECT_EQ(candidate_backends(request_for("MatMul", {f32({2, 3}), f32({3, 4})}, "com.example")),
             (std::vector<int>{kOnednn, kNative}));
 }
@@ -105,13 +108,21 @@ TEST(Registry, FusionIsOfferedByEnabledBackendsOnly) {
   Settings settings = current_settings();
   const FusionRule conv = fusion_offered("Conv", settings);
   const bool onednn = backends::info("onednn").built;
-  EXPECT_EQ(has_post_op_kind(conv.post_ops, PostOp::Kind::relu), onednn);
-  EXPECT_EQ(has_post_op_kind(conv.post_ops, PostOp::Kind::sum), onednn);
+  const bool winograd = backends::info("winograd").built;
+  EXPECT_EQ(has_post_op_kind(conv.post_ops, PostOp::Kind::relu), onednn || winograd);
+  EXPECT_EQ(has_post_op_kind(conv.post_ops, PostOp::Kind::sum), onednn || winograd);
+  EXPECT_EQ(has_post_op_kind(conv.post_ops, PostOp::Kind::sigmoid), onednn);
   EXPECT_FALSE(has_post_op_kind(conv.post_ops, PostOp::Kind::bias));  // a Conv has its own bias input
-  EXPECT_EQ(conv.folds_batch_norm, onednn);
+  EXPECT_EQ(conv.folds_batch_norm, onednn || winograd);
   EXPECT_EQ(has_post_op_kind(fusion_offered("MatMul", settings).post_ops, PostOp::Kind::bias), onednn);
   EXPECT_EQ(fusion_offered("Relu", settings).post_ops, 0u);
+  // Without oneDNN, Winograd's output transform still takes activations and a residual sum.
   settings.set(BackendSettingKey("enabled"), kOnednn, 0);
+  const FusionRule without_onednn = fusion_offered("Conv", settings);
+  EXPECT_TRUE(has_post_op_kind(without_onednn.post_ops, PostOp::Kind::relu));
+  EXPECT_TRUE(has_post_op_kind(without_onednn.post_ops, PostOp::Kind::sum));
+  EXPECT_FALSE(has_post_op_kind(without_onednn.post_ops, PostOp::Kind::sigmoid));
+  settings.set(BackendSettingKey("enabled"), kWinograd, 0);
   EXPECT_EQ(fusion_offered("Conv", settings).post_ops, 0u);
   EXPECT_FALSE(fusion_offered("Conv", settings).folds_batch_norm);
 }
@@ -123,10 +134,13 @@ TEST(Registry, ReordersAreKernelsSelectedLikeAnyOther) {
   const KernelSelection of_int =
       select_reorder({1, 8, 4, 4}, DType::i64, Layout::plain, Layout::nhwc, settings);
   EXPECT_EQ(of_int.kernel, nullptr);
-  EXPECT_NE(of_int.refusals().find("native: no native kernel for Reorder"), std::string::npos)
+  EXPECT_NE(of_int.refusals().find("native: native converts float32 values between plain and nhwc only"),
+            std::string::npos)
       << of_int.refusals();
   if (!backends::info("onednn").built) {
-    EXPECT_EQ(to_nhwc.kernel, nullptr);
+    // The native conversion takes it: channels-last kernels (Winograd's) still plan without oneDNN.
+    ASSERT_NE(to_nhwc.kernel, nullptr);
+    EXPECT_EQ(to_nhwc.backend, kNative);
     EXPECT_NE(to_nhwc.refusals().find("onednn: not built"), std::string::npos) << to_nhwc.refusals();
     return;
   }

@@ -1,0 +1,23 @@
+// How far a Winograd tile strays from the exact convolution on one layer's filters: what
+// conv_algorithm auto checks before it lets a layer run Winograd. The error grows with the tile
+// (F(4)'s transforms have coefficients up to 8 and 1/24) and depends on the filters, so it is
+// measured per layer, at plan time, instead of assumed.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/winograd/winograd_conv.h"
+
+namespace kiln::winograd {
+
+// conv_algorithm auto's bound on a layer's probe error. Chosen so that every model's outputs stay
+// within 1e-4 of their scale with auto (docs/backends.md, "Winograd", has the measurements).
+inline constexpr double kAutoErrorBound = 1e-6;
+
+// max |winograd - float64| / max |float64| over a probe: one image of 2 x 2 tiles (no padding),
+// inputs uniform in [0, 1) like a ReLU's outputs, through `filters` (transformed from `weights`,
+// ONNX's [K, C, 3, 3]), against a float64 convolution of every output channel up to 64 and a
+// spread of 64 above.
+double probe_error(const TransformedFilters& filters, const float* weights);
+
+}  // namespace kiln::winograd

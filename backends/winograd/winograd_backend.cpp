@@ -1,0 +1,279 @@
+#include "backends/winograd/winograd_backend.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/winograd/accuracy.h"
+#include "backends/winograd/transforms.h"
+#include "backends/winograd/winograd_conv.h"
+#include "core/version.h"
+#include "ops/conv.h"
+
+namespace kiln {
+namespace {
+
+using winograd::ConvShape;
+using winograd::OutputStep;
+using winograd::TransformedFilters;
+using winograd::WinogradConv;
+
+std::string format_error(double error) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1e", error);
+  return text;
+}
+
+std::string tile_name(int tile) {
+  return str_cat("F(", tile, "x", tile, ",3x3)");
+}
+
+std::string mebibytes(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return text;
+}
+
+class WinogradKernel final : public Kernel {
+ public:
+  WinogradKernel(std::string name, WinogradConv conv, int residual_input)
+      : name_(std::move(name)), conv_(std::move(conv)), residual_input_(residual_input) {}
+
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
+    const float* residual =
+        residual_input_ >= 0 ? inputs[static_cast<size_t>(residual_input_)].data<float>() : nullptr;
+    conv_.run(inputs[0].data<float>(), residual, outputs[0].data<float>());
+  }
+  std::string_view name() const override { return name_; }
+  Layout input_layout(size_t index) const override {
+    return index == 0 || static_cast<int>(index) == residual_input_ ? Layout::nhwc : Layout::plain;
+  }
+  Layout output_layout(size_t) const override { return Layout::nhwc; }
+  int in_place_input() const override { return residual_input_; }
+  // The filters were transformed and the bias copied when the kernel was created.
+  bool copied_at_plan_time(size_t index) const override { return index == 1 || index == 2; }
+
+ private:
+  std::string name_;
+  WinogradConv conv_;
+  int residual_input_;
+};
+
+// Why this backend cannot run the node at all (any tile, any algorithm), or empty.
+std::string refusal(const KernelRequest& request, const ConvParams& params) {
+  const OpSpec& spec = request.op;
+  if (request.precision != Precision::fp32)
+    return "Winograd computes float32 only (bf16 precision runs on oneDNN)";
+  if (params.group != 1) return str_cat("grouped convolution (group = ", params.group, ")");
+  const WindowParams& w = params.window;
+  if (w.kernel != std::vector<int64_t>{3, 3})
+    return str_cat("kernel ", w.kernel[0], "x", w.kernel[1], ", not 3x3");
+  if (w.strides != std::vector<int64_t>{1, 1})
+    return str_cat("stride ", w.strides[0], "x", w.strides[1], ", not 1");
+  if (w.dilations != std::vector<int64_t>{1, 1})
+    return str_cat("dilation ", w.dilations[0], "x", w.dilations[1], ", not 1");
+  if (params.in_channels < winograd::kMinChannels || params.out_channels < winograd::kMinChannels) {
+    return str_cat("too few channels (", params.in_channels, " in, ", params.out_channels,
+                   " out; Winograd takes at least ", winograd::kMinChannels, " each)");
+  }
+  if (!spec.input(1).is_constant()) return "weights are not a plan-time constant";
+  if (params.has_bias && !spec.input(2).is_constant()) return "bias is not a plan-time constant";
+  for (const PostOp& op : request.post_ops) {
+    if (!winograd::output_transform_applies(op.kind)) {
+      return str_cat("fused ", post_op_name(op.kind), " (", op.node_name,
+                     ") is not one the output transform applies (relu, leaky_relu, clip, sum)");
+    }
+  }
+  return {};
+}
+
+// Transformed filters and probe errors of recent layers. Selection asks for each tile separately,
+// and again for a remembered choice, and transforming and probing 512 x 512 filters takes tens of
+// milliseconds. Filters are held weakly (a kernel owns them; a dropped plan frees them); errors are
+// kept, keyed by the weights' address, size and contents.
+class FilterCache {
+ public:
+  std::shared_ptr<const TransformedFilters> filters(int tile, const ConvParams& params,
+                                                    const float* weights) {
+    const Key key = make_key(tile, params, weights);
+    std::lock_guard lock(mutex_);
+    for (const auto& [known, filters] : filters_) {
+      if (known == key) {
+        if (std::shared_ptr<const TransformedFilters> alive = filters.lock()) return alive;
+      }
+    }
+    auto made =
+        std::make_shared<const TransformedFilters>(tile, params.in_channels, params.out_channels, weights);
+    remember(filters_, key, std::weak_ptr<const TransformedFilters>(made));
+    return made;
+  }
+
+  double error(int tile, const ConvParams& params, const float* weights) {
+    const Key key = make_key(tile, params, weights);
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& [known, error] : errors_) {
+        if (known == key) return error;
+      }
+    }
+    const double error = winograd::probe_error(*filters(tile, params, weights), weights);
+    std::lock_guard lock(mutex_);
+    remember(errors_, key, error);
+    return error;
+  }
+
+ private:
+  static constexpr size_t kEntries = 256;
+  struct Key {
+    const float* weights;
+    int64_t in_channels, out_channels;
+    uint64_t checksum;
+    int tile;
+    bool operator==(const Key&) const = default;
+  };
+  static Key make_key(int tile, const ConvParams& params, const float* weights) {
+    const size_t count = static_cast<size_t>(params.in_channels * params.out_channels * 9);
+    uint64_t checksum = 0xcbf29ce484222325u;
+    for (size_t i = 0; i < count; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, weights + i, sizeof bits);
+      checksum = (checksum ^ bits) * 0x100000001b3u;
+    }
+    return {weights, params.in_channels, params.out_channels, checksum, tile};
+  }
+  template <typename Value>
+  static void remember(std::deque<std::pair<Key, Value>>& entries, const Key& key, Value value) {
+    entries.emplace_back(key, std::move(value));
+    if (entries.size() > kEntries) entries.pop_front();
+  }
+
+  std::mutex mutex_;
+  std::deque<std::pair<Key, std::weak_ptr<const TransformedFilters>>> filters_;
+  std::deque<std::pair<Key, double>> errors_;
+};
+
+FilterCache& filter_cache() {
+  static FilterCache cache;
+  return cache;
+}
+
+// A tile this layer may use and what it costs in accuracy.
+struct TileChoice {
+  int tile = 0;
+  double error = -1;  // measured under auto only
+};
+
+// The request.alternative-th tile the layer may use, or why there is none.
+KernelOrReason create(const KernelRequest& request, const ConvParams& params, const TensorInfo& output) {
+  const OpSpec& spec = request.op;
+  const bool automatic = request.conv_algorithm == ConvAlgorithm::automatic;
+  const float* weights = spec.input(1).value.data<float>();
+  std::vector<TileChoice> allowed;
+  std::string too_inaccurate;
+  for (int tile : winograd::kTileSizes) {
+    if (static_cast<int>(allowed.size()) > request.alternative) break;
+    if (!automatic) {
+      allowed.push_back({tile});
+      continue;
+    }
+    const double error = filter_cache().error(tile, params, weights);
+    if (error <= winograd::kAutoErrorBound) {
+      allowed.push_back({tile, error});
+    } else {
+      too_inaccurate +=
+          str_cat(too_inaccurate.empty() ? "" : ", ", tile_name(tile), " ", format_error(error));
+    }
+  }
+  if (static_cast<int>(allowed.size()) <= request.alternative) {
+    if (request.alternative > 0 && !allowed.empty())
+      return KernelOrReason::rejected(str_cat("no Winograd tile ", request.alternative, " for this layer"));
+    return KernelOrReason::rejected(str_cat("conv_algorithm auto: error on this layer's filters above ",
+                                            format_error(winograd::kAutoErrorBound), " of the output scale (",
+                                            too_inaccurate, ")"));
+  }
+  const TileChoice& choice = allowed[static_cast<size_t>(request.alternative)];
+  const int tile = choice.tile;
+  std::shared_ptr<const TransformedFilters> filters = filter_cache().filters(tile, params, weights);
+
+  ConvShape shape;
+  const Shape& x = spec.input(0).shape;
+  shape.batch = x[0];
+  shape.in_channels = params.in_channels;
+  shape.out_channels = params.out_channels;
+  shape.in_h = x[2];
+  shape.in_w = x[3];
+  shape.out_h = output.shape[2];
+  shape.out_w = output.shape[3];
+  shape.pad_top = params.window.pads_begin[0];
+  shape.pad_left = params.window.pads_begin[1];
+  std::vector<float> bias;
+  if (params.has_bias) {
+    const float* values = spec.input(2).value.data<float>();
+    bias.assign(values, values + params.out_channels);
+  }
+  std::vector<OutputStep> steps;
+  int residual_input = -1;
+  std::string suffix;
+  for (const PostOp& op : request.post_ops) {
+    steps.push_back({op.kind, op.alpha, op.beta});
+    if (op.kind == PostOp::Kind::sum) residual_input = op.input;
+    suffix += str_cat("+", post_op_name(op.kind));
+  }
+  const int64_t weight_bytes =
+      params.out_channels * params.in_channels * 9 * static_cast<int64_t>(sizeof(float));
+  std::string note = str_cat(tile_name(tile), ": transformed filters ", mebibytes(filters->bytes()), " (",
+                             mebibytes(weight_bytes), " as given)");
+  if (choice.error >= 0) {
+    note += str_cat("; probe error ", format_error(choice.error), " of the output scale (auto's bound ",
+                    format_error(winograd::kAutoErrorBound), ")");
+  }
+  std::string name = str_cat("winograd:f", tile, "x", tile, "_3x3:", winograd::transforms_isa(), suffix);
+  KernelOrReason offer{
+      std::make_unique<WinogradKernel>(
+          std::move(name), WinogradConv(std::move(filters), shape, std::move(bias), std::move(steps)),
+          residual_input),
+      {},
+      std::move(note)};
+  offer.measure = automatic ? Measure::against_next : Measure::among_alternatives;
+  return offer;
+}
+
+class WinogradBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "winograd"; }
+  bool is_available() const override { return true; }
+  std::string version() const override { return std::string(kiln_version()); }
+  KernelOrReason create_kernel(const KernelRequest& request,
+                               std::span<const TensorInfo> outputs) const override {
+    const OpSpec& spec = request.op;
+    if (!is_default_domain(spec.domain) || spec.op_type != "Conv")
+      return KernelOrReason::rejected("Winograd runs Conv only");
+    if (request.conv_algorithm == ConvAlgorithm::direct)
+      return KernelOrReason::rejected("conv_algorithm is direct");
+    if (spec.input(0).dtype != DType::f32) return KernelOrReason::rejected("Winograd runs float32 only");
+    if (spec.input(0).shape.size() != 4)
+      return KernelOrReason::rejected("Winograd runs 2-D convolutions only");
+    // Conv's own inputs are X, W, B; a fused residual follows them.
+    OpSpec conv_spec = spec;
+    conv_spec.inputs.resize(std::min<size_t>(conv_spec.inputs.size(), 3));
+    const ConvParams params = conv_params(conv_spec);
+    if (std::string reason = refusal(request, params); !reason.empty())
+      return KernelOrReason::rejected(std::move(reason));
+    return create(request, params, outputs[0]);
+  }
+};
+
+}  // namespace
+
+const Backend& winograd_backend() {
+  static const WinogradBackend instance;
+  return instance;
+}
+
+}  // namespace kiln
