@@ -342,7 +342,9 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
   size_t best = 0;
   if (offers.size() > 1) {
     // Measured offers are timed from cold caches (autotune.h says why); autotune's are not.
-    std::vector<char> sweep(measuring != Measure::no ? kColdCacheSweepBytes : 0);
+    const size_t sweep_bytes = measuring != Measure::no ? kColdCacheSweepBytes : 0;
+    const std::unique_ptr<char[]> sweep_storage(sweep_bytes > 0 ? new char[sweep_bytes] : nullptr);
+    const std::span<char> sweep(sweep_storage.get(), sweep_bytes);
     for (const Offer& offer : offers) {
       selection.timed.push_back(
           {std::string(offer.kernel->name()),

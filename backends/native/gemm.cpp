@@ -440,6 +440,23 @@ void sgemm_packed(const PackedA& a, const PackedBSource& b, int64_t n, float* c,
   gemm_packed_a(kernel_set(), a.data(), a.rows(), a.depth(), b, n, c, ldc, epilogue);
 }
 
+void sgemm_prepacked(const float* packed_a, int64_t m, int64_t k, const PackedBSource& b, int64_t n, float* c,
+                     int64_t ldc, const GemmEpilogue& epilogue) {
+  if (trivial_product(m, n, k, c, ldc, epilogue)) return;
+  gemm_packed_a(kernel_set(), packed_a, m, k, b, n, c, ldc, epilogue);
+}
+
+int64_t packed_a_offset(int64_t i, int64_t p, int64_t m, int64_t k) {
+  const int64_t mr = kernel_set().mr;
+  const int64_t p0 = p / kKc * kKc;
+  const int64_t kc = std::min(kKc, k - p0);
+  return p0 * round_up(m, mr) + i / mr * kc * mr + (p - p0) * mr + i % mr;
+}
+
+int64_t packed_a_floats(int64_t m, int64_t k) {
+  return round_up(m, kernel_set().mr) * k;
+}
+
 GemmKernelInfo gemm_kernel_info() {
   const KernelSet& kernels = kernel_set();
   return {kernels.isa, kernels.mr, kernels.nr};

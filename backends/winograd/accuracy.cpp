@@ -25,36 +25,42 @@ std::vector<float> uniform_inputs(int64_t count) {
 
 }  // namespace
 
-double probe_error(const TransformedFilters& filters, const float* weights) {
-  const int64_t side = 2 * filters.tile();
+double probe_error(int tile, int64_t in_channels, int64_t out_channels, const float* weights) {
+  // The probed output channels' filters, transformed on their own: a fraction of the layer's.
+  const int64_t step = std::max<int64_t>(1, out_channels / kProbeChannels);
+  const int64_t filter_size = in_channels * 9;
+  std::vector<float> probed;
+  for (int64_t k = 0; k < out_channels; k += step)
+    probed.insert(probed.end(), weights + k * filter_size, weights + (k + 1) * filter_size);
+  const int64_t probed_channels = static_cast<int64_t>(probed.size()) / filter_size;
+
+  const int64_t side = 2 * tile;
   ConvShape shape;
-  shape.in_channels = filters.in_channels();
-  shape.out_channels = filters.out_channels();
+  shape.in_channels = in_channels;
+  shape.out_channels = probed_channels;
   shape.in_h = shape.in_w = side + 2;
   shape.out_h = shape.out_w = side;
-  const std::vector<float> x = uniform_inputs(shape.in_h * shape.in_w * shape.in_channels);
-  std::vector<float> y(static_cast<size_t>(side * side * shape.out_channels));
-  // A non-owning handle: the probe runs and ends inside this call.
-  const std::shared_ptr<const TransformedFilters> view(std::shared_ptr<void>(), &filters);
-  WinogradConv(view, shape, {}, {}).run(x.data(), nullptr, y.data());
+  const std::vector<float> x = uniform_inputs(shape.in_h * shape.in_w * in_channels);
+  std::vector<float> y(static_cast<size_t>(side * side * probed_channels));
+  auto filters =
+      std::make_shared<const TransformedFilters>(tile, in_channels, probed_channels, probed.data());
+  WinogradConv(std::move(filters), shape, {}, {}).run(x.data(), nullptr, y.data());
 
-  const int64_t channels = shape.in_channels;
-  const int64_t step = std::max<int64_t>(1, shape.out_channels / kProbeChannels);
   double max_error = 0;
   double max_value = 0;
-  for (int64_t k = 0; k < shape.out_channels; k += step) {
-    const float* w = weights + k * channels * 9;
+  for (int64_t k = 0; k < probed_channels; ++k) {
+    const float* w = probed.data() + k * filter_size;
     for (int64_t oh = 0; oh < side; ++oh) {
       for (int64_t ow = 0; ow < side; ++ow) {
         double exact = 0;
         for (int64_t kh = 0; kh < 3; ++kh) {
           for (int64_t kw = 0; kw < 3; ++kw) {
-            const float* pixel = x.data() + ((oh + kh) * shape.in_w + ow + kw) * channels;
-            for (int64_t c = 0; c < channels; ++c)
+            const float* pixel = x.data() + ((oh + kh) * shape.in_w + ow + kw) * in_channels;
+            for (int64_t c = 0; c < in_channels; ++c)
               exact += static_cast<double>(w[(c * 3 + kh) * 3 + kw]) * static_cast<double>(pixel[c]);
           }
         }
-        const double got = y[static_cast<size_t>((oh * side + ow) * shape.out_channels + k)];
+        const double got = y[static_cast<size_t>((oh * side + ow) * probed_channels + k)];
         const double error = std::abs(got - exact);
         if (std::isnan(error)) return INFINITY;
         max_error = std::max(max_error, error);

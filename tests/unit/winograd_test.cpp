@@ -263,10 +263,8 @@ TEST(WinogradConv, FullGrid) {
 TEST(WinogradAccuracy, ProbeErrorIsSmallAndGrowsWithTheTile) {
   for (int64_t channels : {16, 64, 256}) {
     const Tensor w = he_weights(channels, channels, 9);
-    const double f2 =
-        winograd::probe_error(TransformedFilters(2, channels, channels, w.data<float>()), w.data<float>());
-    const double f4 =
-        winograd::probe_error(TransformedFilters(4, channels, channels, w.data<float>()), w.data<float>());
+    const double f2 = winograd::probe_error(2, channels, channels, w.data<float>());
+    const double f4 = winograd::probe_error(4, channels, channels, w.data<float>());
     SCOPED_TRACE(str_cat(channels, " channels: F(2) ", f2, ", F(4) ", f4));
     // He-initialized filters: F(2) within auto's bound, F(4) several times above (docs/backends.md).
     EXPECT_GT(f2, 0);
@@ -279,10 +277,8 @@ TEST(WinogradAccuracy, ProbeErrorIsSmallAndGrowsWithTheTile) {
   Tensor nan = he_weights(32, 32, 13);
   nan.data<float>()[100] = NAN;
   for (int tile : {2, 4}) {
-    EXPECT_EQ(winograd::probe_error(TransformedFilters(tile, 32, 32, huge.data<float>()), huge.data<float>()),
-              INFINITY);
-    EXPECT_EQ(winograd::probe_error(TransformedFilters(tile, 32, 32, nan.data<float>()), nan.data<float>()),
-              INFINITY);
+    EXPECT_EQ(winograd::probe_error(tile, 32, 32, huge.data<float>()), INFINITY);
+    EXPECT_EQ(winograd::probe_error(tile, 32, 32, nan.data<float>()), INFINITY);
   }
 }
 
@@ -351,8 +347,7 @@ TEST(WinogradBackend, OffersBothTilesAndMeasuresUnderAuto) {
   // Under winograd both tiles, F(4) first; under auto the tiles within the bound on these filters.
   std::vector<int> within_bound;
   for (int tile : {4, 2}) {
-    if (winograd::probe_error(TransformedFilters(tile, 32, 32, w.data<float>()), w.data<float>()) <=
-        winograd::kAutoErrorBound)
+    if (winograd::probe_error(tile, 32, 32, w.data<float>()) <= winograd::kAutoErrorBound)
       within_bound.push_back(tile);
   }
   ASSERT_FALSE(within_bound.empty());  // F(2) on He-initialized filters
