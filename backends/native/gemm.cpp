@@ -34,10 +34,14 @@ int64_t ceil_div(int64_t value, int64_t divisor) { return (value + divisor - 1) 
 // C = alpha * acc + bias[i] + beta * C over the valid `rows` x `cols` corner. The accumulators are
 // a fixed-size array of GCC vectors so they live in registers: kMr * 2 of them plus two B vectors
 // and one broadcast A value must fit the ISA's register file (32 zmm, 16 ymm, 16 xmm).
-template <typename Vec, int64_t kMr>
-[[gnu::always_inline]] inline void micro_kernel_body(int64_t kc, const float* __restrict a, const float* __restrict b,
-                                                     float* __restrict c, int64_t ldc, int64_t rows, int64_t cols,
-                                                     float alpha, float beta, const float* __restrict bias) {
+// kRowMajorA reads A unpacked instead, row i of the block at a + i * lda (Winograd's transformed
+// inputs, written row by row in vectors): the broadcasts come from kMr rows instead of one sliver.
+template <typename Vec, int64_t kMr, bool kRowMajorA = false>
+[[gnu::always_inline]] inline void micro_kernel_body(int64_t kc, const float* __restrict a,
+                                                     const float* __restrict b, float* __restrict c,
+                                                     int64_t ldc, int64_t rows, int64_t cols, float alpha,
+                                                     float beta, const float* __restrict bias,
+                                                     int64_t lda = 0) {
   constexpr int64_t kLanes = sizeof(Vec) / sizeof(float);
   constexpr int64_t kNr = 2 * kLanes;
   Vec acc[kMr][2];
@@ -49,7 +53,7 @@ template <typename Vec, int64_t kMr>
     std::memcpy(&b1, b + p * kNr + kLanes, sizeof(Vec));
 #pragma GCC unroll 16
     for (int64_t i = 0; i < kMr; ++i) {
-      const float a_value = a[p * kMr + i];
+      const float a_value = kRowMajorA ? a[i * lda + p] : a[p * kMr + i];
       acc[i][0] += a_value * b0;
       acc[i][1] += a_value * b1;
     }
@@ -114,6 +118,19 @@ void micro_kernel_baseline(KILN_MICRO_KERNEL_PARAMETERS) {
 }
 
 using MicroKernel = void (*)(KILN_MICRO_KERNEL_PARAMETERS);
+
+__attribute__((target("avx512f,avx512vl,fma"))) void micro_kernel_rows_avx512(KILN_MICRO_KERNEL_PARAMETERS,
+                                                                              int64_t lda) {
+  micro_kernel_body<Vec16, kMrAvx512, true>(KILN_MICRO_KERNEL_ARGUMENTS, lda);
+}
+__attribute__((target("avx2,fma"))) void micro_kernel_rows_avx2(KILN_MICRO_KERNEL_PARAMETERS, int64_t lda) {
+  micro_kernel_body<Vec8, kMrAvx2, true>(KILN_MICRO_KERNEL_ARGUMENTS, lda);
+}
+void micro_kernel_rows_baseline(KILN_MICRO_KERNEL_PARAMETERS, int64_t lda) {
+  micro_kernel_body<Vec4, kMrBaseline, true>(KILN_MICRO_KERNEL_ARGUMENTS, lda);
+}
+
+using RowsMicroKernel = void (*)(KILN_MICRO_KERNEL_PARAMETERS, int64_t lda);
 
 #undef KILN_MICRO_KERNEL_PARAMETERS
 #undef KILN_MICRO_KERNEL_ARGUMENTS
@@ -184,11 +201,15 @@ struct KernelSet {
   int64_t nr;
   MicroKernel micro;
   SmallMKernel small_m;
+  RowsMicroKernel micro_rows;
 };
 
-constexpr KernelSet kAvx512Kernels{"avx512", kMrAvx512, 2 * 16, micro_kernel_avx512, small_m_avx512};
-constexpr KernelSet kAvx2Kernels{"avx2", kMrAvx2, 2 * 8, micro_kernel_avx2, small_m_avx2};
-constexpr KernelSet kBaselineKernels{"baseline", kMrBaseline, 2 * 4, micro_kernel_baseline, small_m_baseline};
+constexpr KernelSet kAvx512Kernels{
+    "avx512", kMrAvx512, 2 * 16, micro_kernel_avx512, small_m_avx512, micro_kernel_rows_avx512};
+constexpr KernelSet kAvx2Kernels{
+    "avx2", kMrAvx2, 2 * 8, micro_kernel_avx2, small_m_avx2, micro_kernel_rows_avx2};
+constexpr KernelSet kBaselineKernels{
+    "baseline", kMrBaseline, 2 * 4, micro_kernel_baseline, small_m_baseline, micro_kernel_rows_baseline};
 
 // The variant for the ISA tier in effect, which is fixed once read, so PackedA's layout (packed
 // for one register block) always matches the micro-kernel that reads it.
@@ -251,8 +272,10 @@ void pack_a(bool transpose, GemmShape shape, const float* a, int64_t lda, int64_
 // C = epilogue(packed A x op(B)). Tasks are (column group of kTaskColumns) x (row block), numbered
 // group-major, so a thread's contiguous chunk packs each B panel it needs once per K block and
 // runs all its row blocks against it.
-void gemm_packed_a(const KernelSet& kernels, const float* packed_a, int64_t m, int64_t k, const PackedBSource& b,
-                   int64_t n, float* c, int64_t ldc, const GemmEpilogue& epilogue) {
+// With row_major_lda > 0, A is not packed: row i at packed_a + i * row_major_lda (micro_rows).
+void gemm_packed_a(const KernelSet& kernels, const float* packed_a, int64_t m, int64_t k,
+                   const PackedBSource& b, int64_t n, float* c, int64_t ldc, const GemmEpilogue& epilogue,
+                   int64_t row_major_lda = 0) {
   const int64_t mr = kernels.mr;
   const int64_t nr = kernels.nr;
   const int64_t padded_m = round_up(m, mr);
@@ -281,7 +304,7 @@ void gemm_packed_a(const KernelSet& kernels, const float* packed_a, int64_t m, i
         const bool first = p0 == 0;
         const float beta = first ? epilogue.beta : 1.0f;
         const float* bias = first ? epilogue.row_bias : nullptr;
-        const float* a_block = packed_a + p0 * padded_m;
+        const float* a_block = row_major_lda > 0 ? packed_a + p0 : packed_a + p0 * padded_m;
         for (int64_t block = block_begin; block < block_end; ++block) {
           const int64_t i0 = block * mc;
           const int64_t block_rows = std::min(mc, m - i0);
@@ -291,8 +314,15 @@ void gemm_packed_a(const KernelSet& kernels, const float* packed_a, int64_t m, i
             const int64_t sliver_cols = std::min(nr, cols - s * nr);
             for (int64_t r = 0; r < block_rows; r += mr) {
               const int64_t row = i0 + r;
-              kernels.micro(kc, a_block + row * kc, b_sliver, c + row * ldc + j, ldc, std::min(mr, block_rows - r),
-                            sliver_cols, epilogue.alpha, beta, bias != nullptr ? bias + row : nullptr);
+              const int64_t rows = std::min(mr, block_rows - r);
+              const float* row_bias = bias != nullptr ? bias + row : nullptr;
+              if (row_major_lda > 0) {
+                kernels.micro_rows(kc, a_block + row * row_major_lda, b_sliver, c + row * ldc + j, ldc, rows,
+                                   sliver_cols, epilogue.alpha, beta, row_bias, row_major_lda);
+              } else {
+                kernels.micro(kc, a_block + row * kc, b_sliver, c + row * ldc + j, ldc, rows, sliver_cols,
+                              epilogue.alpha, beta, row_bias);
+              }
             }
           }
         }
@@ -440,21 +470,11 @@ void sgemm_packed(const PackedA& a, const PackedBSource& b, int64_t n, float* c,
   gemm_packed_a(kernel_set(), a.data(), a.rows(), a.depth(), b, n, c, ldc, epilogue);
 }
 
-void sgemm_prepacked(const float* packed_a, int64_t m, int64_t k, const PackedBSource& b, int64_t n, float* c,
-                     int64_t ldc, const GemmEpilogue& epilogue) {
+void sgemm_rows(const float* a, int64_t lda, int64_t m, int64_t k, const PackedBSource& b, int64_t n,
+                float* c, int64_t ldc, const GemmEpilogue& epilogue) {
   if (trivial_product(m, n, k, c, ldc, epilogue)) return;
-  gemm_packed_a(kernel_set(), packed_a, m, k, b, n, c, ldc, epilogue);
-}
-
-int64_t packed_a_offset(int64_t i, int64_t p, int64_t m, int64_t k) {
-  const int64_t mr = kernel_set().mr;
-  const int64_t p0 = p / kKc * kKc;
-  const int64_t kc = std::min(kKc, k - p0);
-  return p0 * round_up(m, mr) + i / mr * kc * mr + (p - p0) * mr + i % mr;
-}
-
-int64_t packed_a_floats(int64_t m, int64_t k) {
-  return round_up(m, kernel_set().mr) * k;
+  KILN_CHECK(lda >= k && lda > 0, invalid_argument, "sgemm_rows: lda ", lda, " is below k ", k);
+  gemm_packed_a(kernel_set(), a, m, k, b, n, c, ldc, epilogue, lda);
 }
 
 GemmKernelInfo gemm_kernel_info() {

@@ -118,16 +118,11 @@ void sgemm(bool transpose_a, int64_t m, const float* a, int64_t lda, const Packe
 void sgemm_packed(const PackedA& a, const PackedBSource& b, int64_t n, float* c, int64_t ldc,
                   const GemmEpilogue& epilogue);
 
-// C[m, n] = epilogue(A x B) with A (m x k) already in the layout PackedA holds, written there by
-// the caller (Winograd's input transform packs as it transforms): for each K block of
-// kGemmDepthBlock (the last one shorter, kc deep), round_up(m, mr) rows as slivers of mr rows, each
-// kc x mr with the rows of one k adjacent; element (i, p) at packed_a_offset(i, p, m, k). Rows past
-// m may hold anything: their products are never stored.
-void sgemm_prepacked(const float* packed_a, int64_t m, int64_t k, const PackedBSource& b, int64_t n, float* c,
-                     int64_t ldc, const GemmEpilogue& epilogue);
-// Where sgemm_prepacked reads element (i, p) of its A; the floats it reads: packed_a_floats(m, k).
-int64_t packed_a_offset(int64_t i, int64_t p, int64_t m, int64_t k);
-int64_t packed_a_floats(int64_t m, int64_t k);
+// C[m, n] = epilogue(A x B) with A row-major (lda >= k) and read in place, unpacked: the
+// micro-kernel broadcasts each row's values from the row itself. For an A written once and
+// multiplied once, which packing would only copy (Winograd's transformed inputs).
+void sgemm_rows(const float* a, int64_t lda, int64_t m, int64_t k, const PackedBSource& b, int64_t n,
+                float* c, int64_t ldc, const GemmEpilogue& epilogue);
 
 // Which micro-kernel runs under the ISA tier in effect ("avx512", "avx2" or "baseline") and its
 // register block (mr x nr).

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <type_traits>
 #include <utility>
 
 #include "backends/native/isa_variant.h"
@@ -46,18 +45,6 @@ template <typename T>
 [[gnu::always_inline]] inline void store_value(float* dst, T value) {
   std::memcpy(dst, &value, sizeof(T));
 }
-// The lanes of `value` to dst[0], dst[stride], ...: a transformed input's channels into the
-// sgemm's packed A, where one row's consecutive k are mr floats apart.
-template <typename T>
-[[gnu::always_inline]] inline void store_lanes(float* dst, int64_t stride, T value) {
-  if constexpr (std::is_same_v<T, float>) {
-    *dst = value;
-  } else {
-#pragma GCC unroll 16
-    for (int64_t lane = 0; lane < static_cast<int64_t>(sizeof(T) / sizeof(float)); ++lane)
-      dst[lane * stride] = value[lane];
-  }
-}
 
 // Where one tile's inputs and outputs are: tile index -> image and top-left corner.
 struct TileGrid {
@@ -80,11 +67,10 @@ struct TaskArgs {
   int64_t tile_count;
   float* matrices;          // the task's transformed inputs (V) or products (M): alpha^2 of them
   int64_t position_stride;  // floats between positions' matrices
-  int64_t ld;               // products: floats between tiles' rows of one matrix
+  int64_t ld;               // floats between tiles' rows of one matrix
   // Input transform:
   const float* x;
   const float* zeros;  // in_channels zeros, read where a tile overhangs the input
-  int64_t mr;          // the sgemm's row block: V is written in its packed-A layout
   // Output transform:
   int64_t k0;
   int64_t k_count;
@@ -96,11 +82,10 @@ struct TaskArgs {
 };
 
 // V[position][tile][c] = (B^T d B)[position] for channels c .. c + lanes(T) of one tile, whose
-// alpha x alpha input pixels start at src[i][j], stored in the sgemm's packed-A layout: channel c
-// at dst, the next ones `lane_stride` floats apart.
+// alpha x alpha input pixels start at src[i][j].
 template <int kM, typename T>
 [[gnu::always_inline]] inline void input_tile(const float* const* src, int64_t c, float* dst,
-                                              int64_t position_stride, int64_t lane_stride) {
+                                              int64_t position_stride) {
   using F = Transforms<kM>;
   constexpr int kA = F::kAlpha;
   T d[kA][kA];
@@ -124,8 +109,7 @@ template <int kM, typename T>
   for (int i = 0; i < kA; ++i) {
     F::input(d[i], transformed);
 #pragma GCC unroll 8
-    for (int j = 0; j < kA; ++j)
-      store_lanes(dst + (i * kA + j) * position_stride, lane_stride, transformed[j]);
+    for (int j = 0; j < kA; ++j) store_value(dst + (i * kA + j) * position_stride, transformed[j]);
   }
 }
 
@@ -147,18 +131,10 @@ template <int kM, typename Vec>
         src[i * kA + j] = inside ? a.x + ((image * s.in_h + ih) * s.in_w + iw) * channels : a.zeros;
       }
     }
-    // Row t of each position's A (tile_count x channels), packed as native::packed_a_offset says;
-    // a vector of channels never crosses a depth block (kLanes divides kGemmDepthBlock).
-    const int64_t mr = a.mr;
-    const int64_t padded_rows = (a.tile_count + mr - 1) / mr * mr;
-    auto row_at = [&](int64_t c) {
-      const int64_t p0 = c / native::kGemmDepthBlock * native::kGemmDepthBlock;
-      const int64_t depth = std::min(native::kGemmDepthBlock, channels - p0);
-      return a.matrices + p0 * padded_rows + t / mr * depth * mr + (c - p0) * mr + t % mr;
-    };
+    float* dst = a.matrices + t * a.ld;
     int64_t c = 0;
-    for (; c + kLanes <= channels; c += kLanes) input_tile<kM, Vec>(src, c, row_at(c), a.position_stride, mr);
-    for (; c < channels; ++c) input_tile<kM, float>(src, c, row_at(c), a.position_stride, mr);
+    for (; c + kLanes <= channels; c += kLanes) input_tile<kM, Vec>(src, c, dst + c, a.position_stride);
+    for (; c < channels; ++c) input_tile<kM, float>(src, c, dst + c, a.position_stride);
   }
 }
 
@@ -403,7 +379,7 @@ void WinogradConv::run(const float* x, const float* residual, float* y) const {
   const int64_t task_cost = 2 * tile_block_ * positions * shape_.in_channels * chunk_width;
 
   parallel_for(0, blocks * chunks, task_cost, [&](int64_t begin, int64_t end) {
-    const int64_t input_stride = native::packed_a_floats(tile_block_, shape_.in_channels);
+    const int64_t input_stride = tile_block_ * input_ld;
     const int64_t product_stride = tile_block_ * product_ld;
     float* inputs =
         native::thread_scratch_floats<InputScratch>(static_cast<size_t>(positions * input_stride));
@@ -425,7 +401,7 @@ void WinogradConv::run(const float* x, const float* residual, float* y) const {
       if (block != transformed_block) {
         args.matrices = inputs;
         args.position_stride = input_stride;
-        args.mr = native::gemm_kernel_info().mr;
+        args.ld = input_ld;
         args.x = x;
         args.zeros = zeros;
         transforms.input(args);
@@ -436,9 +412,9 @@ void WinogradConv::run(const float* x, const float* residual, float* y) const {
       const int64_t k_count = std::min(chunk_width, shape_.out_channels - k0);
       for (int p = 0; p < positions; ++p) {
         const native::PackedB filter = filters_->position(p).slice(0, shape_.in_channels, k0, k_count);
-        native::sgemm_prepacked(inputs + p * input_stride, tile_count, shape_.in_channels, filter,
-                                filter.columns(), products + p * product_stride, product_ld,
-                                native::GemmEpilogue{});
+        native::sgemm_rows(inputs + p * input_stride, input_ld, tile_count, shape_.in_channels, filter,
+                           filter.columns(), products + p * product_stride, product_ld,
+                           native::GemmEpilogue{});
       }
       args.matrices = products;
       args.position_stride = product_stride;
