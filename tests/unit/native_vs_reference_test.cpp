@@ -115,6 +115,43 @@ TEST(NativeGemmVsReference, PrepackedAWithRowBias) {
   }
 }
 
+// A row-major A read in place (rows past k in each row ignored), against a prepacked B slice and a
+// matrix B, with alpha, beta and a row bias: rows and columns cut at the register block's edges, K
+// across the 256-deep block.
+TEST(NativeGemmVsReference, RowMajorAReadInPlace) {
+  for (int threads : kThreadCounts) {
+    const ScopedIntraOpThreads scoped(threads);
+    for (int64_t m : {1, 6, 14, 29}) {
+      for (int64_t k : {7, 64, 300}) {
+        const int64_t n = 45;
+        const int64_t lda = k + 9;
+        const std::vector<float> a = sample_values(m * lda, -1, 1, 11);
+        const std::vector<float> b = sample_values(k * n, -1, 1, 13);
+        const std::vector<float> bias = sample_values(m, -1, 1, 17);
+        const std::vector<float> c0 = sample_values(m * n, -1, 1, 19);
+        std::vector<float> storage(static_cast<size_t>(native::PackedB::floats(k, n)));
+        const native::PackedB packed(false, k, n, b.data(), n, storage.data());
+        const std::string where = str_cat(m, "x", n, "x", k, ", ", threads, " threads");
+        // Into a prepacked B, plain.
+        std::vector<float> actual(static_cast<size_t>(m * n));
+        native::sgemm_rows(a.data(), lda, m, k, packed, n, actual.data(), n, native::GemmEpilogue{});
+        expect_close(actual,
+                     native::ref::gemm(false, false, m, n, k, 1, a.data(), lda, b.data(), n, 0, nullptr, n),
+                     where);
+        // Into a matrix B, with alpha, beta and a row bias.
+        actual = c0;
+        native::sgemm_rows(a.data(), lda, m, k, native::MatrixB(b.data(), n, false), n, actual.data(), n,
+                           native::GemmEpilogue{0.5f, 2.0f, bias.data()});
+        native::ref::Values expected =
+            native::ref::gemm(false, false, m, n, k, 0.5f, a.data(), lda, b.data(), n, 2.0f, c0.data(), n);
+        for (int64_t i = 0; i < m * n; ++i)
+          expected.value[static_cast<size_t>(i)] += bias[static_cast<size_t>(i / n)];
+        expect_close(actual, expected, where + ", alpha beta bias");
+      }
+    }
+  }
+}
+
 // ---- Conv ------------------------------------------------------------------------------------
 
 struct ConvCase {
