@@ -4,6 +4,10 @@
 #include <array>
 #include <cctype>
 #include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
 
 #include "backends/autotune.h"
 #include "core/error.h"
@@ -59,22 +63,55 @@ int alternatives_for(int position, const KernelRequest& request, bool tuning) {
   return tuning && contains(row.tuned_ops, request.op.op_type) ? row.alternatives : 1;
 }
 
-// The choices of offers measured outside autotune, for the process: timing again would give the
-// same answer up to noise.
-AutotuneCache& measured_choices() {
-  static AutotuneCache cache;
-  return cache;
+// The choices of offers measured outside autotune, for the process (timing again would give the
+// same answer up to noise), with what the timing showed, so a plan that reuses one explains it.
+class MeasuredChoices {
+ public:
+  struct Entry {
+    AutotuneChoice choice;
+    std::vector<RejectedCandidate> losers;
+    std::vector<TimedCandidate> timed;
+  };
+
+  std::optional<Entry> find(const std::string& key) const {
+    std::lock_guard lock(mutex_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return std::nullopt;
+    return it->second;
+  }
+  void remember(const std::string& key, Entry entry) {
+    std::lock_guard lock(mutex_);
+    if (entries_.insert_or_assign(key, std::move(entry)).second) order_.push_back(key);
+    if (order_.size() > AutotuneCache::kMaxEntries) {
+      entries_.erase(order_.front());
+      order_.pop_front();
+    }
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, Entry> entries_;
+  std::deque<std::string> order_;  // oldest first
+};
+
+MeasuredChoices& measured_choices() {
+  static MeasuredChoices choices;
+  return choices;
 }
 
-// What identifies a node for measured_choices(): autotune's key without the execution mode, so a
-// plan that runs branches in parallel makes the choices its sequential twin made (and gives the
-// same bits).
+// What identifies a node for measured_choices(): autotune's key without the thread count and the
+// execution mode, so plans for other counts (run_async's, parallel branches') make the choices the
+// first plan made and give the same bits (the kernels' results do not depend on the count).
 std::string measured_key_of(const KernelRequest& request, std::span<const TensorInfo> outputs,
                             const Settings& settings) {
   Settings keyed = settings;
+  keyed.set(SettingKey("threads"), 0);
   keyed.set(SettingKey("execution_mode"), static_cast<int>(ExecutionMode::sequential));
   return autotune_key(request, outputs, keyed);
 }
+
+// How much faster than the baseline a measured offer must be to be chosen.
+constexpr double kMeasuredMargin = 0.9;
 
 struct Offer {
   std::unique_ptr<Kernel> kernel;
@@ -270,11 +307,14 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
   // cuDNN's benchmark_limit: 0 times every candidate.
   const int limit = settings.get("autotune_limit");
   size_t wanted = !tuning ? 1 : limit == 0 ? SIZE_MAX : static_cast<size_t>(limit);
-  // An offer that asks to be measured (KernelOrReason::measure) is timed against its backend's
-  // alternatives and, for against_next, the next candidate's first offer; the choice is
-  // remembered process-wide, like autotune's, so identical nodes are timed once.
+  // A first offer that asks to be measured (KernelOrReason::measure) is timed, from cold caches,
+  // against its backend's alternatives and, for against_next, the next candidate's first offer
+  // (under autotune too, where the limit then leaves room for that one); it never wins untimed.
+  // Outside autotune the choice is remembered for the process, so identical nodes are timed once.
+  // Deterministic mode takes no choice by timing.
   const bool deterministic = settings.on("deterministic");
   Measure measuring = Measure::no;
+  int measured_backend = -1;
   std::string measured_key;
   std::vector<Offer> offers;
   for (const Candidate& candidate : candidates(request, settings)) {
@@ -304,7 +344,6 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
     const std::string nondeterministic =
         settings.on("deterministic") ? deterministic_refusal(position, request) : std::string();
     int alternatives = alternatives_for(position, request, tuning);
-    bool measured_here = false;
     for (int alternative = 0; alternative < alternatives && offers.size() < wanted; ++alternative) {
       KernelOrReason offer = create(candidate, request, outputs, alternative);
       if (!offer.kernel || !nondeterministic.empty()) {
@@ -313,35 +352,54 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
               {name, offer.kernel ? nondeterministic : std::move(offer.reason), variant});
         break;
       }
-      if (offers.empty() && offer.measure != Measure::no && !tuning && !deterministic) {
-        measured_key = measured_key_of(request, outputs, settings);
-        if (std::optional<AutotuneChoice> choice = measured_choices().find(measured_key)) {
-          KernelOrReason chosen =
-              choice->backend == position && choice->alternative == 0
-                  ? std::move(offer)
-                  : create({choice->backend, choice->variant, {}}, request, outputs, choice->alternative);
-          if (chosen.kernel) {
-            selection.kernel = std::move(chosen.kernel);
-            selection.backend = choice->backend;
-            selection.note = std::move(chosen.note);
-            return selection;
-          }
-        }
+      if (offers.empty() && offer.measure != Measure::no && !deterministic) {
         measuring = offer.measure;
-        measured_here = true;
-        alternatives = kBackendRows[position].alternatives;
-        wanted = SIZE_MAX;
+        measured_backend = position;
+        if (!tuning) {
+          // The first offer's name in the key: it says which tile comes first for these weights.
+          measured_key =
+              str_cat(measured_key_of(request, outputs, settings), ";first:", offer.kernel->name());
+          if (std::optional<MeasuredChoices::Entry> entry = measured_choices().find(measured_key)) {
+            const AutotuneChoice& choice = entry->choice;
+            KernelOrReason chosen =
+                choice.backend == position && choice.alternative == 0
+                    ? std::move(offer)
+                    : create({choice.backend, choice.variant, {}}, request, outputs, choice.alternative);
+            if (chosen.kernel) {
+              selection.kernel = std::move(chosen.kernel);
+              selection.backend = choice.backend;
+              selection.note = std::move(chosen.note);
+              selection.rejected.insert(selection.rejected.end(), entry->losers.begin(), entry->losers.end());
+              selection.timed = entry->timed;
+              return selection;
+            }
+          }
+          alternatives = kBackendRows[position].alternatives;
+          wanted = SIZE_MAX;
+        }
       }
       offers.push_back({std::move(offer.kernel), std::move(offer.note), candidate, alternative});
     }
-    // After the measured backend's alternatives: none more, or exactly one more.
-    if (measured_here) wanted = measuring == Measure::against_next ? offers.size() + 1 : offers.size();
+    // After the measured backend's alternatives: room for exactly one more offer (the baseline), or none.
+    if (position == measured_backend) {
+      const size_t with_baseline = measuring == Measure::against_next ? offers.size() + 1 : offers.size();
+      wanted = tuning ? std::max(wanted, with_baseline) : with_baseline;
+    }
     if (offers.size() >= wanted) break;
   }
   if (offers.empty()) return selection;
+  const bool baseline_offered = std::any_of(offers.begin(), offers.end(), [&](const Offer& offer) {
+    return offer.candidate.backend != measured_backend;
+  });
+  if (measuring == Measure::against_next && !baseline_offered) {
+    selection.rejected.push_back({std::string(backend_list()[measured_backend]->name()),
+                                  "measured: no other candidate offered a kernel to time it against",
+                                  std::string(offers[0].candidate.variant)});
+    return selection;
+  }
   size_t best = 0;
   if (offers.size() > 1) {
-    // Measured offers are timed from cold caches (autotune.h says why); autotune's are not.
+    // Measured offers are timed from cold caches (autotune.h says why); autotune's others are not.
     const size_t sweep_bytes = measuring != Measure::no ? kColdCacheSweepBytes : 0;
     const std::unique_ptr<char[]> sweep_storage(sweep_bytes > 0 ? new char[sweep_bytes] : nullptr);
     const std::span<char> sweep(sweep_storage.get(), sweep_bytes);
@@ -353,21 +411,38 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
     for (size_t i = 1; i < offers.size(); ++i) {
       if (selection.timed[i].milliseconds < selection.timed[best].milliseconds) best = i;
     }
+    // A measured offer must beat the baseline by a margin: a node's few timed runs are noisy, and
+    // a choice that only ties costs the filters' extra memory for nothing.
+    if (measuring == Measure::against_next && offers[best].candidate.backend == measured_backend) {
+      for (size_t i = 0; i < offers.size(); ++i) {
+        if (offers[i].candidate.backend != measured_backend &&
+            selection.timed[best].milliseconds > kMeasuredMargin * selection.timed[i].milliseconds)
+          best = i;
+      }
+    }
     for (size_t i = 0; i < offers.size(); ++i) {
       if (i == best) continue;
       selection.rejected.push_back(
           {std::string(backend_list()[offers[i].candidate.backend]->name()),
            str_cat(tuning ? "autotune: " : "measured: ", offers[i].kernel->name(), " took ",
                    selection.timed[i].milliseconds, " ms, ", offers[best].kernel->name(), " ",
-                   selection.timed[best].milliseconds, " ms"),
+                   selection.timed[best].milliseconds, " ms",
+                   selection.timed[i].milliseconds < selection.timed[best].milliseconds
+                       ? str_cat(" (a measured offer must take under ", kMeasuredMargin,
+                                 " of the baseline's time)")
+                       : ""),
            std::string(offers[i].candidate.variant)});
     }
   }
   const Candidate& chosen = offers[best].candidate;
-  if (tuning)
-    autotune_cache->remember(tuning_key, {chosen.backend, offers[best].alternative, chosen.variant});
-  else if (measuring != Measure::no)
-    measured_choices().remember(measured_key, {chosen.backend, offers[best].alternative, chosen.variant});
+  const AutotuneChoice choice{chosen.backend, offers[best].alternative, chosen.variant};
+  if (tuning) {
+    autotune_cache->remember(tuning_key, choice);
+  } else if (measuring != Measure::no) {
+    std::vector<RejectedCandidate> losers(
+        selection.rejected.end() - static_cast<std::ptrdiff_t>(offers.size() - 1), selection.rejected.end());
+    measured_choices().remember(measured_key, {choice, std::move(losers), selection.timed});
+  }
   selection.backend = chosen.backend;
   selection.kernel = std::move(offers[best].kernel);
   selection.note = std::move(offers[best].note);

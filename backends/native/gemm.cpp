@@ -106,6 +106,8 @@ template <typename Vec, int64_t kMr, bool kRowMajorA = false>
 constexpr int64_t kMrAvx512 = 14;
 constexpr int64_t kMrAvx2 = 6;
 constexpr int64_t kMrBaseline = 6;
+static_assert(kMrAvx512 >= kMrAvx2 && kMrAvx512 >= kMrBaseline,
+              "kMrAvx512 bounds every register block's rows");
 
 __attribute__((target("avx512f,avx512vl,fma"))) void micro_kernel_avx512(KILN_MICRO_KERNEL_PARAMETERS) {
   micro_kernel_body<Vec16, kMrAvx512>(KILN_MICRO_KERNEL_ARGUMENTS);
@@ -316,9 +318,15 @@ void gemm_packed_a(const KernelSet& kernels, const float* packed_a, int64_t m, i
               const int64_t row = i0 + r;
               const int64_t rows = std::min(mr, block_rows - r);
               const float* row_bias = bias != nullptr ? bias + row : nullptr;
-              if (row_major_lda > 0) {
+              if (row_major_lda > 0 && rows == mr) {
                 kernels.micro_rows(kc, a_block + row * row_major_lda, b_sliver, c + row * ldc + j, ldc, rows,
                                    sliver_cols, epilogue.alpha, beta, row_bias, row_major_lda);
+              } else if (row_major_lda > 0) {
+                // The last rows, fewer than mr: packed with zero rows below, so nothing past row m is read.
+                alignas(kAlignment) float edge[kKc * kMrAvx512];
+                pack_a_sliver(false, packed_a, row_major_lda, row, rows, p0, kc, mr, edge);
+                kernels.micro(kc, edge, b_sliver, c + row * ldc + j, ldc, rows, sliver_cols, epilogue.alpha,
+                              beta, row_bias);
               } else {
                 kernels.micro(kc, a_block + row * kc, b_sliver, c + row * ldc + j, ldc, rows, sliver_cols,
                               epilogue.alpha, beta, row_bias);

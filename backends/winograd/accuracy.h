@@ -16,8 +16,8 @@ inline constexpr double kAutoErrorBound = 1e-6;
 
 // max |winograd - float64| / max |float64| of tile F(tile x tile, 3x3) over a probe: one image of
 // 2 x 2 tiles (no padding), inputs uniform in [0, 1) like a ReLU's outputs, through the filters
-// `weights` (ONNX's [K, C, 3, 3]) of every output channel up to 64 and a spread of 64 above,
-// against a float64 convolution. Infinite when the result is not finite.
+// `weights` (ONNX's [K, C, 3, 3]) of every output channel below 128, every (K / 64)-th above
+// (64 to 127 of them), against a float64 convolution. Infinite when the result is not finite.
 double probe_error(int tile, int64_t in_channels, int64_t out_channels, const float* weights);
 
 }  // namespace kiln::winograd

@@ -352,12 +352,12 @@ WinogradConv::WinogradConv(std::shared_ptr<const TransformedFilters> filters, co
     // The filters stay in L2 while every block reads them: blocks small enough for their
     // transformed input and products to stay there too.
     const int64_t per_tile = alpha * alpha * (in_ld + out_ld) * static_cast<int64_t>(sizeof(float));
-    blocks = ceil_div(tiles, std::max<int64_t>(mr, kBlockBytes / per_tile / mr * mr));
+    blocks = std::max<int64_t>(1, ceil_div(tiles, std::max<int64_t>(mr, kBlockBytes / per_tile / mr * mr)));
   } else {
     // Every block streams the filters from memory: as few blocks as keep a task's input and its
     // share of the products (half the channels) within kLargeBlockBytes.
     const int64_t per_tile = alpha * alpha * (in_ld + out_ld / 2) * static_cast<int64_t>(sizeof(float));
-    blocks = ceil_div(tiles * per_tile, kLargeBlockBytes);
+    blocks = std::max<int64_t>(1, ceil_div(tiles * per_tile, kLargeBlockBytes));
   }
   // Whole micro-kernel row blocks, so the products compute no padding rows but the last block's.
   tile_block_ = std::max<int64_t>(1, std::min(round_up(ceil_div(tiles, blocks), mr), round_up(tiles, mr)));

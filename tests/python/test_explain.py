@@ -18,7 +18,7 @@ def explain(kiln_bin, *options):
 
 
 def test_plan_shows_kernels_layouts_fusion_and_reorders(kiln_bin):
-    plan = explain(kiln_bin)
+    plan = explain(kiln_bin, "--conv-algorithm", "direct")  # oneDNN's plan (Winograd: test_winograd.py)
     # Every conv on a oneDNN JIT kernel; which one depends on the CPU (brgconv:avx512_core on AVX-512,
     # jit:avx2 on AVX2): test_isa.py checks that per ISA tier.
     convs = [line.split()[3] for line in plan.splitlines() if line.split()[1:2] == ["Conv"]]
@@ -31,7 +31,7 @@ def test_plan_shows_kernels_layouts_fusion_and_reorders(kiln_bin):
 
 
 def test_disabled_backends_are_named_as_the_reason(kiln_bin):
-    plan = explain(kiln_bin, "--disable", "onednn")
+    plan = explain(kiln_bin, "--disable", "onednn", "--conv-algorithm", "direct")
     step_lines = [line for line in plan.splitlines() if line[:4].strip().isdigit()]
     assert step_lines and not any("onednn:" in line for line in step_lines)
     assert "not onednn: backend disabled" in plan

@@ -95,8 +95,9 @@ def test_kiln_isa_caps_onednn_and_native_kernels(kiln_bin, tier):
 def test_bf16_without_bf16_dot_products_is_the_fp32_plan_plus_a_note(kiln_bin):
     # The widest tier without bf16 dot products: on a bf16 CPU KILN_ISA=avx512 removes them.
     tier = capped(kiln_bin, "avx512")
-    fp32 = plan_steps(kiln_bin, isa=tier)
-    bf16 = plan_steps(kiln_bin, "--precision", "bf16", isa=tier)
+    # conv_algorithm direct: under auto each process times its own choice between Winograd and oneDNN.
+    fp32 = plan_steps(kiln_bin, "--conv-algorithm", "direct", isa=tier)
+    bf16 = plan_steps(kiln_bin, "--precision", "bf16", "--conv-algorithm", "direct", isa=tier)
     assert [(op, kernel) for op, kernel, _ in bf16] == [(op, kernel) for op, kernel, _ in fp32]
     note = (f"note: precision bf16 requested, float32 used: the ISA in effect ({tier}, from KILN_ISA) "
             "has no bf16 dot products (AVX512_BF16 or AMX)")

@@ -15,6 +15,7 @@
 #include "backend_test_util.h"
 #include "backends/backends.h"
 #include "backends/native/ref/reference.h"
+#include "backends/prefer.h"
 #include "backends/selection.h"
 #include "backends/winograd/accuracy.h"
 #include "backends/winograd/winograd_backend.h"
@@ -232,6 +233,15 @@ TEST(WinogradConv, GivesTheSameBitsOnAnyThreadCount) {
   }
 }
 
+TEST(WinogradConv, AnEmptyBatchIsNoWork) {
+  const Tensor w = he_weights(16, 16, 1);
+  auto filters = std::make_shared<const TransformedFilters>(4, 16, 16, w.data<float>());
+  ConvShape shape = shape_of({4, 0, 16, 16, 8, 8, 1});
+  const WinogradConv conv(filters, shape, {}, {});
+  conv.run(nullptr, nullptr, nullptr);
+  EXPECT_EQ(conv.tiles_h(), 2);
+}
+
 // resnet18's stride-1 3x3 convolutions at batch 1 (its layer1 .. layer4).
 TEST(WinogradConv, MatchesTheReferenceOnResnet18Layers) {
   for (const auto& [channels, size] : {std::pair<int64_t, int64_t>{64, 56}, {128, 28}, {256, 14}, {512, 7}}) {
@@ -445,6 +455,16 @@ TEST(WinogradBackend, AutoTimesWinogradAgainstTheDirectKernel) {
   for (const RejectedCandidate& rejected : first.record.rejected)
     measured = measured || rejected.reason.starts_with("measured: ");
   EXPECT_TRUE(measured);
+  // A Winograd offer never wins untimed: with nothing else allowed to run the conv, it is refused.
+  Settings winograd_only = current_settings();
+  const std::string_view winograd_name = "winograd", conv_family = "conv";
+  winograd_only.overlay(backends::prefer_setting(std::span(&winograd_name, 1), std::span(&conv_family, 1)));
+  const std::string error = testing::error_of([&] {
+    Plan::build(model, {{1, 32, 12, 12}}, {}, winograd_only);
+  });
+  EXPECT_NE(error.find("winograd: measured: no other candidate offered a kernel to time it against"),
+            std::string::npos)
+      << error;
   // Deterministic mode takes no choice by timing.
   const auto deterministic = Plan::build(model, {{1, 32, 12, 12}}, {},
                                          Settings(current_settings()).set(SettingKey("deterministic"), 1));
