@@ -29,8 +29,6 @@ struct ConvShape {
   int64_t out_w = 0;
   int64_t pad_top = 0;
   int64_t pad_left = 0;
-
-  int64_t flops() const { return 2 * batch * out_h * out_w * out_channels * in_channels * 9; }
 };
 
 // U = G g G^T for every (output, input) channel pair, as alpha^2 packed C x K matrices: computed in
@@ -75,12 +73,9 @@ class WinogradConv {
   // and may be y itself (each element is read before it is written, by the same thread).
   void run(const float* x, const float* residual, float* y) const;
 
-  const ConvShape& shape() const { return shape_; }
-  const TransformedFilters& filters() const { return *filters_; }
   // Tiles per image along each axis; the last ones overhang the output where m does not divide it.
   int64_t tiles_h() const { return (shape_.out_h + filters_->tile() - 1) / filters_->tile(); }
   int64_t tiles_w() const { return (shape_.out_w + filters_->tile() - 1) / filters_->tile(); }
-  int64_t tile_block() const { return tile_block_; }
 
  private:
   std::shared_ptr<const TransformedFilters> filters_;
