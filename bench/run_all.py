@@ -1,13 +1,15 @@
 #!/usr/bin/python3
 """Times kiln, PyTorch and ONNX Runtime side by side on the model-parity set; writes a markdown table and JSON.
 
-    /usr/bin/python3 bench/run_all.py [--models resnet18,transformer] [--configs b1t1,b1t2,b8t1,b8t2,b16t2]
-        [--warmup W] [--iters N] [--rounds R] [--kiln build/kiln] [--kiln-args "..."]
+    /usr/bin/python3 bench/run_all.py [--models resnet18,transformer] [--configs b1t1,b1t2,b16t2]
+        [--batches 1,64 --threads 1,2,4] [--warmup W] [--iters N] [--rounds R] [--kiln build/kiln] [--kiln-args "..."]
         [--peak-gflops-per-core 225] [--out-md bench/results/latest.md] [--out-json bench/results/latest.json]
         [--bf16]
 
-Models are exported (opset 13, dynamic batch) by tests/python/export_models.py into its cache. For every
-model and configuration (batch, threads), each round runs `kiln bench`, bench/torch_bench.py and
+Models are exported (opset 13, dynamic batch) by tests/python/export_models.py into its cache. A
+configuration bBtT is batch B at T threads; --batches and --threads ask for every pair of the two lists
+instead of --configs (B and T any positive numbers: the seed's batch-64 column is --batches 1,64). For every
+model and configuration, each round runs `kiln bench`, bench/torch_bench.py and
 bench/ort_bench.js once each, every one in its own process so that no OpenMP state is shared, rotating
 the order per round so that no runtime always runs first (or right after another's threads). The
 reported figure is the median over rounds of each run's median latency. A runtime that fails is
@@ -34,9 +36,11 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 PYTHON = "/usr/bin/python3"  # the one with torch; the first python3 on PATH may not have it
 DEFAULT_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "shufflenet_v2_x1_0", "googlenet",
                   "resnext50_32x4d", "alexnet", "transformer"]
-# name: (batch, threads, default warm-up runs, default timed runs); batch 16 runs are ~16x longer.
-CONFIGS = {"b1t1": (1, 1, 5, 20), "b1t2": (1, 2, 5, 20), "b8t1": (8, 1, 2, 6), "b8t2": (8, 2, 2, 6),
-           "b16t2": (16, 2, 2, 6)}
+# The seed's model table: DEFAULT_MODELS' CNNs and the deeper or older ones (--models seed).
+SEED_MODELS = ["resnet18", "resnet50", "resnet101", "resnet152", "resnext50_32x4d", "resnext101_32x8d", "vgg16",
+               "inception_v3", "googlenet", "alexnet", "mobilenet_v1", "mobilenet_v2", "squeezenet1_1",
+               "shufflenet_v2_x1_0"]
+CONFIG_PATTERN = re.compile(r"b([1-9][0-9]*)t([1-9][0-9]*)")
 RUNTIMES = ["kiln", "pytorch", "ort"]
 ORT_INSTALL_HINT = "(cd bench && ONNXRUNTIME_NODE_INSTALL=skip npm install)"
 TIMEOUT_S = 1800  # per process: a hung runtime must not stall the whole set
@@ -44,10 +48,16 @@ TIMEOUT_S = 1800  # per process: a hung runtime must not stall the whole set
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated model names")
-    parser.add_argument("--configs", default="b1t1,b1t2,b16t2", help=f"comma-separated, of {', '.join(CONFIGS)}")
-    parser.add_argument("--warmup", type=int, help="untimed runs per process (default: 5 at batch 1, 2 at batch 16)")
-    parser.add_argument("--iters", type=int, help="timed runs per process (default: 20 at batch 1, 6 at batch 16)")
+    parser.add_argument("--models", default=",".join(DEFAULT_MODELS),
+                        help="comma-separated model names, or 'seed' for the seed's model table")
+    parser.add_argument("--configs", default="b1t1,b1t2,b16t2",
+                        help="comma-separated bBtT: batch B at T threads (default b1t1,b1t2,b16t2)")
+    parser.add_argument("--batches", help="comma-separated batch sizes; with --threads, replaces --configs")
+    parser.add_argument("--threads", help="comma-separated thread counts; with --batches, replaces --configs")
+    parser.add_argument("--warmup", type=int,
+                        help="untimed runs per process (default: 5 at batch 1, 2 above, 1 from batch 64)")
+    parser.add_argument("--iters", type=int,
+                        help="timed runs per process (default: 20 at batch 1, 6 above, 3 from batch 64)")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds per model and config (default 2)")
     parser.add_argument("--kiln", default=str(REPO / "build" / "kiln"), help="kiln binary (default build/kiln)")
     parser.add_argument("--kiln-args", default="",
@@ -60,12 +70,30 @@ def parse_args():
     parser.add_argument("--out-md", default=str(REPO / "bench" / "results" / "latest.md"))
     parser.add_argument("--out-json", default=str(REPO / "bench" / "results" / "latest.json"))
     args = parser.parse_args()
-    args.models = args.models.split(",")
-    args.configs = args.configs.split(",")
+    args.models = SEED_MODELS if args.models == "seed" else args.models.split(",")
+    if (args.batches is None) != (args.threads is None):
+        parser.error("--batches and --threads go together (every batch at every thread count)")
+    if args.batches is not None:
+        try:
+            pairs = [(int(b), int(t)) for b in args.batches.split(",") for t in args.threads.split(",")]
+        except ValueError:
+            parser.error(f"--batches and --threads take comma-separated numbers, got '{args.batches}' and "
+                         f"'{args.threads}'")
+        args.configs = [f"b{batch}t{threads}" for batch, threads in pairs]
+    else:
+        args.configs = args.configs.split(",")
     for config in args.configs:
-        if config not in CONFIGS:
-            parser.error(f"unknown config '{config}' (known: {', '.join(CONFIGS)})")
+        if not CONFIG_PATTERN.fullmatch(config):
+            parser.error(f"config '{config}' is not bBtT with B and T positive numbers (e.g. b1t2, b64t2)")
     return args
+
+
+def config_sizes(config):
+    """(batch, threads, default warm-up runs, default timed runs) of a bBtT config; big batches run fewer times."""
+    batch, threads = map(int, CONFIG_PATTERN.fullmatch(config).groups())
+    if batch == 1:
+        return batch, threads, 5, 20
+    return (batch, threads, 2, 6) if batch < 64 else (batch, threads, 1, 3)
 
 
 def log(message):
@@ -137,7 +165,7 @@ def run_once(runtime, name, path, batch, threads, warmup, iters, args):
 
 
 def measure(name, path, config, args):
-    batch, threads, default_warmup, default_iters = CONFIGS[config]
+    batch, threads, default_warmup, default_iters = config_sizes(config)
     warmup = default_warmup if args.warmup is None else args.warmup
     iters = default_iters if args.iters is None else args.iters
     runtimes = args.runtimes
@@ -203,7 +231,7 @@ def markdown(rows, header, args):
              f"- versions: {header['versions']}",
              f"- % peak: kiln GFLOP/s / ({args.peak_gflops_per_core:g} GFLOP/s per core x threads); FLOPs counted "
              "by kiln (conv/matmul), also used for ORT GFLOP/s",
-             "- batch 1 rows: median latency in ms, ratio = kiln ms / peer ms (**< 1: kiln faster**); batch 16 "
+             "- batch 1 rows: median latency in ms, ratio = kiln ms / peer ms (**< 1: kiln faster**); larger batches' "
              "rows: throughput in samples/s, ratio = kiln /s / peer /s (**> 1: kiln faster**)", "",
              "| model | config | kiln | PyTorch | ORT | kiln/PyTorch | kiln/ORT | kiln GFLOP/s | % peak | ORT GFLOP/s |"
              + (" kiln bf16 | bf16 speed-up |" if args.bf16 else ""),
@@ -218,6 +246,13 @@ def markdown(rows, header, args):
                      + (f" {speed(row, 'kiln_bf16')} | {number(bf16_speedup(row), 2, 'x')} |" if args.bf16 else ""))
     lines.append(f"| **geomean, batch 1** | latency | | | | {number(header['geomean_b1']['pytorch'])} | "
                  f"{number(header['geomean_b1']['ort'])} | | | |")
+    if any(row["batch"] > 1 for row in rows):
+        lines.append(f"| **geomean, batch > 1** | throughput | | | | {number(header['geomean_batched']['pytorch'])} | "
+                     f"{number(header['geomean_batched']['ort'])} | | | |")
+    if len(header["geomean_by_config"]) > 1:
+        for config, by_peer in header["geomean_by_config"].items():
+            lines.append(f"| geomean, {config} | {'latency' if config.startswith('b1t') else 'throughput'} | | | | "
+                         f"{number(by_peer['pytorch'])} | {number(by_peer['ort'])} | | | |")
     if any(row["batch"] > 1 for row in rows):
         latency = header["latency_ratios"]
         lines.append(f"| **geomean, every row** | latency | | | | {number(latency['pytorch']['geomean'])} | "
@@ -257,6 +292,10 @@ def main():
     header["loadavg_end"] = " ".join(f"{load:.2f}" for load in os.getloadavg())
     header["geomean_b1"] = {peer: geomean([ratio(row, peer) for row in rows if row["batch"] == 1])
                             for peer in ("pytorch", "ort")}
+    header["geomean_batched"] = {peer: geomean([ratio(row, peer) for row in rows if row["batch"] > 1])
+                                 for peer in ("pytorch", "ort")}
+    header["geomean_by_config"] = {config: {peer: geomean([ratio(row, peer) for row in rows if row["config"] == config])
+                                            for peer in ("pytorch", "ort")} for config in args.configs}
     # Every row as a latency ratio (kiln ms / peer ms, < 1: kiln faster), batches above 1 included.
     header["latency_ratios"] = {}
     for peer in ("pytorch", "ort"):

@@ -23,6 +23,7 @@ void plan_node(PlanState& state, const Node& node) {
   } done{state, node};
   if (plan_attention(state, node)) return;
   if (plan_residual_layer_norm(state, node)) return;
+  if (plan_channel_shuffle(state, node)) return;
   const OpSpec spec = state.op_spec(node);
   const OpSchema& schema = node_schema(node, spec);
   std::vector<TensorInfo> outputs = infer_outputs(state, node, spec, schema);

@@ -324,6 +324,41 @@ KernelOrReason make_slice(const OpSpec& spec, std::span<const TensorInfo> output
   return make_view_copy("native:slice", spec, std::move(view));
 }
 
+// Slice of a channels-last value, read and written channels-last (ShuffleNet's channel splits): the
+// logical slice applied to the stored [N, H, W, C] dims.
+class ChannelsLastSliceKernel final : public Kernel {
+ public:
+  ChannelsLastSliceKernel(size_t element_size, View view)
+      : element_size_(element_size), view_(std::move(view)) {}
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
+    copy_view(outputs[0].raw_data(), inputs[0].raw_data(), element_size_, view_);
+  }
+  std::string_view name() const override { return "native:slice_nhwc"; }
+  Layout input_layout(size_t index) const override { return index == 0 ? Layout::nhwc : Layout::plain; }
+  Layout output_layout(size_t) const override { return Layout::nhwc; }
+
+ private:
+  size_t element_size_;
+  View view_;
+};
+
+KernelOrReason make_channels_last_slice(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+  const SliceParams params = slice_params(spec);
+  const Shape stored_in = stored_shape(spec.input(0).shape, Layout::nhwc);
+  const std::vector<int64_t> in_strides = contiguous_strides(stored_in);
+  // Stored dim s holds logical dim kLogical[s]: [N, H, W, C] of [N, C, H, W].
+  constexpr size_t kLogical[] = {0, 2, 3, 1};
+  View view;
+  view.shape = stored_shape(outputs[0].shape, Layout::nhwc);
+  for (size_t s = 0; s < stored_in.size(); ++s) {
+    const size_t d = kLogical[s];
+    view.strides.push_back(in_strides[s] * params.steps[d]);
+    view.offset += params.starts[d] * in_strides[s];
+  }
+  return {
+      std::make_unique<ChannelsLastSliceKernel>(dtype_size(spec.input(0).dtype), std::move(view)), {}, {}};
+}
+
 // Output dim d reads input dim perm[d].
 View permuted_view(const Shape& in, const std::vector<int64_t>& perm) {
   const std::vector<int64_t> in_strides = contiguous_strides(in);
@@ -615,6 +650,14 @@ constexpr KernelEntry kKernels[] = {
 
 std::span<const KernelEntry> data_movement_kernels() {
   return kKernels;
+}
+
+KernelOrReason create_channels_last_kernel(const KernelRequest& request,
+                                           std::span<const TensorInfo> outputs) {
+  const OpSpec& spec = request.op;
+  if (spec.op_type == "Slice" && is_default_domain(spec.domain) && spec.input(0).shape.size() == 4)
+    return make_channels_last_slice(spec, outputs);
+  return KernelOrReason::rejected(str_cat("no native kernel reads ", spec.op_type, " channels-last"));
 }
 
 }  // namespace kiln::native

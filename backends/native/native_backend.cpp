@@ -4,6 +4,7 @@
 
 #include "core/version.h"
 #include "ops/attention.h"
+#include "ops/channel_shuffle.h"
 
 namespace kiln {
 namespace {
@@ -27,6 +28,12 @@ class NativeBackend final : public Backend {
     if (!request.post_ops.empty()) return KernelOrReason::rejected("native kernels do not fuse post-ops");
     if (request.op.op_type == kAttentionOp) return native::create_attention_kernel(request, outputs);
     if (request.op.op_type == "Reorder") return native::create_reorder_kernel(request, outputs);
+    if (request.op.op_type == kChannelShuffleOp)
+      return native::create_channel_shuffle_kernel(request, outputs);
+    if (request.input_layout(0) == Layout::nhwc) {
+      KernelOrReason channels_last = native::create_channels_last_kernel(request, outputs);
+      if (channels_last.kernel) return channels_last;
+    }
     if (request.op.op_type == "Einsum" && is_default_domain(request.op.domain))
       return native::create_einsum_kernel(request, outputs);
     if (auto create = find_kernel_factory<OpSpec>(kFamilies, request.op.op_type)) {

@@ -34,6 +34,12 @@ std::span<const KernelEntry> data_movement_kernels();
 KernelOrReason create_attention_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs);
 // Layout conversions (kiln's Reorder op) between plain and nhwc float32 values (reorder.cpp).
 KernelOrReason create_reorder_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs);
+// ChannelShuffle (ops/channel_shuffle.h) in its input's layout, plain or nhwc (channel_shuffle.cpp).
+KernelOrReason create_channel_shuffle_kernel(const KernelRequest& request,
+                                             std::span<const TensorInfo> outputs);
+// Ops whose first input is stored nhwc and that run on it as stored (Slice), or a refusal: the
+// other ops are asked in plain layout (data_movement.cpp).
+KernelOrReason create_channels_last_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs);
 // Einsum's contraction order follows the einsum_* settings the request carries (einsum.cpp).
 KernelOrReason create_einsum_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs);
 

@@ -73,6 +73,12 @@ bool plan_attention(PlanState& state, const Node& node);
 // the fast path is off or no backend takes the step (the nodes are then planned as exported).
 bool plan_residual_layer_norm(PlanState& state, const Node& node);
 
+// channel_shuffle_fusion.cpp: where `node` is the first Reshape of a channel shuffle (Reshape to
+// [N, g, C/g, H, W], Transpose (0, 2, 1, 3, 4), Reshape back, float32), plans the three as one
+// ChannelShuffle step in the layout the value is stored in and returns true. False when the pattern
+// does not match or no backend takes the step (the nodes are then planned as exported).
+bool plan_channel_shuffle(PlanState& state, const Node& node);
+
 // steps.cpp: the precision planning gives a step of `op_type` (Conv: conv_precision; MatMul and
 // Gemm, attention's products too: matmul_precision; others float32): float32 with a note in `note`
 // where bf16 is asked but the ISA in effect has no bf16 dot products.

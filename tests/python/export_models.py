@@ -3,7 +3,7 @@
 
     /usr/bin/python3 tests/python/export_models.py NAME... [--opset 13 ...] [--out DIR] [--static-batch]
 
-NAME is one of CNNS, TRANSFORMERS ("transformer" and the attention benchmark's encoders), or "all". Each model is written as
+NAME is one of CNNS, LARGE_CNNS, TRANSFORMERS ("transformer" and the attention benchmark's encoders), or "all". Each model is written as
 DIR/<name>_opset<N>_v<EXPORT_VERSION>.onnx (DIR defaults to $KILN_MODEL_CACHE, else /tmp/kiln-models);
 an existing file is reused, so bump EXPORT_VERSION after changing how a model is built or exported.
 Axis 0 of "input" and "output" is dynamic ("batch") unless --static-batch, which writes
@@ -19,7 +19,10 @@ import torchvision
 from torch import nn
 
 CNNS = ["resnet18", "resnet50", "resnext50_32x4d", "mobilenet_v2", "squeezenet1_1", "shufflenet_v2_x1_0",
-        "googlenet", "alexnet", "vgg16", "inception_v3"]
+        "googlenet", "alexnet", "vgg16", "inception_v3", "mobilenet_v1"]
+# The benchmark's deeper models: 7.8 (resnet101), 11.5 (resnet152) and 16.5 (resnext101_32x8d) GFLOPs
+# per image, so the tests that run them are in the slow tier.
+LARGE_CNNS = ["resnet101", "resnet152", "resnext101_32x8d"]
 TRANSFORMER = "transformer"
 # Encoders (nn.TransformerEncoder, GELU, 4 layers, batch first): d_model, heads, feed-forward width,
 # sequence length. "transformer" is the BERT-like one of the model-parity set; the others are the
@@ -30,7 +33,7 @@ TRANSFORMERS = {
     "transformer768": (768, 12, 3072, 128),
     "transformer768_s512": (768, 12, 3072, 512),
 }
-ALL = CNNS + list(TRANSFORMERS)
+ALL = CNNS + LARGE_CNNS + list(TRANSFORMERS)
 SEED = 0
 # Part of every cached file name: bump it whenever a change here changes an exported graph or weights,
 # so caches from older versions are not reused.
@@ -39,6 +42,25 @@ EXPORT_VERSION = 2
 
 def default_cache_dir():
     return pathlib.Path(os.environ.get("KILN_MODEL_CACHE") or "/tmp/kiln-models")
+
+
+def depthwise_separable(inputs, outputs, stride):
+    """MobileNet v1's block: a 3x3 depthwise conv, then a 1x1 conv, each followed by BatchNorm and ReLU."""
+    return nn.Sequential(
+        nn.Conv2d(inputs, inputs, 3, stride, 1, groups=inputs, bias=False), nn.BatchNorm2d(inputs), nn.ReLU(inplace=True),
+        nn.Conv2d(inputs, outputs, 1, bias=False), nn.BatchNorm2d(outputs), nn.ReLU(inplace=True))
+
+
+def mobilenet_v1():
+    """MobileNet v1 (Howard et al. 2017, width 1.0, 224x224): not in torchvision, so defined here."""
+    # (output channels, stride) of the 13 depthwise-separable blocks, in the paper's Table 1.
+    blocks = [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), *[(512, 1)] * 5, (1024, 2), (1024, 1)]
+    layers = [nn.Conv2d(3, 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU(inplace=True)]
+    channels = 32
+    for outputs, stride in blocks:
+        layers.append(depthwise_separable(channels, outputs, stride))
+        channels = outputs
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, 1000))
 
 
 def build(name):
@@ -51,6 +73,9 @@ def build(name):
         layer = nn.TransformerEncoderLayer(d_model=d_model, nhead=heads, dim_feedforward=feed_forward,
                                            activation="gelu", batch_first=True)
         model = nn.TransformerEncoder(layer, num_layers=4).eval()
+    elif name == "mobilenet_v1":
+        model = mobilenet_v1()
+        calibrate(model, name)
     else:
         kwargs = {"weights": None}
         if name in ("googlenet", "inception_v3"):

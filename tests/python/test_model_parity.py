@@ -1,7 +1,7 @@
 """Model parity: kiln's outputs match PyTorch's for torchvision CNNs and a transformer encoder.
 
 Each model is exported with random weights, run by PyTorch (eval, no_grad) and by `kiln run` on the
-same seeded input at batch 1 and 4 (the dynamic batch axis), once with the default backends (Winograd
+same seeded input at batch 1 and 4 (the dynamic batch axis; the LARGE_CNNS only in the slow tier), once with the default backends (Winograd
 under conv_algorithm auto, oneDNN, BLAS, native) and once with the native reference alone; the outputs must agree within 1e-4
 relative to the output's scale. Cases run model by model: a model is built once, exported once (cached
 in $KILN_MODEL_CACHE across runs), and its PyTorch reference is computed once per batch (the
@@ -18,7 +18,8 @@ TOLERANCE = 1e-4
 BATCHES = (1, 4)
 SLOW = {("vgg16", 4), ("inception_v3", 4)}
 
-CASES = [(name, 13) for name in export_models.CNNS] + [(export_models.TRANSFORMER, 13), (export_models.TRANSFORMER, 17)]
+CASES = ([(name, 13) for name in export_models.CNNS + export_models.LARGE_CNNS]
+         + [(export_models.TRANSFORMER, 13), (export_models.TRANSFORMER, 17)])
 
 
 # The default backends (Winograd, oneDNN and BLAS first, as users run kiln) and the native reference alone.
@@ -30,7 +31,8 @@ def params():
         for backends in BACKENDS:
             for batch in BATCHES:
                 # The native reference at batch 4 only in the slow tier: it repeats what batch 1 checks.
-                slow = (name, batch) in SLOW or (backends == "native" and batch > 1)
+                slow = ((name, batch) in SLOW or (backends == "native" and batch > 1)
+                        or name in export_models.LARGE_CNNS)
                 marks = [pytest.mark.slow] if slow else []
                 yield pytest.param(name, opset, batch, backends, marks=marks,
                                    id=f"{name}-opset{opset}-batch{batch}-{backends}")

@@ -9,7 +9,8 @@
   bf16 kernel, on AMX for resnet50 and the transformer where the tier is amx; the output's relative L2 error against fp32 is at most 2e-2, or, where PyTorch's
   own bf16 (autocast) is already further off on the same random-weight model (resnet50: 0.12), at most
   PyTorch's error. The errors measured are in docs/backends.md.
-The deterministic and bf16 tests run every model they name in the default tier (about 30 s in all).
+The deterministic and bf16 tests run every model they name in the default tier (about 30 s in all),
+but for the LARGE_CNNS (resnet101, resnet152, resnext101_32x8d), which run in the slow tier.
 """
 import threading
 
@@ -34,7 +35,12 @@ def kiln(kiln_module):
     return kiln_module
 
 
-@pytest.mark.parametrize("name", export_models.ALL)
+def deterministic_params():
+    for name in export_models.ALL:
+        yield pytest.param(name, marks=[pytest.mark.slow] if name in export_models.LARGE_CNNS else [], id=name)
+
+
+@pytest.mark.parametrize("name", deterministic_params())
 def test_deterministic_mode_is_bitwise_stable(name, kiln, model_cache):
     path = export_models.cached_export(name, model_cache, 13)
     session = kiln.Session(path, deterministic=True)
