@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "backends/native/native_backend.h"
+#include "backends/native/strided_copy.h"
 #include "runtime/parallel.h"
 
 namespace kiln::native {
@@ -30,35 +31,39 @@ class ChannelShuffleKernel final : public Kernel {
     if (layout_ == Layout::plain) {
       // One plane per output channel: dst plane a * g + b is src plane b * per_group + a.
       const size_t plane_bytes = static_cast<size_t>(positions_) * sizeof(uint32_t);
-      parallel_for(0, images_ * channels_, positions_, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-          const int64_t n = i / channels_, out = i % channels_;
-          const int64_t in = (out % groups_) * per_group + out / groups_;
-          std::memcpy(dst + i * positions_, src + (n * channels_ + in) * positions_, plane_bytes);
-        }
-      });
+      parallel_for(0, images_ * channels_, copy_cost(positions_ * static_cast<int64_t>(sizeof(uint32_t))),
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t i = begin; i < end; ++i) {
+                       const int64_t n = i / channels_, out = i % channels_;
+                       const int64_t in = (out % groups_) * per_group + out / groups_;
+                       std::memcpy(dst + i * positions_, src + (n * channels_ + in) * positions_,
+                                   plane_bytes);
+                     }
+                   });
       return;
     }
     // Channels-last: every pixel's channels are a [g, C/g] matrix, transposed to [C/g, g].
     const int64_t groups = groups_;
     const int64_t channels = channels_;
-    parallel_for(0, images_ * positions_, channels_, [&](int64_t begin, int64_t end) {
-      for (int64_t pixel = begin; pixel < end; ++pixel) {
-        const uint32_t* in = src + pixel * channels;
-        uint32_t* out = dst + pixel * channels;
-        if (groups == 2) {  // ShuffleNet v2's; the fixed stride lets the compiler interleave in vectors
-          const uint32_t* second = in + per_group;
-          for (int64_t a = 0; a < per_group; ++a) {
-            out[2 * a] = in[a];
-            out[2 * a + 1] = second[a];
+    parallel_for(
+        0, images_ * positions_, copy_cost(channels_ * static_cast<int64_t>(sizeof(uint32_t))),
+        [&](int64_t begin, int64_t end) {
+          for (int64_t pixel = begin; pixel < end; ++pixel) {
+            const uint32_t* in = src + pixel * channels;
+            uint32_t* out = dst + pixel * channels;
+            if (groups == 2) {  // ShuffleNet v2's; the fixed stride lets the compiler interleave in vectors
+              const uint32_t* second = in + per_group;
+              for (int64_t a = 0; a < per_group; ++a) {
+                out[2 * a] = in[a];
+                out[2 * a + 1] = second[a];
+              }
+              continue;
+            }
+            for (int64_t a = 0; a < per_group; ++a) {
+              for (int64_t b = 0; b < groups; ++b) out[a * groups + b] = in[b * per_group + a];
+            }
           }
-          continue;
-        }
-        for (int64_t a = 0; a < per_group; ++a) {
-          for (int64_t b = 0; b < groups; ++b) out[a * groups + b] = in[b * per_group + a];
-        }
-      }
-    });
+        });
   }
   std::string_view name() const override { return name_; }
   Layout input_layout(size_t) const override { return layout_; }

@@ -25,17 +25,11 @@ constexpr int64_t kMaxPieces = 4096;
 // Side of the square tiles of the transpose loop, in elements: two 32x32 tiles of 8-byte elements
 // are 16 KiB, inside any L1 cache.
 constexpr int64_t kTransposeTile = 32;
-// parallel_for costs are in "scalar operations"; copying four bytes counts as one.
-constexpr int64_t kBytesPerCostUnit = 4;
 
 int64_t product(const Shape& shape, size_t begin, size_t end) {
   int64_t result = 1;
   for (size_t d = begin; d < end; ++d) result *= shape[d];
   return result;
-}
-
-int64_t bytes_cost(int64_t bytes) {
-  return bytes / kBytesPerCostUnit + 1;
 }
 
 // Calls fn(U{}) with an unsigned integer type as wide as one element (1, 2, 4 or 8 bytes), so a
@@ -104,7 +98,7 @@ void copy_rows(char* dst, const char* src, int64_t element_size, const View& vie
   const size_t rank = view.shape.size();
   const int64_t row_bytes = view.shape.back() * element_size;
   const int64_t rows = product(view.shape, 0, rank - 1);
-  parallel_for(0, rows, bytes_cost(row_bytes), [&](int64_t begin, int64_t end) {
+  parallel_for(0, rows, copy_cost(row_bytes), [&](int64_t begin, int64_t end) {
     std::vector<int64_t> index(rank, 0);
     int64_t rest = begin;
     for (size_t d = rank - 1; d-- > 0;) {
@@ -230,7 +224,9 @@ PartLayout part_layout(const Shape& whole, size_t axis, size_t element_size,
     layout.block_bytes.push_back(part[axis] * inner_bytes);
     layout.row_bytes += layout.block_bytes.back();
   }
-  layout.by_pieces = layout.outer * static_cast<int64_t>(parts.size()) <= kMaxPieces;
+  // Rows smaller than a piece (a channels-last Concat's pixels) are shared out whole.
+  layout.by_pieces =
+      layout.outer * static_cast<int64_t>(parts.size()) <= kMaxPieces && layout.row_bytes > kPieceBytes;
   if (!layout.by_pieces) return layout;
   for (int64_t row = 0; row < layout.outer; ++row) {
     int64_t whole_offset = row * layout.row_bytes;
@@ -250,13 +246,13 @@ PartLayout part_layout(const Shape& whole, size_t axis, size_t element_size,
 template <typename CopyFn>
 void for_each_piece(const PartLayout& layout, const CopyFn& copy) {
   if (layout.by_pieces) {
-    parallel_for(0, static_cast<int64_t>(layout.pieces.size()), bytes_cost(kPieceBytes),
+    parallel_for(0, static_cast<int64_t>(layout.pieces.size()), copy_cost(kPieceBytes),
                  [&](int64_t begin, int64_t end) {
                    for (int64_t i = begin; i < end; ++i) copy(layout.pieces[static_cast<size_t>(i)]);
                  });
     return;
   }
-  parallel_for(0, layout.outer, bytes_cost(layout.row_bytes), [&](int64_t begin, int64_t end) {
+  parallel_for(0, layout.outer, copy_cost(layout.row_bytes), [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       int64_t whole_offset = row * layout.row_bytes;
       for (size_t part = 0; part < layout.block_bytes.size(); ++part) {
@@ -283,6 +279,38 @@ KernelOrReason make_concat(const OpSpec& spec, std::span<const TensorInfo> outpu
                   static_cast<size_t>(piece.bytes));
     });
   });
+}
+
+// Concat of channels-last values, read and written channels-last: each pixel's row of channels is
+// the parts' rows side by side (a Concat along H, W or N joins stored rows the same way).
+class ChannelsLastConcatKernel final : public Kernel {
+ public:
+  explicit ChannelsLastConcatKernel(PartLayout layout) : layout_(std::move(layout)) {}
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
+    char* whole = static_cast<char*>(outputs[0].raw_data());
+    for_each_piece(layout_, [&](const CopyPiece& piece) {
+      std::memcpy(whole + piece.whole_offset,
+                  static_cast<const char*>(inputs[piece.part].raw_data()) + piece.part_offset,
+                  static_cast<size_t>(piece.bytes));
+    });
+  }
+  std::string_view name() const override { return "native:concat_nhwc"; }
+  Layout input_layout(size_t) const override { return Layout::nhwc; }
+  Layout output_layout(size_t) const override { return Layout::nhwc; }
+
+ private:
+  PartLayout layout_;
+};
+
+KernelOrReason make_channels_last_concat(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+  constexpr size_t kStored[] = {0, 3, 1, 2};  // where logical [N, C, H, W] dim d is stored
+  const size_t axis = kStored[normalize_axis(spec.attrs().require_int("axis"), 4)];
+  std::vector<Shape> parts;
+  for (const TensorInfo& input : spec.inputs) parts.push_back(stored_shape(input.shape, Layout::nhwc));
+  return {std::make_unique<ChannelsLastConcatKernel>(part_layout(stored_shape(outputs[0].shape, Layout::nhwc),
+                                                                 axis, dtype_size(outputs[0].dtype), parts)),
+          {},
+          {}};
 }
 
 KernelOrReason make_split(const OpSpec& spec, std::span<const TensorInfo> outputs) {
@@ -444,7 +472,7 @@ KernelOrReason make_gather(const OpSpec& spec, std::span<const TensorInfo>) {
     if (inner_bytes == 0) return;
     const char* src = static_cast<const char*>(inputs[0].raw_data());
     char* out = static_cast<char*>(dst[0].raw_data());
-    parallel_for(0, outer * count, bytes_cost(inner_bytes), [&](int64_t begin, int64_t end) {
+    parallel_for(0, outer * count, copy_cost(inner_bytes), [&](int64_t begin, int64_t end) {
       for (int64_t k = begin; k < end; ++k) {
         const int64_t o = k / count;
         const int64_t j = k % count;
@@ -655,8 +683,10 @@ std::span<const KernelEntry> data_movement_kernels() {
 KernelOrReason create_channels_last_kernel(const KernelRequest& request,
                                            std::span<const TensorInfo> outputs) {
   const OpSpec& spec = request.op;
-  if (spec.op_type == "Slice" && is_default_domain(spec.domain) && spec.input(0).shape.size() == 4)
-    return make_channels_last_slice(spec, outputs);
+  if (!is_default_domain(spec.domain) || spec.input(0).shape.size() != 4)
+    return KernelOrReason::rejected("channels-last values are [N, C, H, W]");
+  if (spec.op_type == "Slice") return make_channels_last_slice(spec, outputs);
+  if (spec.op_type == "Concat") return make_channels_last_concat(spec, outputs);
   return KernelOrReason::rejected(str_cat("no native kernel reads ", spec.op_type, " channels-last"));
 }
 

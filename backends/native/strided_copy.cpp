@@ -29,7 +29,7 @@ void strided_copy(void* dst, const void* src, size_t element_size, const Shape& 
   const auto* src_bytes = static_cast<const char*>(src);
   auto* dst_bytes = static_cast<char*>(dst);
   const int64_t esize = static_cast<int64_t>(element_size);
-  parallel_for(0, rows, row, [&](int64_t begin, int64_t end) {
+  parallel_for(0, rows, copy_cost(row * esize), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       // Offset of this row's first element in src, from its multi-index over the outer dims.
       int64_t rest = r;
@@ -45,10 +45,21 @@ void strided_copy(void* dst, const void* src, size_t element_size, const Shape& 
         continue;
       }
       switch (element_size) {
-        case 1: copy_row(reinterpret_cast<uint8_t*>(to), reinterpret_cast<const uint8_t*>(from), row, inner_stride); break;
-        case 2: copy_row(reinterpret_cast<uint16_t*>(to), reinterpret_cast<const uint16_t*>(from), row, inner_stride); break;
-        case 4: copy_row(reinterpret_cast<uint32_t*>(to), reinterpret_cast<const uint32_t*>(from), row, inner_stride); break;
-        default: copy_row(reinterpret_cast<uint64_t*>(to), reinterpret_cast<const uint64_t*>(from), row, inner_stride); break;
+        case 1:
+          copy_row(reinterpret_cast<uint8_t*>(to), reinterpret_cast<const uint8_t*>(from), row, inner_stride);
+          break;
+        case 2:
+          copy_row(reinterpret_cast<uint16_t*>(to), reinterpret_cast<const uint16_t*>(from), row,
+                   inner_stride);
+          break;
+        case 4:
+          copy_row(reinterpret_cast<uint32_t*>(to), reinterpret_cast<const uint32_t*>(from), row,
+                   inner_stride);
+          break;
+        default:
+          copy_row(reinterpret_cast<uint64_t*>(to), reinterpret_cast<const uint64_t*>(from), row,
+                   inner_stride);
+          break;
       }
     }
   });

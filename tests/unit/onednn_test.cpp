@@ -239,7 +239,8 @@ TEST(Onednn, ConcatBinaryAndEltwiseFollowChannelsLast) {
   const auto plan = expect_matches_native(g.finish({leaky}), input);
   for (const std::string op : {"Concat", "Mul", "Sub", "Sigmoid", "Tanh", "LeakyRelu"}) {
     const StepRecord& step = step_for(*plan, op);
-    EXPECT_EQ(step.backend, "onednn") << op;
+    // A channels-last Concat is native's (its row copies measured faster than oneDNN's).
+    EXPECT_EQ(step.backend, op == "Concat" ? "native" : "onednn") << op;
     EXPECT_EQ(step.output_layouts.at(0), Layout::nhwc) << op;
   }
   // Only the graph input (to channels-last) and the output (back to plain) are reordered.
