@@ -3,10 +3,13 @@
 Each model is exported with random weights, run by PyTorch (eval, no_grad) and by `kiln run` on the
 same seeded input at batch 1 and 4 (the dynamic batch axis; the LARGE_CNNS only in the slow tier), once with the default backends (Winograd
 under conv_algorithm auto, oneDNN, BLAS, native) and once with the native reference alone; the outputs must agree within 1e-4
-relative to the output's scale. Cases run model by model: a model is built once, exported once (cached
+relative to the output's scale (the deep LARGE_CNNS: PyTorch's float64 output, within 3x PyTorch's own
+float32 error, see References.run). Cases run model by model: a model is built once, exported once (cached
 in $KILN_MODEL_CACHE across runs), and its PyTorch reference is computed once per batch (the
 transformer's is shared by its opset 13 and 17 exports).
 """
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -55,13 +58,24 @@ class References:
         return self.model
 
     def run(self, name, batch):
-        """(input, expected output) as numpy arrays for `name` at `batch`."""
+        """(input, expected output, tolerance relative to the output's scale) for `name` at `batch`.
+
+        The deep LARGE_CNNS are ill-conditioned with random weights: PyTorch's own float32 output is
+        1e-4 to 3.4e-4 (resnet152) of the scale away from its float64 one. For them the expected output
+        is PyTorch's in float64 and the tolerance 3x PyTorch's float32 error (at least TOLERANCE)."""
         model = self.module(name)
         if batch not in self.outputs:
             generator = torch.Generator().manual_seed(1000 + batch)
             x = torch.randn(export_models.input_shape(name, batch), generator=generator)
             with torch.no_grad():
-                self.outputs[batch] = (x.numpy(), model(x).numpy())
+                expected = model(x).numpy()
+                tolerance = TOLERANCE
+                if name in export_models.LARGE_CNNS:
+                    exact = copy.deepcopy(model).double()(x.double()).numpy()
+                    scale = max(1.0, float(np.abs(exact).max()))
+                    tolerance = max(TOLERANCE, 3 * float(np.abs(expected - exact).max()) / scale)
+                    expected = exact.astype(np.float32)
+            self.outputs[batch] = (x.numpy(), expected, tolerance)
         return self.outputs[batch]
 
 
@@ -73,7 +87,7 @@ def references():
 @pytest.mark.parametrize("name,opset,batch,backends", params())
 def test_matches_pytorch(name, opset, batch, backends, kiln_bin, model_cache, references, tmp_path):
     path = export_models.cached_export(name, model_cache, opset, model=references.module(name))
-    x, expected = references.run(name, batch)
+    x, expected, tolerance = references.run(name, batch)
     outputs = kiln_cli.run_model(kiln_bin, path, {"input": x}, tmp_path, extra_args=BACKENDS[backends])
     assert "output" in outputs, f"kiln wrote {sorted(outputs)}"
     actual = outputs["output"]
@@ -81,4 +95,5 @@ def test_matches_pytorch(name, opset, batch, backends, kiln_bin, model_cache, re
     assert actual.dtype == np.float32
     scale = max(1.0, float(np.abs(expected).max()))
     difference = float(np.abs(actual - expected).max())
-    assert difference <= TOLERANCE * scale, f"max |kiln - torch| = {difference:.3g} (scale {scale:.3g})"
+    assert difference <= tolerance * scale, \
+        f"max |kiln - torch| = {difference:.3g} (scale {scale:.3g}, tolerance {tolerance:.3g} of it)"
