@@ -9,13 +9,12 @@
 
 namespace kiln::native {
 
-// The parallel_for cost of copying `bytes`: one unit per 32 bytes, so a copy under ~1 MiB
-// (kParallelMinWork units) stays on one thread. Split between cores, a copy of values another
-// kernel just wrote moves them between the cores' caches and costs more than it saves: at 2
-// threads shufflenet_v2_x1_0's copies (Slice, Concat, ChannelShuffle, ~0.4 MB each) took twice
-// their 1-thread time, and the model 2.1 ms instead of 1.6 with them on one thread.
+// The parallel_for cost of copying `bytes`: one unit per 4 bytes, so copies from 128 KiB up are
+// split between threads. Raising that to ~1 MiB (one unit per 32 bytes) was measured at 2 threads,
+// alternating binaries, 3 rounds: shufflenet_v2_x1_0 2.17 -> 2.01 ms, but squeezenet1_1
+// 2.69 -> 2.99 and googlenet 9.26 -> 9.54, so copies keep this threshold.
 inline int64_t copy_cost(int64_t bytes) {
-  return bytes / 32 + 1;
+  return bytes / 4 + 1;
 }
 
 // dst[i0, ..., in] = src[offset + sum(ik * src_strides[k])] for every index of `shape`.
