@@ -37,7 +37,7 @@ KernelOrReason create_reorder_kernel(const KernelRequest& request, std::span<con
 // ChannelShuffle (ops/channel_shuffle.h) in its input's layout, plain or nhwc (channel_shuffle.cpp).
 KernelOrReason create_channel_shuffle_kernel(const KernelRequest& request,
                                              std::span<const TensorInfo> outputs);
-// Ops whose first input is stored nhwc and that run on it as stored (Slice), or a refusal: the
+// Ops whose first input is stored nhwc and that run on it as stored (Slice, Concat), or a refusal: the
 // other ops are asked in plain layout (data_movement.cpp).
 KernelOrReason create_channels_last_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs);
 // Einsum's contraction order follows the einsum_* settings the request carries (einsum.cpp).

@@ -1,4 +1,5 @@
-// oneDNN Concat (float32) of plain values; channels-last ones are native's (see make_concat).
+// oneDNN Concat (float32) in the first input's layout; float32 channels-last ones are left to
+// native (see make_concat), bf16 ones (nhwc_bf16) stay here.
 #include "backends/onednn/onednn_common.h"
 #include "backends/onednn/post_ops.h"
 
@@ -38,7 +39,8 @@ KernelOrReason make_concat(const KernelRequest& request, std::span<const TensorI
   }
   // Channels-last Concats (Inception's and SqueezeNet's branches) are left to native's copies of
   // whole pixel rows: oneDNN 2.6's simple concat took 0.24 ms for squeezenet1_1's eight at 1 thread
-  // and 0.38 ms at 2, native's 0.14 and 0.30 (docs/performance.md).
+  // and 0.38 ms at 2, native's 0.14 and 0.30 (docs/performance.md, "Data movement"). A preference
+  // that leaves native out (prefer_other onednn) therefore cannot plan them: the error gives this reason.
   if (request.input_layout(0) == Layout::nhwc && shape.size() == 4)
     return KernelOrReason::rejected("channels-last Concat runs on native (row copies, measured faster)");
   const int axis =

@@ -54,10 +54,14 @@ std::optional<Shape> reshaped(const PlanState& state, const Node& reshape, const
 }  // namespace
 
 bool plan_channel_shuffle(PlanState& state, const Node& node) {
-  if (!is_op(&node, "Reshape")) return false;
+  if (!is_op(&node, "Reshape") || node.inputs.size() != 2 || node.outputs.size() != 1) return false;
   const Slot* x = state.planned(node.inputs[0]);
-  if (x == nullptr || x->info.dtype != DType::f32 || x->info.shape.size() != 4) return false;
-  const Shape& in = x->info.shape;
+  // A plan-time constant is left to constant folding.
+  if (x == nullptr || x->info.dtype != DType::f32 || x->info.shape.size() != 4 || x->info.is_constant())
+    return false;
+  // Copies: plan_ahead below adds slots, which may move `x`.
+  const int x_slot = state.slot_of(node.inputs[0]);
+  const Shape in = x->info.shape;
   const std::optional<Shape> grouped = reshaped(state, node, in);
   if (!grouped || grouped->size() != 5 || (*grouped)[0] != in[0] || (*grouped)[1] * (*grouped)[2] != in[1] ||
       (*grouped)[3] != in[2] || (*grouped)[4] != in[3])
@@ -83,10 +87,10 @@ bool plan_channel_shuffle(PlanState& state, const Node& node) {
   form.request.op.op_type = form.op_type;
   form.request.op.opset = 1;
   form.request.op.attributes = form.attributes.get();
-  const int x_slot = state.slot_of(node.inputs[0]);
+  const Slot& x_now = state.slots[static_cast<size_t>(x_slot)];
   form.input_slots = {x_slot};
-  form.request.op.inputs = {x->info};
-  form.request.input_layouts = {x->layout};
+  form.request.op.inputs = {x_now.info};
+  form.request.input_layouts = {x_now.layout};
   form.outputs = {TensorInfo{DType::f32, in, {}}};
   form.output_names = {back->outputs[0]};
   form.fused = {transpose, back};

@@ -9,7 +9,7 @@
   bf16 kernel, on AMX for resnet50 and the transformer where the tier is amx; the output's relative L2 error against fp32 is at most 2e-2, or, where PyTorch's
   own bf16 (autocast) is already further off on the same random-weight model (resnet50: 0.12), at most
   PyTorch's error. The errors measured are in docs/backends.md.
-The deterministic and bf16 tests run every model they name in the default tier (about 30 s in all),
+The deterministic and bf16 tests run every model they name in the default tier (about 35 s in all),
 but for the LARGE_CNNS (resnet101, resnet152, resnext101_32x8d), which run in the slow tier.
 """
 import threading

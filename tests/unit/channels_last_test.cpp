@@ -1,5 +1,5 @@
-// Data movement on channels-last values: the ChannelShuffle kernel (plain and nhwc) and Slice of an
-// nhwc value, against plain loops over the logical [N, C, H, W] indexes.
+// Data movement on channels-last values: the ChannelShuffle kernel (plain and nhwc), Slice and
+// Concat of nhwc values, against plain loops over the logical [N, C, H, W] indexes.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -145,6 +145,48 @@ TEST(ChannelsLastSlice, MatchesTheLogicalSliceOnEveryAxis) {
             index[c.axis] = taken[static_cast<size_t>(index[c.axis])];
             wrong += y.data<float>()[offset(out_shape, Layout::nhwc, n, ch, h, w)] !=
                      label(index[0], index[1], index[2], index[3]);
+          }
+    EXPECT_EQ(wrong, 0);
+  }
+}
+
+TEST(ChannelsLastConcat, JoinsAlongEveryAxisAsTheLogicalConcatWould) {
+  const Shape a{2, 3, 4, 5};
+  for (int64_t axis = 0; axis < 4; ++axis) {
+    SCOPED_TRACE(::testing::Message() << "axis " << axis);
+    Shape b = a;
+    b[static_cast<size_t>(axis)] = 2;
+    Shape out = a;
+    out[static_cast<size_t>(axis)] += 2;
+    Attributes attributes;
+    attributes.set_int("axis", axis);
+    KernelRequest request;
+    request.op.op_type = "Concat";
+    request.op.opset = 13;
+    request.op.attributes = &attributes;
+    request.op.inputs = {TensorInfo{DType::f32, a, {}}, TensorInfo{DType::f32, b, {}}};
+    request.input_layouts = {Layout::nhwc, Layout::nhwc};
+    const auto kernel = native_kernel(request, TensorInfo{DType::f32, out, {}});
+    ASSERT_NE(kernel, nullptr);
+    EXPECT_EQ(kernel->name(), "native:concat_nhwc");
+    EXPECT_EQ(kernel->input_layout(1), Layout::nhwc);
+    // Part b's elements are labelled like a's plus 500000, so every element says where it came from.
+    Tensor part_b = labelled(b, Layout::nhwc);
+    for (float& value : std::span(part_b.data<float>(), static_cast<size_t>(part_b.numel()))) value += 500000;
+    const std::vector<Tensor> inputs = {labelled(a, Layout::nhwc), part_b};
+    Tensor y = Tensor::empty(DType::f32, stored_shape(out, Layout::nhwc));
+    kernel->run(inputs, std::span(&y, 1));
+    int64_t wrong = 0;
+    for (int64_t n = 0; n < out[0]; ++n)
+      for (int64_t c = 0; c < out[1]; ++c)
+        for (int64_t h = 0; h < out[2]; ++h)
+          for (int64_t w = 0; w < out[3]; ++w) {
+            int64_t index[4] = {n, c, h, w};
+            const bool from_b = index[axis] >= a[static_cast<size_t>(axis)];
+            if (from_b) index[axis] -= a[static_cast<size_t>(axis)];
+            const float expected =
+                label(index[0], index[1], index[2], index[3]) + (from_b ? 500000.0f : 0.0f);
+            wrong += y.data<float>()[offset(out, Layout::nhwc, n, c, h, w)] != expected;
           }
     EXPECT_EQ(wrong, 0);
   }
