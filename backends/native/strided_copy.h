@@ -11,9 +11,9 @@ namespace kiln::native {
 
 // The parallel_for cost of copying `bytes`: one unit per 4 bytes, so copies from 256 KiB up
 // (2 x kParallelMinWork units) are split between two threads. Raising that to ~2 MiB (one unit per
-// 32 bytes) was measured at 2 threads,
-// alternating binaries, 3 rounds: shufflenet_v2_x1_0 2.17 -> 2.01 ms, but squeezenet1_1
-// 2.69 -> 2.99 and googlenet 9.26 -> 9.54, so copies keep this threshold.
+// 32 bytes) was measured at 2 threads, alternating binaries, 3 rounds: shufflenet_v2_x1_0
+// 2.17 -> 2.01 ms, but squeezenet1_1 2.69 -> 2.99 and googlenet 9.26 -> 9.54, so copies keep this
+// threshold.
 inline int64_t copy_cost(int64_t bytes) {
   return bytes / 4 + 1;
 }
