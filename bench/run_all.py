@@ -244,8 +244,9 @@ def markdown(rows, header, args):
                      f"{number(row['runtimes']['kiln']['gflops'], 1)} | {number(peak and 100 * peak, 0, '%')} | "
                      f"{number(row['runtimes']['ort']['gflops'], 1)} |"
                      + (f" {speed(row, 'kiln_bf16')} | {number(bf16_speedup(row), 2, 'x')} |" if args.bf16 else ""))
-    lines.append(f"| **geomean, batch 1** | latency | | | | {number(header['geomean_b1']['pytorch'])} | "
-                 f"{number(header['geomean_b1']['ort'])} | | | |")
+    if any(row["batch"] == 1 for row in rows):
+        lines.append(f"| **geomean, batch 1** | latency | | | | {number(header['geomean_b1']['pytorch'])} | "
+                     f"{number(header['geomean_b1']['ort'])} | | | |")
     if any(row["batch"] > 1 for row in rows):
         lines.append(f"| **geomean, batch > 1** | throughput | | | | {number(header['geomean_batched']['pytorch'])} | "
                      f"{number(header['geomean_batched']['ort'])} | | | |")
