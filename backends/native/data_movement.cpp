@@ -264,6 +264,16 @@ void for_each_piece(const PartLayout& layout, const CopyFn& copy) {
   });
 }
 
+// Concat's copies: every part's blocks into their places in `whole`.
+void concat_parts(const PartLayout& layout, std::span<const Tensor> parts, Tensor& whole) {
+  char* to = static_cast<char*>(whole.raw_data());
+  for_each_piece(layout, [&](const CopyPiece& piece) {
+    std::memcpy(to + piece.whole_offset,
+                static_cast<const char*>(parts[piece.part].raw_data()) + piece.part_offset,
+                static_cast<size_t>(piece.bytes));
+  });
+}
+
 KernelOrReason make_concat(const OpSpec& spec, std::span<const TensorInfo> outputs) {
   const Shape& out = outputs[0].shape;
   const size_t axis =
@@ -272,12 +282,7 @@ KernelOrReason make_concat(const OpSpec& spec, std::span<const TensorInfo> outpu
   for (const TensorInfo& input : spec.inputs) parts.push_back(input.shape);
   const PartLayout layout = part_layout(out, axis, dtype_size(outputs[0].dtype), parts);
   return make_kernel("native:concat", [layout](std::span<const Tensor> inputs, std::span<Tensor> dst) {
-    char* whole = static_cast<char*>(dst[0].raw_data());
-    for_each_piece(layout, [&](const CopyPiece& piece) {
-      std::memcpy(whole + piece.whole_offset,
-                  static_cast<const char*>(inputs[piece.part].raw_data()) + piece.part_offset,
-                  static_cast<size_t>(piece.bytes));
-    });
+    concat_parts(layout, inputs, dst[0]);
   });
 }
 
@@ -287,12 +292,7 @@ class ChannelsLastConcatKernel final : public Kernel {
  public:
   explicit ChannelsLastConcatKernel(PartLayout layout) : layout_(std::move(layout)) {}
   void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
-    char* whole = static_cast<char*>(outputs[0].raw_data());
-    for_each_piece(layout_, [&](const CopyPiece& piece) {
-      std::memcpy(whole + piece.whole_offset,
-                  static_cast<const char*>(inputs[piece.part].raw_data()) + piece.part_offset,
-                  static_cast<size_t>(piece.bytes));
-    });
+    concat_parts(layout_, inputs, outputs[0]);
   }
   std::string_view name() const override { return "native:concat_nhwc"; }
   Layout input_layout(size_t) const override { return Layout::nhwc; }

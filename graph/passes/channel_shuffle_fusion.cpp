@@ -3,18 +3,12 @@
 // exported, the Transpose runs in plain layout, so a channels-last value between convolutions is
 // converted to plain and back around every shuffle (34 Reorders in shufflenet_v2_x1_0); the one step
 // permutes the channels in whichever layout the value is stored.
-#include <chrono>
-
 #include "graph/passes/fusion_patterns.h"
 #include "graph/passes/passes.h"
 #include "ops/channel_shuffle.h"
 
 namespace kiln {
 namespace {
-
-bool is_op(const Node* node, std::string_view op_type) {
-  return node != nullptr && node->op_type == op_type && is_default_domain(node->domain);
-}
 
 // The shape Reshape(input of `in`, `reshape`'s planned constant shape) produces (0 copies the input's
 // dim, -1 takes what is left), or nothing when the shape is not a plan-time constant or not valid.
@@ -54,7 +48,7 @@ std::optional<Shape> reshaped(const PlanState& state, const Node& reshape, const
 }  // namespace
 
 bool plan_channel_shuffle(PlanState& state, const Node& node) {
-  if (!is_op(&node, "Reshape") || node.inputs.size() != 2 || node.outputs.size() != 1) return false;
+  if (!is_onnx_op(&node, "Reshape") || node.inputs.size() != 2 || node.outputs.size() != 1) return false;
   const Slot* x = state.planned(node.inputs[0]);
   // A plan-time constant is left to constant folding.
   if (x == nullptr || x->info.dtype != DType::f32 || x->info.shape.size() != 4 || x->info.is_constant())
@@ -67,13 +61,13 @@ bool plan_channel_shuffle(PlanState& state, const Node& node) {
       (*grouped)[3] != in[2] || (*grouped)[4] != in[3])
     return false;
   const Node* transpose = sole_reader(state, node.outputs[0]);
-  if (!is_op(transpose, "Transpose") || transpose->outputs.size() != 1 ||
+  if (!is_onnx_op(transpose, "Transpose") || transpose->outputs.size() != 1 ||
       transpose->attributes.get_ints("perm") != std::vector<int64_t>{0, 2, 1, 3, 4})
     return false;
   const Node* back = sole_reader(state, transpose->outputs[0]);
   // The shape Reshape restores may be computed after the Transpose in the file's order (from the
   // shuffled value's Shape): plan it ahead.
-  if (!is_op(back, "Reshape") || back->inputs.size() != 2 || !plan_ahead(state, back->inputs[1]))
+  if (!is_onnx_op(back, "Reshape") || back->inputs.size() != 2 || !plan_ahead(state, back->inputs[1]))
     return false;
   const Shape swapped{in[0], (*grouped)[2], (*grouped)[1], in[2], in[3]};
   const std::optional<Shape> restored = reshaped(state, *back, swapped);
@@ -95,14 +89,8 @@ bool plan_channel_shuffle(PlanState& state, const Node& node) {
   form.output_names = {back->outputs[0]};
   form.fused = {transpose, back};
 
-  const auto start = std::chrono::steady_clock::now();
-  KernelSelection selection = find_kernel(form.request, form.outputs, state.settings, &state.autotune_cache);
   // No backend for it (a preference that leaves native out): the nodes are planned as exported.
-  if (selection.kernel == nullptr) return false;
-  const double elapsed_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  add_step(state, std::move(form), std::move(selection), elapsed_ms);
-  return true;
+  return add_step_if_taken(state, std::move(form));
 }
 
 }  // namespace kiln

@@ -136,6 +136,10 @@ std::optional<LayerNormMatch> match_layer_norm(const PlanState& state, const Nod
   return match;
 }
 
+bool is_onnx_op(const Node* node, std::string_view op_type) {
+  return node != nullptr && node->op_type == op_type && is_default_domain(node->domain);
+}
+
 const Node* sole_reader(const PlanState& state, const std::string& value) {
   for (const ValueInfo& output : state.graph.outputs) {
     if (output.name == value) return nullptr;

@@ -11,6 +11,9 @@
 
 namespace kiln {
 
+// True when `node` is an ONNX-domain node of `op_type` (false for null).
+bool is_onnx_op(const Node* node, std::string_view op_type);
+
 // The one live node reading `value`, or null when it has several readers, reads it twice, or the
 // value is a graph output.
 const Node* sole_reader(const PlanState& state, const std::string& value);

@@ -100,6 +100,11 @@ std::optional<NodeForm> propose_fusion(PlanState& state, const Node& node, const
 // the layouts the kernel reads (Reorder steps where needed), its output slots.
 void add_step(PlanState& state, NodeForm form, KernelSelection selection, double selection_ms);
 
+// steps.cpp: selects a kernel for `form` (find_kernel) and adds its step, timing the selection;
+// false, adding nothing, when no backend takes it. The multi-node passes (residual_norm_fusion,
+// channel_shuffle_fusion) then leave their nodes to be planned as exported.
+bool add_step_if_taken(PlanState& state, NodeForm form);
+
 // layout.cpp: `slot`'s value stored in `layout`: the slot itself, or a slot a Reorder step fills
 // (one per slot and layout, shared by every reader); the Reorder kernel is selected like any other.
 int slot_in_layout(PlanState& state, int slot, Layout layout);

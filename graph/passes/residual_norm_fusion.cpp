@@ -5,18 +5,12 @@
 // that Add; the step reads the transposition's input in swapped row order, so the Transpose (a
 // full copy at batch > 1) disappears too. The LayerNorm may be ONNX's LayerNormalization (opset
 // 17) or its decomposition (opset 13 exports).
-#include <chrono>
-
 #include "graph/passes/fusion_patterns.h"
 #include "graph/passes/passes.h"
 #include "ops/residual_layer_norm.h"
 
 namespace kiln {
 namespace {
-
-bool is_op(const Node* node, std::string_view op_type) {
-  return node != nullptr && node->op_type == op_type && is_default_domain(node->domain);
-}
 
 // A planned float32 value in plain layout, or null.
 const Slot* plain_float(const PlanState& state, const std::string& name) {
@@ -44,7 +38,7 @@ std::optional<NormMatch> layer_norm_of(const PlanState& state, const std::string
   NormMatch match;
   if (readers->second.size() == 1) {
     const Node& norm = state.graph.nodes[readers->second[0]];
-    if (!is_op(&norm, "LayerNormalization") || norm.inputs.size() != 3 || norm.inputs[0] != sum)
+    if (!is_onnx_op(&norm, "LayerNormalization") || norm.inputs.size() != 3 || norm.inputs[0] != sum)
       return std::nullopt;
     const int64_t axis = norm.attributes.get_int("axis", -1);
     if (axis != -1 && axis != rank - 1) return std::nullopt;
@@ -61,7 +55,7 @@ std::optional<NormMatch> layer_norm_of(const PlanState& state, const std::string
     // Decomposed: ReduceMean(sum) and Sub(sum, mean) are its two readers.
     for (size_t index : readers->second) {
       const Node& mean = state.graph.nodes[index];
-      if (!is_op(&mean, "ReduceMean")) continue;
+      if (!is_onnx_op(&mean, "ReduceMean")) continue;
       std::optional<LayerNormMatch> decomposed = match_layer_norm(state, mean, info);
       if (!decomposed) return std::nullopt;
       match.nodes = {&mean};
@@ -96,7 +90,7 @@ bool plan_residual_layer_norm(PlanState& state, const Node& node) {
     transpose = &node;
     add = sole_reader(state, node.outputs[0]);
   }
-  if (!is_op(add, "Add") || add->inputs.size() != 2 || add->outputs.size() != 1 ||
+  if (!is_onnx_op(add, "Add") || add->inputs.size() != 2 || add->outputs.size() != 1 ||
       add->inputs[0] == add->inputs[1])
     return false;
   // x: what the transposition reads, or the Add's first operand; the residual: the other operand.
@@ -135,14 +129,8 @@ bool plan_residual_layer_norm(PlanState& state, const Node& node) {
   if (transpose != nullptr) form.fused.push_back(add);
   form.fused.insert(form.fused.end(), norm->nodes.begin(), norm->nodes.end());
 
-  const auto start = std::chrono::steady_clock::now();
-  KernelSelection selection = find_kernel(form.request, form.outputs, state.settings, &state.autotune_cache);
   // No backend for it (a preference that leaves native out): the nodes are planned as exported.
-  if (selection.kernel == nullptr) return false;
-  const double elapsed_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  add_step(state, std::move(form), std::move(selection), elapsed_ms);
-  return true;
+  return add_step_if_taken(state, std::move(form));
 }
 
 }  // namespace kiln

@@ -1,3 +1,5 @@
+#include <chrono>
+
 #include "graph/passes/passes.h"
 #include "runtime/cpu_info.h"
 
@@ -117,6 +119,16 @@ void add_step(PlanState& state, NodeForm form, KernelSelection selection, double
   for (const Node* follower : form.fused) state.fused.insert(follower);
   step.kernel = std::move(selection.kernel);
   state.steps.push_back(std::move(step));
+}
+
+bool add_step_if_taken(PlanState& state, NodeForm form) {
+  const auto start = std::chrono::steady_clock::now();
+  KernelSelection selection = find_kernel(form.request, form.outputs, state.settings, &state.autotune_cache);
+  if (selection.kernel == nullptr) return false;
+  const double elapsed_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  add_step(state, std::move(form), std::move(selection), elapsed_ms);
+  return true;
 }
 
 }  // namespace kiln
