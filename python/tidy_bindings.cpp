@@ -122,12 +122,13 @@ void bind_tidy(py::module_& m) {
   t.def(
       "analyse",
       [](const profiler::Trace& trace, const std::string& name, const std::vector<std::string>& names,
-         bool corrected) {
+         bool corrected, int64_t tiny_step_us) {
         py::gil_scoped_release release;
-        return tidy::analyse(trace, name, {.name_patterns = names, .corrected = corrected});
+        return tidy::analyse(trace, name,
+                             {.name_patterns = names, .corrected = corrected, .tiny_step_us = tiny_step_us});
       },
       py::arg("trace"), py::arg("name"), py::arg("names") = std::vector<std::string>{},
-      py::arg("corrected") = true);
+      py::arg("corrected") = true, py::arg("tiny_step_us") = tidy::TidyOptions{}.tiny_step_us);
   t.def(
       "write_html",
       [](const tidy::TidyReport& report, const profiler::Trace& trace, const std::filesystem::path& path) {

@@ -170,9 +170,10 @@ class UnfusedElementwisePattern final : public KilnPattern {
 
 class TinyOpMultithreadedPattern final : public KilnPattern {
  public:
+  explicit TinyOpMultithreadedPattern(int64_t tiny_step_ns) : tiny_step_ns_(tiny_step_ns) {}
   std::string name() const override { return kTinyOpMultithreaded; }
   std::string description() const override {
-    return str_cat("Steps shorter than ", kTinyStepNs / 1000,
+    return str_cat("Steps shorter than ", static_cast<double>(tiny_step_ns_) / 1000.0,
                    " us ran on several threads, and such steps are ", static_cast<int>(kTinyRunShare * 100),
                    "% or more of the run: starting and joining the threads costs more than the work they "
                    "share. Run the model on fewer threads (threads=1), or several models side by side.");
@@ -191,8 +192,9 @@ class TinyOpMultithreadedPattern final : public KilnPattern {
   }
 
  private:
-  static bool is_tiny_multithreaded(const TraceEvent& event) {
-    return is_step(event) && event.threads > 1 && event.duration_ns() < kTinyStepNs && !moves_no_data(event);
+  bool is_tiny_multithreaded(const TraceEvent& event) const {
+    return is_step(event) && event.threads > 1 && event.duration_ns() < tiny_step_ns_ &&
+           !moves_no_data(event);
   }
   void prepare(const TidyContext& context) {
     std::map<EventIndex, int64_t> tiny_ns;
@@ -209,6 +211,7 @@ class TinyOpMultithreadedPattern final : public KilnPattern {
     }
     prepared_ = true;
   }
+  int64_t tiny_step_ns_;
   bool prepared_ = false;
   std::map<EventIndex, int64_t> qualifying_runs_;
 };
@@ -423,13 +426,13 @@ bool trace_has_bf16(const Trace& trace) {
   return found != trace.facts.end() && has_bf16(found->second);
 }
 
-std::vector<std::unique_ptr<Pattern>> kiln_patterns() {
+std::vector<std::unique_ptr<Pattern>> kiln_patterns(int64_t tiny_step_ns) {
   std::vector<std::unique_ptr<Pattern>> patterns;
   patterns.push_back(std::make_unique<ReorderBetweenStepsPattern>());
   patterns.push_back(std::make_unique<NativeFallbackPattern>());
   patterns.push_back(std::make_unique<FP32OnBF16CPUPattern>());
   patterns.push_back(std::make_unique<UnfusedElementwisePattern>());
-  patterns.push_back(std::make_unique<TinyOpMultithreadedPattern>());
+  patterns.push_back(std::make_unique<TinyOpMultithreadedPattern>(tiny_step_ns));
   patterns.push_back(std::make_unique<OversubscriptionPattern>());
   patterns.push_back(std::make_unique<PlanCacheMissPattern>());
   patterns.push_back(std::make_unique<IdleGapPattern>());

@@ -24,8 +24,9 @@ inline constexpr const char* kFP32OnBF16CPU = "FP32OnBF16CPUPattern";
 // An elementwise step reading the only output of the convolution, product or elementwise step before
 // it: one more pass over memory that a fused kernel would not make.
 inline constexpr const char* kUnfusedElementwise = "UnfusedElementwisePattern";
-// Steps under kTinyStepNs run on several threads, where such steps are at least kTinyRunShare of the
-// run: the threads' start and join cost more than the work they share.
+// Steps shorter than a threshold (kDefaultTinyStepNs, TidyOptions::tiny_step_us) run on several
+// threads, where such steps are at least kTinyRunShare of the run: the threads' start and join cost
+// more than the work they share.
 inline constexpr const char* kTinyOpMultithreaded = "TinyOpMultithreadedPattern";
 // Steps that ran while the threads of every step running at once (concurrent runs, parallel branches)
 // exceeded the cores.
@@ -36,10 +37,11 @@ inline constexpr const char* kPlanCacheMiss = "PlanCacheMissPattern";
 // before it.
 inline constexpr const char* kIdleGap = "IdleGapPattern";
 
-inline constexpr int64_t kTinyStepNs = 20'000;
+inline constexpr int64_t kDefaultTinyStepNs = 20'000;
 inline constexpr double kTinyRunShare = 0.10;
 
-std::vector<std::unique_ptr<Pattern>> kiln_patterns();
+// kiln's patterns, TinyOpMultithreadedPattern with steps under `tiny_step_ns` counting as tiny.
+std::vector<std::unique_ptr<Pattern>> kiln_patterns(int64_t tiny_step_ns = kDefaultTinyStepNs);
 
 // Convolutions and matrix products (the ops that take post-ops).
 bool is_product_op(std::string_view op);

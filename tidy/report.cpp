@@ -27,7 +27,8 @@ constexpr const char* kTorchTidyReportFile = "torchtidy_report.json";
 
 std::vector<std::unique_ptr<Pattern>> patterns_for(const TidyOptions& options) {
   std::vector<std::unique_ptr<Pattern>> patterns = torchtidy_patterns();
-  for (std::unique_ptr<Pattern>& pattern : kiln_patterns()) patterns.push_back(std::move(pattern));
+  for (std::unique_ptr<Pattern>& pattern : kiln_patterns(options.tiny_step_us * 1000))
+    patterns.push_back(std::move(pattern));
   if (options.corrected) {
     for (std::unique_ptr<Pattern>& pattern : corrected_patterns()) patterns.push_back(std::move(pattern));
   }
@@ -81,6 +82,8 @@ std::string speedup_text(double total_ms, double saving_ms) {
 }  // namespace
 
 TidyReport analyse(const profiler::Trace& trace, const std::string& trace_name, const TidyOptions& options) {
+  KILN_CHECK(options.tiny_step_us >= 1, invalid_argument,
+             "tidy: tiny_step_us must be at least 1 (microseconds), got ", options.tiny_step_us);
   std::vector<std::unique_ptr<Pattern>> patterns = patterns_for(options);
   const EventTree tree(trace);
   const TidyContext context(tree);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "profiler/trace.h"
+#include "tidy/kiln_patterns.h"
 #include "tidy/source_location.h"
 
 namespace kiln::tidy {
@@ -17,6 +18,8 @@ namespace kiln::tidy {
 struct TidyOptions {
   std::vector<std::string> name_patterns;  // a NamePattern per regex, after the others
   bool corrected = true;                   // kiln's corrected patterns (corrected_patterns.h)
+  // TinyOpMultithreadedPattern's threshold: steps shorter than this are tiny.
+  int64_t tiny_step_us = kDefaultTinyStepNs / 1000;
 };
 
 struct TidyMatch {

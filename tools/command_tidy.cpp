@@ -31,6 +31,8 @@ int command_tidy(const std::vector<std::string>& args) {
        "estimates)"},
       {"name", true,
        "REGEX: also report events whose name matches REGEX (TorchTidy's NamePattern; repeatable)"},
+      {"tiny-step-us", true,
+       "US: TinyOpMultithreadedPattern counts steps shorter than US microseconds as tiny (default 20)"},
       {"no-corrected", false,
        "leave out kiln's corrected versions of TorchTidy's patterns (kiln's runtime patterns stay)"},
       max_trace_bytes_option(""),
@@ -61,6 +63,8 @@ int command_tidy(const std::vector<std::string>& args) {
   tidy::TidyOptions options;
   options.name_patterns = parsed.values("name");
   options.corrected = !parsed.has("no-corrected");
+  options.tiny_step_us =
+      parsed.int_value("tiny-step-us", static_cast<int>(options.tiny_step_us), 1, 1'000'000);
   const profiler::Trace trace = trace::load(path, {.max_bytes = max_trace_bytes(parsed)});
   tidy::TidyReport report = tidy::analyse(trace, path, options);
   if (parsed.has("benchmark")) {

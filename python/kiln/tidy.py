@@ -32,14 +32,15 @@ Report = _kiln.tidy.Report
 
 
 def report(prof_or_path, *, names=(), corrected=True, max_bytes=_profiler.DEFAULT_MAX_TRACE_BYTES,
-           benchmark=False, model=None, runs=20, html=None):
+           benchmark=False, model=None, runs=20, html=None, tiny_step_us=20):
     """Analyses a profile: a trace file (str or os.PathLike; see kiln.profiler.load_trace), a stopped
     torch.profiler.profile, a kiln.profiler.profile or a kiln Trace. `names`: regular expressions,
     each reported as TorchTidy's NamePattern; corrected=False leaves kiln's corrected patterns out.
     benchmark=True measures what fixing each of kiln's runtime patterns saves, on this machine, with
     `model` (the ONNX file a kiln trace ran; default: the one the trace names) planned again under
     the settings in force now (they must plan as the trace's runs did) and under each fix, `runs`
-    timed runs per measurement. html: a path to also write the report to as one self-contained HTML
+    timed runs per measurement. tiny_step_us: TinyOpMultithreadedPattern counts steps shorter than
+    this as tiny. html: a path to also write the report to as one self-contained HTML
     page (time by op and backend, findings, estimates)."""
     if isinstance(names, (str, bytes)) or not all(isinstance(name, str) for name in names):
         raise TypeError(f"report: names must be a list of regular expressions (str), got {names!r}")
@@ -55,7 +56,9 @@ def report(prof_or_path, *, names=(), corrected=True, max_bytes=_profiler.DEFAUL
     else:
         trace = _profiler.load_trace(prof_or_path)
         name = f"{type(prof_or_path).__module__}.{type(prof_or_path).__name__}"
-    analysed = _kiln.tidy.analyse(trace, name, list(names), bool(corrected))
+    if isinstance(tiny_step_us, bool) or not isinstance(tiny_step_us, int):
+        raise TypeError(f"report: tiny_step_us must be an int (microseconds), got {tiny_step_us!r}")
+    analysed = _kiln.tidy.analyse(trace, name, list(names), bool(corrected), tiny_step_us)
     if benchmark:
         if model is None:
             model = trace.facts.get("model", "")

@@ -63,9 +63,14 @@ def matched(report, pattern):
 
 
 def test_clean_model_matches_nothing(kiln, models):
-    prof = profile_runs(kiln, models["clean"], precision=clean_precision(kiln))
-    report = kiln.tidy.report(prof)
-    assert {pattern: report.counts[pattern] for pattern in KILN_PATTERNS} == dict.fromkeys(KILN_PATTERNS, 0)
+    # Up to three profiles: on a loaded machine the Python loop between two sub-millisecond runs can
+    # wait for a core longer than a run takes, which IdleGapPattern rightly reports.
+    for _ in range(3):
+        report = kiln.tidy.report(profile_runs(kiln, models["clean"], precision=clean_precision(kiln)))
+        counts = {pattern: report.counts[pattern] for pattern in KILN_PATTERNS}
+        if counts == dict.fromkeys(KILN_PATTERNS, 0):
+            break
+    assert counts == dict.fromkeys(KILN_PATTERNS, 0)
     assert report.runs == 5 and report.run_ms > 0
 
 
@@ -126,21 +131,22 @@ def test_unfused_elementwise(kiln, models):
 
 
 def test_tiny_ops_multithreaded(kiln, models):
-    # Most steps of every run. The tests run beside others: a step that waits for a core may take
-    # longer than 20 us, and a run whose tiny steps fall below the pattern's share of it does not
-    # qualify (once, in a cold-clone run of the default tier, no run of the five did), so up to
-    # three profiles are taken and the one with the most matches is checked.
-    tiny = []
-    for _ in range(3):
-        report = kiln.tidy.report(profile_runs(kiln, models["elementwise"], shape=(1, 64), threads=2))
-        tiny = max(tiny, matched(report, "TinyOpMultithreadedPattern"), key=len)
-        if len(tiny) >= 12 * 5:
-            break
+    # The chain's steps take a few microseconds alone; beside the other tests a step waiting for a core
+    # can take longer than the default 20 us (a cold-clone run of the suite once matched none), so the
+    # threshold is a millisecond here: what is checked is the rule, not this machine's timing.
+    prof = profile_runs(kiln, models["elementwise"], shape=(1, 64), threads=2)
+    tiny = matched(kiln.tidy.report(prof, tiny_step_us=1000), "TinyOpMultithreadedPattern")
     assert len(tiny) >= 12 * 5
     assert all("on 2 threads" in match["detail"] for match in tiny)
+    assert "shorter than 1000 us" in tiny[0]["message"]
     # One thread: nothing to join.
-    report = kiln.tidy.report(profile_runs(kiln, models["elementwise"], shape=(1, 64), threads=1))
+    report = kiln.tidy.report(profile_runs(kiln, models["elementwise"], shape=(1, 64), threads=1),
+                              tiny_step_us=1000)
     assert report.counts["TinyOpMultithreadedPattern"] == 0
+    with pytest.raises(ValueError, match="tiny_step_us must be at least 1"):
+        kiln.tidy.report(prof, tiny_step_us=0)
+    with pytest.raises(TypeError, match="tiny_step_us must be an int"):
+        kiln.tidy.report(prof, tiny_step_us=2.5)
 
 
 def concurrent_runs(kiln, model, budget, threads_per_run=2, runs=6):
@@ -149,8 +155,13 @@ def concurrent_runs(kiln, model, budget, threads_per_run=2, runs=6):
     previous = kiln.get_thread_budget()
     kiln.set_thread_budget(budget)
     try:
+        # Both workers start their runs together: started one after the other on a loaded machine,
+        # a worker's few milliseconds of runs could end before the other's begin (nothing overlaps).
+        start = threading.Barrier(2)
+
         def worker():
             with kiln.backends.settings(threads=threads_per_run, precision=clean_precision(kiln)):
+                start.wait()
                 for _ in range(runs):
                     session.run(inputs)
 
@@ -233,7 +244,7 @@ def test_benchmark_estimates_every_estimable_pattern(kiln, models):
     # Tiny steps: each timed on 1 thread as well (the saving may be either sign; it is measured).
     prof = profile_runs(kiln, models["elementwise"], shape=(1, 64), threads=2)
     with kiln.backends.settings(threads=2):
-        tiny = kiln.tidy.report(prof, benchmark=True, model=str(models["elementwise"]), runs=5)
+        tiny = kiln.tidy.report(prof, benchmark=True, model=str(models["elementwise"]), runs=5, tiny_step_us=1000)
     tiny_estimate = next(e for e in tiny.estimates if e["pattern"] == "TinyOpMultithreadedPattern")
     assert tiny_estimate["estimated_saving_ms"] is not None and "on 1 thread and on 2" in tiny_estimate["basis"]
     bf16 = estimates["FP32OnBF16CPUPattern"] if has_bf16(kiln) else None
@@ -282,8 +293,9 @@ def test_cli_profile_tidy_and_tidy_benchmark_json(kiln_bin, models, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--threads", "2"], "--threads applies to --benchmark"),
     (["--model", "m.onnx"], "--model applies to --benchmark"),
+    (["--tiny-step-us", "0"], "--tiny-step-us expects an integer in 1..1000000, got '0'"),
 ])
-def test_cli_measurement_options_need_benchmark(kiln_bin, models, tmp_path, args, message):
+def test_cli_rejects_misused_options(kiln_bin, models, tmp_path, args, message):
     trace = tmp_path / "trace.json"
     subprocess.run([str(kiln_bin), "profile", str(models["clean"]), "--runs", "1", "--trace", str(trace)],
                    check=True, capture_output=True)

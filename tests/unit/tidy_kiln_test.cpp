@@ -175,6 +175,18 @@ TEST(KilnPatterns, TinyStepsOnSeveralThreadsOnlyWhereTheyAreMuchOfTheRun) {
   builder.step(big, "Add", "add", 2900, 2910, {"x"}, {"y"}, "onednn:add");  // 10 us: 0.5% of its run
   const tidy::TidyReport report = tidy::analyse(builder.trace(), "t");
   EXPECT_EQ(report.count(tidy::kTinyOpMultithreaded), 10u);
+  // The threshold is the caller's: at 9 us the first run's 9 us steps are not tiny; at 1 ms the second
+  // run's Add is, but it is still 0.5% of its run; at 2 ms its 1.9 ms Conv is tiny too.
+  const auto tiny_under = [&](int64_t us) {
+    tidy::TidyOptions options;
+    options.tiny_step_us = us;
+    return tidy::analyse(builder.trace(), "t", options).count(tidy::kTinyOpMultithreaded);
+  };
+  EXPECT_EQ(tiny_under(9), 0u);
+  EXPECT_EQ(tiny_under(10), 10u);
+  EXPECT_EQ(tiny_under(1000), 10u);
+  EXPECT_EQ(tiny_under(2000), 12u);
+  EXPECT_THROW(tiny_under(0), Error);
 }
 
 TEST(KilnPatterns, PlanningInSteadyStateAndIdleGaps) {
