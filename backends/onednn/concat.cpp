@@ -1,5 +1,5 @@
-// oneDNN Concat (float32) in the first input's layout; float32 channels-last ones are left to
-// native (see make_concat), bf16 ones (nhwc_bf16) stay here.
+// oneDNN Concat of bfloat16-stored values (nhwc_bf16, plain_bf16) in the first input's layout;
+// values stored as float32 are left to native's copies (see make_concat).
 #include "backends/onednn/onednn_common.h"
 #include "backends/onednn/post_ops.h"
 
@@ -37,12 +37,14 @@ KernelOrReason make_concat(const KernelRequest& request, std::span<const TensorI
     if (input.dtype != DType::f32) return KernelOrReason::rejected("oneDNN Concat here runs float32 only");
     if (checked_numel(input.shape) == 0) return KernelOrReason::rejected("an input is empty");
   }
-  // Channels-last Concats (Inception's and SqueezeNet's branches) are left to native's copies of
-  // whole pixel rows: oneDNN 2.6's simple concat took 0.24 ms for squeezenet1_1's eight at 1 thread
-  // and 0.38 ms at 2, native's 0.14 and 0.30 (docs/performance.md, "Data movement"). A preference
-  // that leaves native out (prefer_other onednn) therefore cannot plan them: the error gives this reason.
-  if (request.input_layout(0) == Layout::nhwc && shape.size() == 4)
-    return KernelOrReason::rejected("channels-last Concat runs on native (row copies, measured faster)");
+  // Values stored as float32 are left to native's copies of contiguous runs, in every layout: oneDNN
+  // 2.6's simple concat took 0.24 ms for squeezenet1_1's eight channels-last Concats at 1 thread and
+  // 0.38 ms at 2 (native 0.14 and 0.30), and 0.15-0.73 ms for plain joins along an outer axis that
+  // native copies in 0.004-0.031 ms (docs/performance.md, "Data movement"). A preference that leaves
+  // native out (prefer_other onednn) therefore cannot plan them: the error gives this reason.
+  if (!is_bf16(request.input_layout(0)))
+    return KernelOrReason::rejected(
+        "float32 Concat runs on native (copies of contiguous runs, measured faster)");
   const int axis =
       static_cast<int>(normalize_axis(spec.attrs().require_int("axis"), static_cast<int64_t>(shape.size())));
   return create_primitive_kernel([&] { return std::make_unique<ConcatKernel>(request, axis, shape); });

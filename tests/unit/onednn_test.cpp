@@ -3,6 +3,7 @@
 // reorders at plain readers and fused post-ops are exercised, not just single kernels.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ostream>
 #include <random>
@@ -239,12 +240,31 @@ TEST(Onednn, ConcatBinaryAndEltwiseFollowChannelsLast) {
   const auto plan = expect_matches_native(g.finish({leaky}), input);
   for (const std::string op : {"Concat", "Mul", "Sub", "Sigmoid", "Tanh", "LeakyRelu"}) {
     const StepRecord& step = step_for(*plan, op);
-    // A channels-last Concat is native's (its row copies measured faster than oneDNN's).
+    // A float32 Concat is native's (its copies measured faster than oneDNN's).
     EXPECT_EQ(step.backend, op == "Concat" ? "native" : "onednn") << op;
     EXPECT_EQ(step.output_layouts.at(0), Layout::nhwc) << op;
   }
   // Only the graph input (to channels-last) and the output (back to plain) are reordered.
   EXPECT_EQ(plan->reorder_steps(), 2);
+}
+
+TEST(Onednn, Float32ConcatIsLeftToNativeWithTheReason) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
+  const Shape input = {2, 5, 4, 3};
+  for (const int64_t axis : {0, 1, 3}) {
+    GraphBuilder g(input);
+    Attributes attrs;
+    attrs.set("axis", int_attr(axis));
+    const std::string joined = g.add("Concat", {g.add("Relu", {"x"}), g.add("Sigmoid", {"x"})}, attrs);
+    const auto plan = expect_matches_native(g.finish({g.add("Relu", {joined})}), input);
+    const StepRecord& step = step_for(*plan, "Concat");
+    EXPECT_EQ(step.backend, "native") << axis;
+    EXPECT_EQ(step.output_layouts.at(0), Layout::plain) << axis;
+    const auto onednn = std::find_if(step.rejected.begin(), step.rejected.end(),
+                                     [](const auto& refusal) { return refusal.backend == "onednn"; });
+    ASSERT_NE(onednn, step.rejected.end()) << axis;
+    EXPECT_EQ(onednn->reason, "float32 Concat runs on native (copies of contiguous runs, measured faster)");
+  }
 }
 
 // A BatchNormalization after a Conv (with and without a bias) is folded into the conv's weights.
