@@ -63,14 +63,17 @@ def matched(report, pattern):
 
 
 def test_clean_model_matches_nothing(kiln, models):
-    # Up to three profiles: on a loaded machine the Python loop between two sub-millisecond runs can
-    # wait for a core longer than a run takes, which IdleGapPattern rightly reports.
-    for _ in range(3):
+    # IdleGapPattern rightly reports a Python loop that waited for a core longer than a
+    # sub-millisecond run took, which a loaded machine can do: up to five profiles for that one; the
+    # others do not depend on timing here and hold in every profile.
+    timed = "IdleGapPattern"
+    for _ in range(5):
         report = kiln.tidy.report(profile_runs(kiln, models["clean"], precision=clean_precision(kiln)))
-        counts = {pattern: report.counts[pattern] for pattern in KILN_PATTERNS}
-        if counts == dict.fromkeys(KILN_PATTERNS, 0):
+        assert {pattern: report.counts[pattern] for pattern in KILN_PATTERNS if pattern != timed} == \
+            {pattern: 0 for pattern in KILN_PATTERNS if pattern != timed}
+        if report.counts[timed] == 0:
             break
-    assert counts == dict.fromkeys(KILN_PATTERNS, 0)
+    assert report.counts[timed] == 0
     assert report.runs == 5 and report.run_ms > 0
 
 
@@ -87,7 +90,10 @@ def test_reorders_between_steps(kiln, models):
 
 
 def test_native_fallback_names_the_reason(kiln, models):
-    prof = profile_runs(kiln, models["clean"], onednn_enabled=False, precision=clean_precision(kiln))
+    # Direct convolutions: on a CPU without bf16 (fp32 here) Winograd could take the 3x3 Convs where it
+    # measures faster, and they would not be fallbacks.
+    prof = profile_runs(kiln, models["clean"], onednn_enabled=False, precision=clean_precision(kiln),
+                        conv_algorithm="direct")
     report = kiln.tidy.report(prof)
     fallbacks = matched(report, "NativeFallbackPattern")
     # The four Convs and, no longer fused into them, the four Relus: every run.
@@ -96,7 +102,8 @@ def test_native_fallback_names_the_reason(kiln, models):
     assert all("onednn: backend disabled" in match["detail"] for match in fallbacks)
     # --benchmark enables the backend the refusals name and times each step again (a difference of
     # two timings: its size and sign are the bench's to check, not a test's on a shared machine).
-    with kiln.backends.settings(onednn_enabled=False, precision=clean_precision(kiln), threads=2):
+    with kiln.backends.settings(onednn_enabled=False, precision=clean_precision(kiln), threads=2,
+                                conv_algorithm="direct"):
         measured = kiln.tidy.report(prof, benchmark=True, model=str(models["clean"]), runs=3)
     estimate = next(e for e in measured.estimates if e["pattern"] == "NativeFallbackPattern")
     assert estimate["estimated_saving_ms"] is not None and "disabled backend enabled" in estimate["basis"]
@@ -134,8 +141,13 @@ def test_tiny_ops_multithreaded(kiln, models):
     # The chain's steps take a few microseconds alone; beside the other tests a step waiting for a core
     # can take longer than the default 20 us (a cold-clone run of the suite once matched none), so the
     # threshold is a millisecond here: what is checked is the rule, not this machine's timing.
-    prof = profile_runs(kiln, models["elementwise"], shape=(1, 64), threads=2)
-    tiny = matched(kiln.tidy.report(prof, tiny_step_us=1000), "TinyOpMultithreadedPattern")
+    # A run qualifies when its tiny steps are 10% of it: one long preemption inside a ~50 us run
+    # disqualifies it, so up to three profiles.
+    for _ in range(3):
+        prof = profile_runs(kiln, models["elementwise"], shape=(1, 64), threads=2)
+        tiny = matched(kiln.tidy.report(prof, tiny_step_us=1000), "TinyOpMultithreadedPattern")
+        if len(tiny) >= 12 * 5:
+            break
     assert len(tiny) >= 12 * 5
     assert all("on 2 threads" in match["detail"] for match in tiny)
     assert "shorter than 1000 us" in tiny[0]["message"]
@@ -155,21 +167,24 @@ def concurrent_runs(kiln, model, budget, threads_per_run=2, runs=6):
     previous = kiln.get_thread_budget()
     kiln.set_thread_budget(budget)
     try:
-        # Both workers start their runs together: started one after the other on a loaded machine,
-        # a worker's few milliseconds of runs could end before the other's begin (nothing overlaps).
-        start = threading.Barrier(2)
+        # Each worker runs until it has made `runs` runs and the other has finished one (at most 50
+        # more): on a loaded machine one worker's few milliseconds of runs could otherwise end before
+        # the other's first began, and nothing would overlap.
+        finished_one = [threading.Event(), threading.Event()]
 
-        def worker():
+        def worker(me):
             with kiln.backends.settings(threads=threads_per_run, precision=clean_precision(kiln)):
-                start.wait()
-                for _ in range(runs):
+                for made in range(1, runs + 51):
                     session.run(inputs)
+                    finished_one[me].set()
+                    if made >= runs and finished_one[1 - me].is_set():
+                        break
 
         with kiln.backends.settings(threads=threads_per_run, precision=clean_precision(kiln)):
             session.run(inputs)
             session.run(inputs)
         with kiln.profiler.profile() as prof:
-            workers = [threading.Thread(target=worker) for _ in range(2)]
+            workers = [threading.Thread(target=worker, args=(me,)) for me in range(2)]
             for thread in workers:
                 thread.start()
             for thread in workers:
@@ -258,13 +273,16 @@ def test_benchmark_estimates_every_estimable_pattern(kiln, models):
 def test_benchmark_says_why_it_cannot_estimate(kiln, models):
     prof = profile_runs(kiln, models["transpose"], precision="fp32", threads=2)
     # No model: nothing measured, and the reason.
+    # (IdleGapPattern, which a loaded machine can match here, is never measured: its basis says why.)
     report = kiln.tidy.report(prof, benchmark=True)
-    assert all(estimate["estimated_saving_ms"] is None for estimate in report.estimates)
-    assert all("no model given" in estimate["basis"] for estimate in report.estimates)
+    measurable = [e for e in report.estimates if e["pattern"] != "IdleGapPattern"]
+    assert measurable and all(estimate["estimated_saving_ms"] is None for estimate in report.estimates)
+    assert all("no model given" in estimate["basis"] for estimate in measurable)
     # Other settings than the trace ran with would measure another plan.
     with kiln.backends.settings(precision="fp32", threads=1):
         report = kiln.tidy.report(prof, benchmark=True, model=str(models["transpose"]), runs=2)
-    assert all("planned under" in estimate["basis"] for estimate in report.estimates)
+    measurable = [e for e in report.estimates if e["pattern"] != "IdleGapPattern"]
+    assert measurable and all("planned under" in estimate["basis"] for estimate in measurable)
     with pytest.raises(ValueError, match="model= applies to benchmark=True"):
         kiln.tidy.report(prof, model=str(models["transpose"]))
 
