@@ -108,7 +108,10 @@ std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Sh
                                         AutotuneCache* autotune_cache) {
   AutotuneCache build_only;
   AutotuneCache& cache = autotune_cache != nullptr ? *autotune_cache : build_only;
-  PlanState state(model, input_shapes, input_values, settings, cache);
+  const std::optional<DistributedConcats> distributed = distribute_concats(model);
+  const Model& planned = distributed ? distributed->model : model;
+  PlanState state(planned, input_shapes, input_values, settings, cache);
+  if (distributed) state.node_notes = distributed->notes;
   run_passes(state);
   const bool parallel = settings.get("execution_mode") == static_cast<int>(ExecutionMode::parallel);
   if (parallel) {
@@ -119,7 +122,8 @@ std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Sh
     if (reduced_settings.threads() == settings.threads()) {
       plan_parallel_groups(state, state);
     } else {
-      PlanState reduced(model, input_shapes, input_values, reduced_settings, cache);
+      PlanState reduced(planned, input_shapes, input_values, reduced_settings, cache);
+      if (distributed) reduced.node_notes = distributed->notes;
       run_passes(reduced);
       plan_parallel_groups(state, reduced);
     }

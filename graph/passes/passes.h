@@ -2,6 +2,7 @@
 // Each reads and extends the shared PlanState; one file each.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +14,19 @@
 #include "ops/op_schema.h"
 
 namespace kiln {
+
+// concat_distribution.cpp, before the passes (it decides which model they plan): a copy of `model`
+// in which each channel Concat whose every reader is a group-1 float32 Conv with constant weights
+// (the parts' channels fixed by the weights that produce them) is gone, each reader split into one
+// Conv per part (its slice of the weights' input channels, the bias on the first) and Adds summing
+// them under the reader's output name, where the Adds read fewer channels than the copy would write.
+// Nothing when no Concat qualifies.
+struct DistributedConcats {
+  Model model;
+  std::map<std::string, std::string> notes;  // per split Conv's node name: what it computes and why
+  int concats = 0;                           // Concats distributed
+};
+std::optional<DistributedConcats> distribute_concats(const Model& model);
 
 // order.cpp: checks that every value is defined once and read only after it is defined, drops the
 // nodes no graph output depends on, fills state.readers, and returns the remaining node indices in

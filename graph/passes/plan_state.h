@@ -56,6 +56,7 @@ struct PlanState {
   std::unordered_set<const Node*> planned_ahead;                 // planned before their turn (plan_ahead)
   std::unordered_set<const Node*> in_progress;                   // being planned now
   std::map<std::pair<int, Layout>, int> reordered;               // (slot, layout) -> converted slot
+  std::map<std::string, std::string> node_notes;  // node name -> note its step carries (a model rewrite's)
 
   // Adds a slot; a non-empty `name` becomes the value name readers find it by.
   int add_slot(const std::string& name, TensorInfo info, SlotOrigin origin, Layout layout = Layout::plain,

@@ -71,6 +71,8 @@ void add_step(PlanState& state, NodeForm form, KernelSelection selection, double
   record.rejected = std::move(selection.rejected);
   record.note = std::move(selection.note);
   if (!form.note.empty()) record.note = std::move(form.note);
+  if (const auto rewrite = state.node_notes.find(record.node_name); rewrite != state.node_notes.end())
+    record.note = record.note.empty() ? rewrite->second : str_cat(record.note, "; ", rewrite->second);
   record.timed = std::move(selection.timed);
   record.creation_ms = selection_ms;
   for (const Node* follower : form.fused)

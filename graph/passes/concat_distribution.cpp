@@ -1,0 +1,219 @@
+// A convolution over a channel Concat is the sum of convolutions over its parts, each with its slice
+// of the weights' input channels: Conv(Concat(a, b), W) = Conv(a, W[:, :Ca]) + Conv(b, W[:, Ca:]).
+// Where every reader of a Concat is such a convolution, the model is planned with the Concat gone and
+// each reader split into one Conv per part joined by Adds, which the fusion pass makes the oneDNN
+// convolutions' sum post-ops: the joined copy is never written. SqueezeNet's fire modules end so.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "graph/passes/passes.h"
+
+namespace kiln {
+namespace {
+
+// Ops whose output 0 has input 0's channels (NCHW's dim 1).
+const std::set<std::string> kChannelPreserving = {
+    "Relu",        "LeakyRelu", "Clip",     "Sigmoid",  "Tanh",    "HardSigmoid",        "HardSwish",
+    "Elu",         "Selu",      "Softplus", "Identity", "Dropout", "BatchNormalization", "MaxPool",
+    "AveragePool", "LRN"};
+
+struct ModelIndex {
+  const Graph& graph;
+  std::map<std::string, const Node*> producer;
+  std::map<std::string, std::vector<const Node*>> readers;  // one entry per input position read
+  std::set<std::string> names;                              // every value and initializer name
+};
+
+ModelIndex index_model(const Graph& graph) {
+  ModelIndex index{graph, {}, {}, {}};
+  for (const ValueInfo& input : graph.inputs) index.names.insert(input.name);
+  for (const auto& [name, tensor] : graph.initializers) index.names.insert(name);
+  for (const Node& node : graph.nodes) {
+    for (const std::string& output : node.outputs) {
+      index.producer[output] = &node;
+      index.names.insert(output);
+    }
+    for (const std::string& input : node.inputs) {
+      if (!input.empty()) index.readers[input].push_back(&node);
+    }
+  }
+  return index;
+}
+
+// A float32 convolution weight of rank >= 3 given as an initializer, or null.
+const Tensor* conv_weights(const ModelIndex& index, const Node& conv) {
+  if (conv.op_type != "Conv" || !conv.domain.empty() || conv.inputs.size() < 2) return nullptr;
+  const auto found = index.graph.initializers.find(conv.inputs[1]);
+  if (found == index.graph.initializers.end()) return nullptr;
+  const Tensor& weights = found->second;
+  if (!weights.defined() || weights.dtype() != DType::f32 || weights.rank() < 3 || !weights.is_contiguous())
+    return nullptr;
+  return &weights;
+}
+
+// How many channels `value` has, as the model's weights fix it (a Conv's output channels, through
+// channel-preserving ops and channel Concats), or 0 when they do not.
+int64_t known_channels(const ModelIndex& index, const std::string& value, int depth = 0) {
+  const auto found = index.producer.find(value);
+  if (found == index.producer.end() || depth > 64) return 0;
+  const Node& node = *found->second;
+  if (!node.domain.empty() || node.outputs.empty() || node.outputs[0] != value || node.inputs.empty())
+    return 0;
+  if (node.op_type == "Conv") {
+    const Tensor* weights = conv_weights(index, node);
+    return weights == nullptr ? 0 : weights->dim(0);
+  }
+  if (kChannelPreserving.count(node.op_type) != 0) return known_channels(index, node.inputs[0], depth + 1);
+  if (node.op_type == "Concat" && node.attributes.get_int("axis", 0) == 1) {
+    int64_t total = 0;
+    for (const std::string& part : node.inputs) {
+      const int64_t channels = part.empty() ? 0 : known_channels(index, part, depth + 1);
+      if (channels <= 0) return 0;
+      total += channels;
+    }
+    return total;
+  }
+  return 0;
+}
+
+// The Concat's parts' channels, when every reader of its output is a group-1 float32 Conv reading it
+// as its data input whose split pays: the copy reads and writes the joined channels, the split's Adds
+// read (parts - 1) x the Conv's output channels, so only where those are fewer than the joined ones
+// (squeezenet1_1's classifier, 512 channels in and 1000 out, measured no faster split). Empty otherwise.
+std::vector<int64_t> distributable_parts(const ModelIndex& index, const Node& concat) {
+  if (concat.op_type != "Concat" || !concat.domain.empty() || concat.inputs.size() < 2 ||
+      concat.outputs.size() != 1)
+    return {};
+  const std::string& joined = concat.outputs[0];
+  for (const ValueInfo& output : index.graph.outputs) {
+    if (output.name == joined) return {};
+  }
+  const auto readers = index.readers.find(joined);
+  if (readers == index.readers.end()) return {};
+  std::vector<int64_t> parts;
+  int64_t total = 0;
+  for (const std::string& part : concat.inputs) {
+    const int64_t channels = part.empty() ? 0 : known_channels(index, part);
+    if (channels <= 0) return {};
+    parts.push_back(channels);
+    total += channels;
+  }
+  for (const Node* reader : readers->second) {
+    const Tensor* weights = conv_weights(index, *reader);
+    if (weights == nullptr || reader->inputs[0] != joined || reader->inputs[1] == joined ||
+        (reader->inputs.size() > 2 && reader->inputs[2] == joined) || reader->outputs.size() != 1 ||
+        reader->attributes.get_int("group", 1) != 1 || weights->dim(1) != total)
+      return {};
+    const int64_t axis = concat.attributes.get_int("axis", 0);
+    if (axis != 1 && axis != 1 - weights->rank()) return {};
+    if ((static_cast<int64_t>(parts.size()) - 1) * weights->dim(0) >= total) return {};
+  }
+  return parts;
+}
+
+// Weights [Cout, Cin, k...] restricted to input channels [first, first + count).
+Tensor input_channel_slice(const Tensor& weights, int64_t first, int64_t count) {
+  Shape shape = weights.shape();
+  const int64_t in_channels = shape[1];
+  shape[1] = count;
+  const int64_t kernel = weights.numel() / (shape[0] * in_channels);
+  Tensor slice = Tensor::empty(DType::f32, shape);
+  const float* from = weights.data<float>();
+  float* to = slice.data<float>();
+  for (int64_t o = 0; o < shape[0]; ++o) {
+    const float* row = from + (o * in_channels + first) * kernel;
+    std::copy(row, row + count * kernel, to + o * count * kernel);
+  }
+  return slice;
+}
+
+// The nodes replacing `conv` (reading the Concat `concat` of `parts`): one Conv per part, the bias on
+// the first, and Adds summing them into the conv's own output name. Their new values and
+// initializers are named after the conv; false (nothing added) where a name is already taken.
+bool split_reader(Graph& graph, const ModelIndex& index, const Node& concat, const Node& conv,
+                  const std::vector<int64_t>& parts, std::vector<Node>& nodes,
+                  std::map<std::string, std::string>& notes) {
+  const Tensor& weights = graph.initializers.at(conv.inputs[1]);
+  const std::string& output = conv.outputs[0];
+  std::vector<std::string> new_names;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    new_names.push_back(str_cat(conv.name, ":part", k, ":weights"));
+    new_names.push_back(str_cat(output, ":part", k));
+    if (k > 0) new_names.push_back(str_cat(output, ":sum", k));
+  }
+  for (const std::string& name : new_names) {
+    if (index.names.count(name) != 0) return false;
+  }
+  std::string previous;
+  int64_t first = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const std::string weight_name = str_cat(conv.name, ":part", k, ":weights");
+    graph.initializers[weight_name] = input_channel_slice(weights, first, parts[k]);
+    Node part = conv;
+    part.name = str_cat(conv.name, ":part", k);
+    part.inputs = {concat.inputs[k], weight_name};
+    if (k == 0 && conv.inputs.size() > 2 && !conv.inputs[2].empty()) part.inputs.push_back(conv.inputs[2]);
+    part.outputs = {str_cat(output, ":part", k)};
+    notes[part.name] = str_cat("Concat '", concat.name, "' distributed: part ", k + 1, " of ", parts.size(),
+                               " (input channels ", first, "..", first + parts[k] - 1, ") of '", conv.name,
+                               "', the parts' convolutions summed instead of their inputs joined");
+    nodes.push_back(part);
+    if (k > 0) {
+      Node add;
+      add.name = str_cat(conv.name, ":sum", k);
+      add.op_type = "Add";
+      add.inputs = {part.outputs[0], previous};
+      add.outputs = {k + 1 == parts.size() ? output : str_cat(output, ":sum", k)};
+      nodes.push_back(add);
+      previous = add.outputs[0];
+    } else {
+      previous = part.outputs[0];
+    }
+    first += parts[k];
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<DistributedConcats> distribute_concats(const Model& model) {
+  const ModelIndex index = index_model(model.graph);
+  std::map<const Node*, std::vector<int64_t>> distributed;
+  for (const Node& node : model.graph.nodes) {
+    try {
+      std::vector<int64_t> parts = distributable_parts(index, node);
+      if (!parts.empty()) distributed.emplace(&node, std::move(parts));
+    } catch (const Error&) {
+      // An attribute of the wrong type: planning the model as it is reports it.
+    }
+  }
+  if (distributed.empty()) return std::nullopt;
+
+  DistributedConcats result{model, {}, 0};
+  Graph& graph = result.model.graph;
+  std::vector<Node> nodes;
+  std::set<const Node*> removed;
+  std::map<const Node*, std::pair<const Node*, const std::vector<int64_t>*>> split;  // conv -> concat
+  for (const auto& [concat, parts] : distributed) {
+    for (const Node* reader : index.readers.at(concat->outputs[0])) split[reader] = {concat, &parts};
+    removed.insert(concat);
+  }
+  for (const Node& node : model.graph.nodes) {
+    const auto reader = split.find(&node);
+    if (reader != split.end()) {
+      // A name the split would give is taken: the model is planned as it is.
+      if (!split_reader(graph, index, *reader->second.first, node, *reader->second.second, nodes,
+                        result.notes))
+        return std::nullopt;
+      continue;
+    }
+    if (removed.count(&node) == 0) nodes.push_back(node);
+  }
+  graph.nodes = std::move(nodes);
+  result.concats = static_cast<int>(removed.size());
+  return result;
+}
+
+}  // namespace kiln

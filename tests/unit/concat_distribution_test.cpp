@@ -1,0 +1,167 @@
+// Concats distributed into the convolutions reading them (graph/passes/concat_distribution.cpp): the
+// split model computes what the joined one does, and the rewrite leaves every other case alone.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "backends/settings.h"
+#include "graph/passes/passes.h"
+#include "graph/session.h"
+#include "graph_builder.h"
+
+namespace kiln {
+namespace {
+
+using testing::conv_attrs;
+using testing::GraphBuilder;
+using testing::int_attr;
+using testing::max_abs_diff;
+using testing::random_tensor;
+
+const Shape kInput = {2, 8, 9, 9};
+
+Attributes axis_attr(int64_t axis) {
+  Attributes attributes;
+  attributes.set("axis", int_attr(axis));
+  return attributes;
+}
+
+// Three branches of 6, 10 and 4 channels joined, read by a 1x1 Conv (bias, Relu after) and a 3x3 one.
+struct Branches {
+  GraphBuilder g{kInput};
+  std::string joined, pointwise, spatial;
+  explicit Branches(int64_t axis = 1, int64_t pointwise_channels = 5) {
+    const std::string a = g.add(
+        "Relu", {g.add("Conv", {"x", g.weights({6, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}))});
+    const std::string b = g.add(
+        "Relu", {g.add("Conv", {"x", g.weights({10, 8, 3, 3})}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}))});
+    const std::string c =
+        g.add("Conv", {"x", g.weights({4, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+    joined = g.add("Concat", {a, b, c}, axis_attr(axis));
+    pointwise = g.add(
+        "Relu",
+        {g.add("Conv", {joined, g.weights({pointwise_channels, 20, 1, 1}), g.weights({pointwise_channels})},
+               conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}))});
+    spatial = g.add("Conv", {joined, g.weights({3, 20, 3, 3})}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}));
+  }
+};
+
+std::vector<Tensor> run(const Model& model, const Tensor& x, bool native_only,
+                        std::shared_ptr<const Plan>* plan) {
+  Settings settings;
+  if (native_only) {
+    settings.set(BackendSettingKey("enabled"), backend_position("onednn"), false)
+        .set(BackendSettingKey("enabled"), backend_position("blas"), false)
+        .set(BackendSettingKey("enabled"), backend_position("winograd"), false);
+  }
+  const ScopedSettings scoped(
+      settings.set("threads", 2).set(SettingKey("conv_algorithm"), static_cast<int>(ConvAlgorithm::direct)));
+  Session session(model);
+  const TensorMap result = session.run({{"x", x}});
+  *plan = session.plan_for({x.shape()});
+  return {result.at(model.graph.outputs[0].name), result.at(model.graph.outputs[1].name)};
+}
+
+int concat_steps(const Plan& plan) {
+  return static_cast<int>(std::count_if(plan.steps().begin(), plan.steps().end(), [](const PlanStep& step) {
+    return step.record.op_type == "Concat";
+  }));
+}
+
+TEST(ConcatDistribution, TheSplitConvolutionsComputeWhatTheJoinedOnesDo) {
+  Branches split;
+  const Model distributable = split.g.finish({split.pointwise, split.spatial});
+  // The same model with the joined value also a graph output: the Concat stays.
+  Branches kept;
+  const Model joined = kept.g.finish({kept.pointwise, kept.spatial, kept.joined});
+
+  const std::optional<DistributedConcats> rewritten = distribute_concats(distributable);
+  ASSERT_TRUE(rewritten.has_value());
+  EXPECT_EQ(rewritten->concats, 1);
+  EXPECT_FALSE(distribute_concats(joined).has_value());
+  int convs = 0, adds = 0;
+  for (const Node& node : rewritten->model.graph.nodes) {
+    EXPECT_NE(node.op_type, "Concat");
+    convs += node.op_type == "Conv";
+    adds += node.op_type == "Add";
+  }
+  EXPECT_EQ(convs, 3 + 2 * 3);  // the branches, then each reader as three parts
+  EXPECT_EQ(adds, 2 * 2);
+
+  const Tensor x = random_tensor(kInput, 3);
+  for (const bool native_only : {false, true}) {
+    std::shared_ptr<const Plan> split_plan, joined_plan;
+    const std::vector<Tensor> got = run(distributable, x, native_only, &split_plan);
+    const std::vector<Tensor> expected = run(joined, x, native_only, &joined_plan);
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].shape(), expected[i].shape());
+      double scale = 1;
+      for (float v : expected[i].values<float>()) scale = std::max(scale, static_cast<double>(std::abs(v)));
+      EXPECT_LE(max_abs_diff(got[i], expected[i]), 1e-5 * scale)
+          << "output " << i << ", native " << native_only;
+    }
+    EXPECT_EQ(concat_steps(*split_plan), 0);
+    EXPECT_EQ(concat_steps(*joined_plan), 1);
+    const auto part =
+        std::find_if(split_plan->steps().begin(), split_plan->steps().end(),
+                     [](const PlanStep& step) { return step.record.node_name.ends_with(":part1"); });
+    ASSERT_NE(part, split_plan->steps().end());
+    EXPECT_NE(part->record.note.find("distributed: part 2 of 3 (input channels 6..15)"), std::string::npos)
+        << part->record.note;
+  }
+}
+
+TEST(ConcatDistribution, LeavesEveryOtherConcatAlone) {
+  {  // a reader that is not a Conv
+    Branches b;
+    EXPECT_FALSE(distribute_concats(b.g.finish({b.pointwise, b.spatial, b.g.add("Relu", {b.joined})})));
+  }
+  {  // a grouped Conv reads it
+    Branches b;
+    const std::string grouped =
+        b.g.add("Conv", {b.joined, b.g.weights({4, 10, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}, 2));
+    EXPECT_FALSE(distribute_concats(b.g.finish({b.pointwise, b.spatial, grouped})));
+  }
+  {  // a Conv whose weights are computed, not constant
+    Branches b;
+    const std::string computed = b.g.add("Identity", {b.g.weights({3, 20, 1, 1})});
+    const std::string reader =
+        b.g.add("Conv", {b.joined, computed}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+    EXPECT_FALSE(distribute_concats(b.g.finish({b.pointwise, b.spatial, reader})));
+  }
+  {  // the Adds would read as many channels as the copy writes: (3 - 1) x 10 >= 20
+    Branches b(1, 10);
+    EXPECT_FALSE(distribute_concats(b.g.finish({b.pointwise, b.spatial})));
+  }
+  {  // not along the channels
+    Branches b(2);
+    EXPECT_FALSE(distribute_concats(b.g.finish({b.pointwise})));
+  }
+  {  // a part whose channels no weight fixes (the graph input)
+    GraphBuilder g(kInput);
+    const std::string a =
+        g.add("Conv", {"x", g.weights({6, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+    const std::string joined = g.add("Concat", {a, "x"}, axis_attr(1));
+    const std::string y =
+        g.add("Conv", {joined, g.weights({2, 14, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+    EXPECT_FALSE(distribute_concats(g.finish({y})));
+  }
+  // Channels through -3 (the same axis), a Relu and a nested channel Concat are known.
+  GraphBuilder g(kInput);
+  const std::string a =
+      g.add("Conv", {"x", g.weights({6, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  const std::string b =
+      g.add("Conv", {"x", g.weights({2, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  const std::string inner = g.add("Relu", {g.add("Concat", {a, b}, axis_attr(1))});
+  const std::string joined = g.add("Concat", {inner, a}, axis_attr(-3));
+  const std::string y =
+      g.add("Conv", {joined, g.weights({2, 14, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  const std::optional<DistributedConcats> rewritten = distribute_concats(g.finish({y, inner}));
+  ASSERT_TRUE(rewritten.has_value());
+  EXPECT_EQ(rewritten->concats, 1);  // the inner one is read by a Relu: kept
+}
+
+}  // namespace
+}  // namespace kiln
