@@ -173,7 +173,7 @@ class TinyOpMultithreadedPattern final : public KilnPattern {
   explicit TinyOpMultithreadedPattern(int64_t tiny_step_ns) : tiny_step_ns_(tiny_step_ns) {}
   std::string name() const override { return kTinyOpMultithreaded; }
   std::string description() const override {
-    return str_cat("Steps shorter than ", static_cast<double>(tiny_step_ns_) / 1000.0,
+    return str_cat("Steps shorter than ", tiny_step_ns_ / 1000,
                    " us ran on several threads, and such steps are ", static_cast<int>(kTinyRunShare * 100),
                    "% or more of the run: starting and joining the threads costs more than the work they "
                    "share. Run the model on fewer threads (threads=1), or several models side by side.");

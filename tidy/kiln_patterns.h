@@ -38,6 +38,7 @@ inline constexpr const char* kPlanCacheMiss = "PlanCacheMissPattern";
 inline constexpr const char* kIdleGap = "IdleGapPattern";
 
 inline constexpr int64_t kDefaultTinyStepNs = 20'000;
+inline constexpr int64_t kMaxTinyStepUs = 1'000'000;  // a second: longer is no tiny step
 inline constexpr double kTinyRunShare = 0.10;
 
 // kiln's patterns, TinyOpMultithreadedPattern with steps under `tiny_step_ns` counting as tiny.

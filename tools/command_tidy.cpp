@@ -63,8 +63,8 @@ int command_tidy(const std::vector<std::string>& args) {
   tidy::TidyOptions options;
   options.name_patterns = parsed.values("name");
   options.corrected = !parsed.has("no-corrected");
-  options.tiny_step_us =
-      parsed.int_value("tiny-step-us", static_cast<int>(options.tiny_step_us), 1, 1'000'000);
+  options.tiny_step_us = parsed.int_value("tiny-step-us", static_cast<int>(options.tiny_step_us), 1,
+                                          static_cast<int>(tidy::kMaxTinyStepUs));
   const profiler::Trace trace = trace::load(path, {.max_bytes = max_trace_bytes(parsed)});
   tidy::TidyReport report = tidy::analyse(trace, path, options);
   if (parsed.has("benchmark")) {

@@ -21,6 +21,7 @@ count for count, kiln's corrections of the rules that are wrong for a trace, und
 and kiln's runtime patterns over kiln's own traces, whose fixes `benchmark=True` measures on this
 machine. docs/tidy.md has the list.
 """
+import operator as _operator
 import os as _os
 
 from kiln import _kiln
@@ -56,8 +57,14 @@ def report(prof_or_path, *, names=(), corrected=True, max_bytes=_profiler.DEFAUL
     else:
         trace = _profiler.load_trace(prof_or_path)
         name = f"{type(prof_or_path).__module__}.{type(prof_or_path).__name__}"
-    if isinstance(tiny_step_us, bool) or not isinstance(tiny_step_us, int):
-        raise TypeError(f"report: tiny_step_us must be an int (microseconds), got {tiny_step_us!r}")
+    try:
+        if isinstance(tiny_step_us, bool):
+            raise TypeError
+        tiny_step_us = _operator.index(tiny_step_us)  # int, numpy integers
+    except TypeError:
+        raise TypeError(f"report: tiny_step_us must be an integer (microseconds), got {tiny_step_us!r}") from None
+    if not 1 <= tiny_step_us <= 1_000_000:
+        raise ValueError(f"report: tiny_step_us must be 1..1000000 (microseconds), got {tiny_step_us}")
     analysed = _kiln.tidy.analyse(trace, name, list(names), bool(corrected), tiny_step_us)
     if benchmark:
         if model is None:
