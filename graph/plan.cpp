@@ -4,6 +4,9 @@
 #include "graph/plan.h"
 
 #include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
 
 #include "graph/passes/passes.h"
 #include "graph/verbose.h"
@@ -108,26 +111,38 @@ std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Sh
                                         AutotuneCache* autotune_cache) {
   AutotuneCache build_only;
   AutotuneCache& cache = autotune_cache != nullptr ? *autotune_cache : build_only;
-  const std::optional<DistributedConcats> distributed = distribute_concats(model);
-  const Model& planned = distributed ? distributed->model : model;
-  PlanState state(planned, input_shapes, input_values, settings, cache);
-  if (distributed) state.node_notes = distributed->notes;
-  run_passes(state);
   const bool parallel = settings.get("execution_mode") == static_cast<int>(ExecutionMode::parallel);
-  if (parallel) {
-    // Branches overlap with half the run's threads each, or one when the run has one or two (a run
-    // on one thread still overlaps branches on the other cores: see Plan::thread_capacity()).
-    Settings reduced_settings = settings;
-    reduced_settings.set("threads", std::max(1, settings.threads() / 2));
-    if (reduced_settings.threads() == settings.threads()) {
-      plan_parallel_groups(state, state);
-    } else {
+  // Branches overlap with half the run's threads each, or one when the run has one or two (a run on
+  // one thread still overlaps branches on the other cores: see Plan::thread_capacity()).
+  Settings reduced_settings = settings;
+  reduced_settings.set("threads", std::max(1, settings.threads() / 2));
+  const auto plan_model = [&](const Model& planned, const std::map<std::string, std::string>& notes) {
+    auto state = std::make_unique<PlanState>(planned, input_shapes, input_values, settings, cache);
+    state->node_notes = notes;
+    run_passes(*state);
+    if (parallel && reduced_settings.threads() == settings.threads()) {
+      plan_parallel_groups(*state, *state);
+    } else if (parallel) {
       PlanState reduced(planned, input_shapes, input_values, reduced_settings, cache);
-      if (distributed) reduced.node_notes = distributed->notes;
+      reduced.node_notes = notes;
       run_passes(reduced);
-      plan_parallel_groups(state, reduced);
+      plan_parallel_groups(*state, reduced);
+    }
+    return state;
+  };
+  const std::optional<DistributedConcats> distributed = distribute_concats(model, settings);
+  std::unique_ptr<PlanState> planned;  // refers to the model it plans, so declared after `distributed`
+  if (distributed) {
+    try {
+      planned = plan_model(distributed->model, distributed->notes);
+    } catch (const NeedsInputValue&) {
+      throw;
+    } catch (const Error&) {
+      // The model as written fails too, and its error names the nodes the user's file has.
     }
   }
+  if (!planned) planned = plan_model(model, {});
+  PlanState& state = *planned;
 
   auto plan = std::make_shared<Plan>();
   plan->steps_ = std::move(state.steps);

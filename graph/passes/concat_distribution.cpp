@@ -3,10 +3,16 @@
 // Where every reader of a Concat is such a convolution, the model is planned with the Concat gone and
 // each reader split into one Conv per part joined by Adds, which the fusion pass makes the oneDNN
 // convolutions' sum post-ops: the joined copy is never written. SqueezeNet's fire modules end so.
+// Only where a backend fuses those sums into float32 convolutions under the settings (not in
+// deterministic mode, where native runs convolutions and sums as separate passes, nor in bf16, where
+// each partial sum would be rounded), and where the reader's own result is not itself folded or
+// summed into (a BatchNormalization or a residual Add after it would lose their fusion).
 #include <algorithm>
 #include <map>
 #include <set>
 
+#include "backends/registry.h"
+#include "backends/selection.h"
 #include "core/error.h"
 #include "graph/passes/passes.h"
 
@@ -19,21 +25,27 @@ const std::set<std::string> kChannelPreserving = {
     "Elu",         "Selu",      "Softplus", "Identity", "Dropout", "BatchNormalization", "MaxPool",
     "AveragePool", "LRN"};
 
+// More joined channels than any real model has: counts beyond it are treated as unknown (no overflow).
+constexpr int64_t kMaxChannels = int64_t{1} << 40;
+
 struct ModelIndex {
   const Graph& graph;
   std::map<std::string, const Node*> producer;
   std::map<std::string, std::vector<const Node*>> readers;  // one entry per input position read
-  std::set<std::string> names;                              // every value and initializer name
+  std::set<std::string> values;                             // every value and initializer name
+  std::set<std::string> node_names;
+  std::map<std::string, int64_t> channels;  // known_channels' answers, each value computed once
 };
 
 ModelIndex index_model(const Graph& graph) {
-  ModelIndex index{graph, {}, {}, {}};
-  for (const ValueInfo& input : graph.inputs) index.names.insert(input.name);
-  for (const auto& [name, tensor] : graph.initializers) index.names.insert(name);
+  ModelIndex index{graph, {}, {}, {}, {}, {}};
+  for (const ValueInfo& input : graph.inputs) index.values.insert(input.name);
+  for (const auto& [name, tensor] : graph.initializers) index.values.insert(name);
   for (const Node& node : graph.nodes) {
+    index.node_names.insert(node.name);
     for (const std::string& output : node.outputs) {
       index.producer[output] = &node;
-      index.names.insert(output);
+      index.values.insert(output);
     }
     for (const std::string& input : node.inputs) {
       if (!input.empty()) index.readers[input].push_back(&node);
@@ -48,41 +60,47 @@ const Tensor* conv_weights(const ModelIndex& index, const Node& conv) {
   const auto found = index.graph.initializers.find(conv.inputs[1]);
   if (found == index.graph.initializers.end()) return nullptr;
   const Tensor& weights = found->second;
-  if (!weights.defined() || weights.dtype() != DType::f32 || weights.rank() < 3 || !weights.is_contiguous())
+  if (!weights.defined() || weights.dtype() != DType::f32 || weights.rank() < 3 || !weights.is_contiguous() ||
+      weights.dim(0) <= 0 || weights.dim(1) <= 0)
     return nullptr;
   return &weights;
 }
 
 // How many channels `value` has, as the model's weights fix it (a Conv's output channels, through
 // channel-preserving ops and channel Concats), or 0 when they do not.
-int64_t known_channels(const ModelIndex& index, const std::string& value, int depth = 0) {
+int64_t known_channels(ModelIndex& index, const std::string& value, int depth = 0) {
+  if (const auto known = index.channels.find(value); known != index.channels.end()) return known->second;
   const auto found = index.producer.find(value);
   if (found == index.producer.end() || depth > 64) return 0;
   const Node& node = *found->second;
-  if (!node.domain.empty() || node.outputs.empty() || node.outputs[0] != value || node.inputs.empty())
-    return 0;
-  if (node.op_type == "Conv") {
+  int64_t channels = 0;
+  if (!node.domain.empty() || node.outputs.empty() || node.outputs[0] != value || node.inputs.empty()) {
+    channels = 0;
+  } else if (node.op_type == "Conv") {
     const Tensor* weights = conv_weights(index, node);
-    return weights == nullptr ? 0 : weights->dim(0);
-  }
-  if (kChannelPreserving.count(node.op_type) != 0) return known_channels(index, node.inputs[0], depth + 1);
-  if (node.op_type == "Concat" && node.attributes.get_int("axis", 0) == 1) {
-    int64_t total = 0;
+    channels = weights == nullptr ? 0 : weights->dim(0);
+  } else if (kChannelPreserving.count(node.op_type) != 0) {
+    channels = known_channels(index, node.inputs[0], depth + 1);
+  } else if (node.op_type == "Concat" && node.attributes.get_int("axis", 0) == 1) {
     for (const std::string& part : node.inputs) {
-      const int64_t channels = part.empty() ? 0 : known_channels(index, part, depth + 1);
-      if (channels <= 0) return 0;
-      total += channels;
+      const int64_t part_channels = part.empty() ? 0 : known_channels(index, part, depth + 1);
+      if (part_channels <= 0 || part_channels > kMaxChannels - channels) {
+        channels = 0;
+        break;
+      }
+      channels += part_channels;
     }
-    return total;
   }
-  return 0;
+  index.channels[value] = channels;
+  return channels;
 }
 
 // The Concat's parts' channels, when every reader of its output is a group-1 float32 Conv reading it
-// as its data input whose split pays: the copy reads and writes the joined channels, the split's Adds
-// read (parts - 1) x the Conv's output channels, so only where those are fewer than the joined ones
-// (squeezenet1_1's classifier, 512 channels in and 1000 out, measured no faster split). Empty otherwise.
-std::vector<int64_t> distributable_parts(const ModelIndex& index, const Node& concat) {
+// as its data input, whose result is not read by a BatchNormalization or Add, and the split pays: the
+// copy reads and writes the joined channels, the Adds read (parts - 1) x each reader's output
+// channels, so only where those are fewer (squeezenet1_1's classifier, 512 channels in and 1000 out,
+// measured no faster split). Empty otherwise.
+std::vector<int64_t> distributable_parts(ModelIndex& index, const Node& concat) {
   if (concat.op_type != "Concat" || !concat.domain.empty() || concat.inputs.size() < 2 ||
       concat.outputs.size() != 1)
     return {};
@@ -92,23 +110,34 @@ std::vector<int64_t> distributable_parts(const ModelIndex& index, const Node& co
   }
   const auto readers = index.readers.find(joined);
   if (readers == index.readers.end()) return {};
+  for (const Node* reader : readers->second) {
+    if (conv_weights(index, *reader) == nullptr) return {};  // before counting any part's channels
+  }
   std::vector<int64_t> parts;
   int64_t total = 0;
   for (const std::string& part : concat.inputs) {
     const int64_t channels = part.empty() ? 0 : known_channels(index, part);
-    if (channels <= 0) return {};
+    if (channels <= 0 || channels > kMaxChannels - total) return {};
     parts.push_back(channels);
     total += channels;
   }
+  const int64_t axis = concat.attributes.get_int("axis", 0);
+  int64_t summed = 0;  // channels the Adds read, over every reader
   for (const Node* reader : readers->second) {
-    const Tensor* weights = conv_weights(index, *reader);
-    if (weights == nullptr || reader->inputs[0] != joined || reader->inputs[1] == joined ||
+    const Tensor& weights = *conv_weights(index, *reader);
+    if (reader->inputs[0] != joined || reader->inputs[1] == joined ||
         (reader->inputs.size() > 2 && reader->inputs[2] == joined) || reader->outputs.size() != 1 ||
-        reader->attributes.get_int("group", 1) != 1 || weights->dim(1) != total)
+        reader->outputs[0].empty() || reader->attributes.get_int("group", 1) != 1 ||
+        weights.dim(1) != total || (axis != 1 && axis != 1 - weights.rank()))
       return {};
-    const int64_t axis = concat.attributes.get_int("axis", 0);
-    if (axis != 1 && axis != 1 - weights->rank()) return {};
-    if ((static_cast<int64_t>(parts.size()) - 1) * weights->dim(0) >= total) return {};
+    if (const auto after = index.readers.find(reader->outputs[0]); after != index.readers.end()) {
+      for (const Node* next : after->second) {
+        if (next->domain.empty() && (next->op_type == "BatchNormalization" || next->op_type == "Add"))
+          return {};
+      }
+    }
+    summed += (static_cast<int64_t>(parts.size()) - 1) * weights.dim(0);
+    if (summed >= total) return {};
   }
   return parts;
 }
@@ -130,32 +159,27 @@ Tensor input_channel_slice(const Tensor& weights, int64_t first, int64_t count) 
 }
 
 // The nodes replacing `conv` (reading the Concat `concat` of `parts`): one Conv per part, the bias on
-// the first, and Adds summing them into the conv's own output name. Their new values and
-// initializers are named after the conv; false (nothing added) where a name is already taken.
-bool split_reader(Graph& graph, const ModelIndex& index, const Node& concat, const Node& conv,
-                  const std::vector<int64_t>& parts, std::vector<Node>& nodes,
+// the first, and Adds summing them into the conv's own output name. Their nodes are named after the
+// conv, their values and weights after its output; false where a name is taken (`values` and
+// `node_names` hold every name so far, the ones added here too).
+bool split_reader(Graph& graph, const Node& concat, const Node& conv, const std::vector<int64_t>& parts,
+                  std::vector<Node>& nodes, std::set<std::string>& values, std::set<std::string>& node_names,
                   std::map<std::string, std::string>& notes) {
-  const Tensor& weights = graph.initializers.at(conv.inputs[1]);
+  const Tensor weights = graph.initializers.at(conv.inputs[1]);
   const std::string& output = conv.outputs[0];
-  std::vector<std::string> new_names;
-  for (size_t k = 0; k < parts.size(); ++k) {
-    new_names.push_back(str_cat(conv.name, ":part", k, ":weights"));
-    new_names.push_back(str_cat(output, ":part", k));
-    if (k > 0) new_names.push_back(str_cat(output, ":sum", k));
-  }
-  for (const std::string& name : new_names) {
-    if (index.names.count(name) != 0) return false;
-  }
   std::string previous;
   int64_t first = 0;
   for (size_t k = 0; k < parts.size(); ++k) {
-    const std::string weight_name = str_cat(conv.name, ":part", k, ":weights");
-    graph.initializers[weight_name] = input_channel_slice(weights, first, parts[k]);
     Node part = conv;
     part.name = str_cat(conv.name, ":part", k);
+    const std::string weight_name = str_cat(output, ":part", k, ":weights");
+    part.outputs = {str_cat(output, ":part", k)};
+    if (!node_names.insert(part.name).second || !values.insert(weight_name).second ||
+        !values.insert(part.outputs[0]).second)
+      return false;
+    graph.initializers[weight_name] = input_channel_slice(weights, first, parts[k]);
     part.inputs = {concat.inputs[k], weight_name};
     if (k == 0 && conv.inputs.size() > 2 && !conv.inputs[2].empty()) part.inputs.push_back(conv.inputs[2]);
-    part.outputs = {str_cat(output, ":part", k)};
     notes[part.name] = str_cat("Concat '", concat.name, "' distributed: part ", k + 1, " of ", parts.size(),
                                " (input channels ", first, "..", first + parts[k] - 1, ") of '", conv.name,
                                "', the parts' convolutions summed instead of their inputs joined");
@@ -166,6 +190,9 @@ bool split_reader(Graph& graph, const ModelIndex& index, const Node& concat, con
       add.op_type = "Add";
       add.inputs = {part.outputs[0], previous};
       add.outputs = {k + 1 == parts.size() ? output : str_cat(output, ":sum", k)};
+      if (!node_names.insert(add.name).second ||
+          (k + 1 < parts.size() && !values.insert(add.outputs[0]).second))
+        return false;
       nodes.push_back(add);
       previous = add.outputs[0];
     } else {
@@ -178,8 +205,11 @@ bool split_reader(Graph& graph, const ModelIndex& index, const Node& concat, con
 
 }  // namespace
 
-std::optional<DistributedConcats> distribute_concats(const Model& model) {
-  const ModelIndex index = index_model(model.graph);
+std::optional<DistributedConcats> distribute_concats(const Model& model, const Settings& settings) {
+  if (settings.on("deterministic") || settings.precision("conv_precision") == Precision::bf16 ||
+      !has_post_op_kind(fusion_offered("Conv", settings).post_ops, PostOp::Kind::sum))
+    return std::nullopt;
+  ModelIndex index = index_model(model.graph);
   std::map<const Node*, std::vector<int64_t>> distributed;
   for (const Node& node : model.graph.nodes) {
     try {
@@ -202,14 +232,12 @@ std::optional<DistributedConcats> distribute_concats(const Model& model) {
   }
   for (const Node& node : model.graph.nodes) {
     const auto reader = split.find(&node);
-    if (reader != split.end()) {
-      // A name the split would give is taken: the model is planned as it is.
-      if (!split_reader(graph, index, *reader->second.first, node, *reader->second.second, nodes,
-                        result.notes))
-        return std::nullopt;
-      continue;
+    if (reader == split.end()) {
+      if (removed.count(&node) == 0) nodes.push_back(node);
+    } else if (!split_reader(graph, *reader->second.first, node, *reader->second.second, nodes, index.values,
+                             index.node_names, result.notes)) {
+      return std::nullopt;  // a name the split would give is taken: the model is planned as it is
     }
-    if (removed.count(&node) == 0) nodes.push_back(node);
   }
   graph.nodes = std::move(nodes);
   result.concats = static_cast<int>(removed.size());

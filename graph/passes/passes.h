@@ -20,13 +20,14 @@ namespace kiln {
 // (the parts' channels fixed by the weights that produce them) is gone, each reader split into one
 // Conv per part (its slice of the weights' input channels, the bias on the first) and Adds summing
 // them under the reader's output name, where the Adds read fewer channels than the copy would write.
-// Nothing when no Concat qualifies.
+// Only where a backend enabled under `settings` fuses a sum into a Conv, outside deterministic mode
+// and bf16 convolutions. Nothing when no Concat qualifies.
 struct DistributedConcats {
   Model model;
   std::map<std::string, std::string> notes;  // per split Conv's node name: what it computes and why
   int concats = 0;                           // Concats distributed
 };
-std::optional<DistributedConcats> distribute_concats(const Model& model);
+std::optional<DistributedConcats> distribute_concats(const Model& model, const Settings& settings);
 
 // order.cpp: checks that every value is defined once and read only after it is defined, drops the
 // nodes no graph output depends on, fills state.readers, and returns the remaining node indices in

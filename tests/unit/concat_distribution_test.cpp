@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,10 @@ std::vector<Tensor> run(const Model& model, const Tensor& x, bool native_only,
   return {result.at(model.graph.outputs[0].name), result.at(model.graph.outputs[1].name)};
 }
 
+std::optional<DistributedConcats> distribute_concats(const Settings& settings, const Model& model) {
+  return kiln::distribute_concats(model, settings);
+}
+
 int concat_steps(const Plan& plan) {
   return static_cast<int>(std::count_if(plan.steps().begin(), plan.steps().end(), [](const PlanStep& step) {
     return step.record.op_type == "Concat";
@@ -77,10 +82,10 @@ TEST(ConcatDistribution, TheSplitConvolutionsComputeWhatTheJoinedOnesDo) {
   Branches kept;
   const Model joined = kept.g.finish({kept.pointwise, kept.spatial, kept.joined});
 
-  const std::optional<DistributedConcats> rewritten = distribute_concats(distributable);
+  const std::optional<DistributedConcats> rewritten = distribute_concats(distributable, Settings::defaults());
   ASSERT_TRUE(rewritten.has_value());
   EXPECT_EQ(rewritten->concats, 1);
-  EXPECT_FALSE(distribute_concats(joined).has_value());
+  EXPECT_FALSE(distribute_concats(joined, Settings::defaults()).has_value());
   int convs = 0, adds = 0;
   for (const Node& node : rewritten->model.graph.nodes) {
     EXPECT_NE(node.op_type, "Concat");
@@ -92,8 +97,11 @@ TEST(ConcatDistribution, TheSplitConvolutionsComputeWhatTheJoinedOnesDo) {
 
   const Tensor x = random_tensor(kInput, 3);
   for (const bool native_only : {false, true}) {
+    // Native fuses no sums, so planning would keep the Concat there: the rewritten model is run
+    // itself, the native kernels checking the rewrite's arithmetic.
     std::shared_ptr<const Plan> split_plan, joined_plan;
-    const std::vector<Tensor> got = run(distributable, x, native_only, &split_plan);
+    const std::vector<Tensor> got =
+        run(native_only ? rewritten->model : distributable, x, native_only, &split_plan);
     const std::vector<Tensor> expected = run(joined, x, native_only, &joined_plan);
     for (size_t i = 0; i < got.size(); ++i) {
       ASSERT_EQ(got[i].shape(), expected[i].shape());
@@ -108,36 +116,132 @@ TEST(ConcatDistribution, TheSplitConvolutionsComputeWhatTheJoinedOnesDo) {
         std::find_if(split_plan->steps().begin(), split_plan->steps().end(),
                      [](const PlanStep& step) { return step.record.node_name.ends_with(":part1"); });
     ASSERT_NE(part, split_plan->steps().end());
-    EXPECT_NE(part->record.note.find("distributed: part 2 of 3 (input channels 6..15)"), std::string::npos)
-        << part->record.note;
+    if (!native_only) {
+      EXPECT_NE(part->record.note.find("distributed: part 2 of 3 (input channels 6..15)"), std::string::npos)
+          << part->record.note;
+    }
+  }
+  // Planned under native alone, the model keeps its Concat.
+  std::shared_ptr<const Plan> native_plan;
+  run(distributable, x, true, &native_plan);
+  EXPECT_EQ(concat_steps(*native_plan), 1);
+}
+
+TEST(ConcatDistribution, NamesTheModelGivesTwiceDoNotMixTheReadersWeights) {
+  // Two readers named alike (ONNX does not require unique node names): each keeps its own weights.
+  Branches b;
+  Model model = b.g.finish({b.pointwise, b.spatial});
+  for (Node& node : model.graph.nodes) {
+    if (node.op_type == "Conv" && node.inputs[0] == b.joined) node.name = "reader";
+  }
+  const std::optional<DistributedConcats> rewritten = distribute_concats(Settings::defaults(), model);
+  if (rewritten) {  // distributed only under names that do not collide
+    std::set<std::string> names;
+    for (const Node& node : rewritten->model.graph.nodes)
+      EXPECT_TRUE(names.insert(node.name).second) << node.name;
+  }
+  Branches kept;
+  const Model joined = kept.g.finish({kept.pointwise, kept.spatial, kept.joined});
+  const Tensor x = random_tensor(kInput, 4);
+  std::shared_ptr<const Plan> plan, joined_plan;
+  const std::vector<Tensor> got = run(model, x, false, &plan);
+  const std::vector<Tensor> expected = run(joined, x, false, &joined_plan);
+  for (size_t i = 0; i < got.size(); ++i) {
+    double scale = 1;
+    for (float v : expected[i].values<float>()) scale = std::max(scale, static_cast<double>(std::abs(v)));
+    EXPECT_LE(max_abs_diff(got[i], expected[i]), 1e-5 * scale) << "output " << i;
+  }
+}
+
+TEST(ConcatDistribution, APlanningErrorNamesTheModelsOwnNodes) {
+  // Parts of different heights cannot be joined: the error is the Concat's, as the file has it.
+  GraphBuilder g(kInput);
+  const std::string a =
+      g.add("Conv", {"x", g.weights({6, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  const std::string b =
+      g.add("Conv", {"x", g.weights({2, 8, 1, 1})}, conv_attrs({1, 1}, {2, 2}, {0, 0, 0, 0}));
+  const std::string joined = g.add("Concat", {a, b}, axis_attr(1));
+  const std::string y =
+      g.add("Conv", {joined, g.weights({2, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  const Model model = g.finish({y});
+  ASSERT_TRUE(distribute_concats(Settings::defaults(), model).has_value());
+  try {
+    Session(model).run({{"x", random_tensor(kInput, 2)}});
+    ADD_FAILURE() << "planned a Concat of [2, 6, 9, 9] and [2, 2, 5, 5]";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("Concat"), std::string::npos) << message;
+    EXPECT_EQ(message.find(":part"), std::string::npos) << message;
+    EXPECT_EQ(message.find(":sum"), std::string::npos) << message;
   }
 }
 
 TEST(ConcatDistribution, LeavesEveryOtherConcatAlone) {
   {  // a reader that is not a Conv
     Branches b;
-    EXPECT_FALSE(distribute_concats(b.g.finish({b.pointwise, b.spatial, b.g.add("Relu", {b.joined})})));
+    EXPECT_FALSE(distribute_concats(Settings::defaults(),
+                                    b.g.finish({b.pointwise, b.spatial, b.g.add("Relu", {b.joined})})));
   }
   {  // a grouped Conv reads it
     Branches b;
     const std::string grouped =
         b.g.add("Conv", {b.joined, b.g.weights({4, 10, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}, 2));
-    EXPECT_FALSE(distribute_concats(b.g.finish({b.pointwise, b.spatial, grouped})));
+    EXPECT_FALSE(distribute_concats(Settings::defaults(), b.g.finish({b.pointwise, b.spatial, grouped})));
   }
   {  // a Conv whose weights are computed, not constant
     Branches b;
     const std::string computed = b.g.add("Identity", {b.g.weights({3, 20, 1, 1})});
     const std::string reader =
         b.g.add("Conv", {b.joined, computed}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
-    EXPECT_FALSE(distribute_concats(b.g.finish({b.pointwise, b.spatial, reader})));
+    EXPECT_FALSE(distribute_concats(Settings::defaults(), b.g.finish({b.pointwise, b.spatial, reader})));
   }
   {  // the Adds would read as many channels as the copy writes: (3 - 1) x 10 >= 20
     Branches b(1, 10);
-    EXPECT_FALSE(distribute_concats(b.g.finish({b.pointwise, b.spatial})));
+    EXPECT_FALSE(distribute_concats(Settings::defaults(), b.g.finish({b.pointwise, b.spatial})));
+  }
+  {  // two readers whose Adds together read as many channels as the copy writes: 2 x (2 x 5) >= 20
+    Branches b;
+    const std::string again =
+        b.g.add("Conv", {b.joined, b.g.weights({5, 20, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+    EXPECT_FALSE(distribute_concats(Settings::defaults(), b.g.finish({b.pointwise, again})));
+  }
+  {  // a reader whose result a BatchNormalization or a residual Add reads (their fusion would be lost)
+    Branches b;
+    const std::string normalized =
+        b.g.add("BatchNormalization", {b.spatial, b.g.weights({3}), b.g.weights({3}), b.g.weights({3}),
+                                       b.g.constant(random_tensor({3}, 5, 0.5f, 2.0f))});
+    EXPECT_FALSE(distribute_concats(Settings::defaults(), b.g.finish({b.pointwise, normalized})));
+    Branches r;
+    EXPECT_FALSE(distribute_concats(Settings::defaults(),
+                                    r.g.finish({r.pointwise, r.g.add("Add", {r.spatial, r.spatial})})));
+  }
+  {  // weights with no output channels
+    GraphBuilder g(kInput);
+    const std::string a =
+        g.add("Conv", {"x", g.weights({6, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+    const std::string b =
+        g.add("Conv", {"x", g.weights({2, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+    const std::string joined = g.add("Concat", {a, b}, axis_attr(1));
+    const std::string y = g.add("Conv", {joined, g.constant(Tensor::zeros(DType::f32, {0, 8, 1, 1}))},
+                                conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+    EXPECT_FALSE(distribute_concats(Settings::defaults(), g.finish({y})));
+  }
+  {  // settings under which no backend would fuse the sums, or each partial sum would be rounded
+    Branches b;
+    const Model model = b.g.finish({b.pointwise, b.spatial});
+    ASSERT_TRUE(distribute_concats(Settings::defaults(), model).has_value());
+    EXPECT_FALSE(distribute_concats(Settings::defaults().set("deterministic", 1), model));
+    EXPECT_FALSE(distribute_concats(
+        Settings::defaults().set(SettingKey("conv_precision"), static_cast<int>(Precision::bf16)), model));
+    EXPECT_FALSE(
+        distribute_concats(Settings::defaults()
+                               .set(BackendSettingKey("enabled"), backend_position("onednn"), false)
+                               .set(BackendSettingKey("enabled"), backend_position("winograd"), false),
+                           model));
   }
   {  // not along the channels
     Branches b(2);
-    EXPECT_FALSE(distribute_concats(b.g.finish({b.pointwise})));
+    EXPECT_FALSE(distribute_concats(Settings::defaults(), b.g.finish({b.pointwise})));
   }
   {  // a part whose channels no weight fixes (the graph input)
     GraphBuilder g(kInput);
@@ -146,7 +250,7 @@ TEST(ConcatDistribution, LeavesEveryOtherConcatAlone) {
     const std::string joined = g.add("Concat", {a, "x"}, axis_attr(1));
     const std::string y =
         g.add("Conv", {joined, g.weights({2, 14, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
-    EXPECT_FALSE(distribute_concats(g.finish({y})));
+    EXPECT_FALSE(distribute_concats(Settings::defaults(), g.finish({y})));
   }
   // Channels through -3 (the same axis), a Relu and a nested channel Concat are known.
   GraphBuilder g(kInput);
@@ -158,7 +262,8 @@ TEST(ConcatDistribution, LeavesEveryOtherConcatAlone) {
   const std::string joined = g.add("Concat", {inner, a}, axis_attr(-3));
   const std::string y =
       g.add("Conv", {joined, g.weights({2, 14, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
-  const std::optional<DistributedConcats> rewritten = distribute_concats(g.finish({y, inner}));
+  const std::optional<DistributedConcats> rewritten =
+      distribute_concats(Settings::defaults(), g.finish({y, inner}));
   ASSERT_TRUE(rewritten.has_value());
   EXPECT_EQ(rewritten->concats, 1);  // the inner one is read by a Relu: kept
 }
