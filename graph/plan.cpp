@@ -138,7 +138,7 @@ std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Sh
     } catch (const NeedsInputValue&) {
       throw;
     } catch (const Error&) {
-      // The model as written fails too, and its error names the nodes the user's file has.
+      // Planned as written instead: where that fails too, its error names the user's own nodes.
     }
   }
   if (!planned) planned = plan_model(model, {});
