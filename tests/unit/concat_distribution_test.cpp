@@ -23,6 +23,23 @@ using testing::random_tensor;
 
 const Shape kInput = {2, 8, 9, 9};
 
+// A 1x1 convolution of `x` (`in` channels) to `out` channels, without bias.
+std::string pointwise_conv(GraphBuilder& g, const std::string& x, int64_t out, int64_t in) {
+  return g.add("Conv", {x, g.weights({out, in, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+}
+
+// Every output within 1e-5 of the expected one's scale: the parts summed in another order.
+void expect_close(const std::vector<Tensor>& got, const std::vector<Tensor>& expected,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].shape(), expected[i].shape()) << what;
+    double scale = 1;
+    for (float v : expected[i].values<float>()) scale = std::max(scale, static_cast<double>(std::abs(v)));
+    EXPECT_LE(max_abs_diff(got[i], expected[i]), 1e-5 * scale) << "output " << i << ", " << what;
+  }
+}
+
 Attributes axis_attr(int64_t axis) {
   Attributes attributes;
   attributes.set("axis", int_attr(axis));
@@ -34,12 +51,10 @@ struct Branches {
   GraphBuilder g{kInput};
   std::string joined, pointwise, spatial;
   explicit Branches(int64_t axis = 1, int64_t pointwise_channels = 5) {
-    const std::string a = g.add(
-        "Relu", {g.add("Conv", {"x", g.weights({6, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}))});
+    const std::string a = g.add("Relu", {pointwise_conv(g, "x", 6, 8)});
     const std::string b = g.add(
         "Relu", {g.add("Conv", {"x", g.weights({10, 8, 3, 3})}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}))});
-    const std::string c =
-        g.add("Conv", {"x", g.weights({4, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+    const std::string c = pointwise_conv(g, "x", 4, 8);
     joined = g.add("Concat", {a, b, c}, axis_attr(axis));
     pointwise = g.add(
         "Relu",
@@ -103,13 +118,7 @@ TEST(ConcatDistribution, TheSplitConvolutionsComputeWhatTheJoinedOnesDo) {
     const std::vector<Tensor> got =
         run(native_only ? rewritten->model : distributable, x, native_only, &split_plan);
     const std::vector<Tensor> expected = run(joined, x, native_only, &joined_plan);
-    for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_EQ(got[i].shape(), expected[i].shape());
-      double scale = 1;
-      for (float v : expected[i].values<float>()) scale = std::max(scale, static_cast<double>(std::abs(v)));
-      EXPECT_LE(max_abs_diff(got[i], expected[i]), 1e-5 * scale)
-          << "output " << i << ", native " << native_only;
-    }
+    expect_close(got, expected, native_only ? "native" : "default backends");
     EXPECT_EQ(concat_steps(*split_plan), 0);
     EXPECT_EQ(concat_steps(*joined_plan), 1);
     const auto part =
@@ -146,23 +155,17 @@ TEST(ConcatDistribution, NamesTheModelGivesTwiceDoNotMixTheReadersWeights) {
   std::shared_ptr<const Plan> plan, joined_plan;
   const std::vector<Tensor> got = run(model, x, false, &plan);
   const std::vector<Tensor> expected = run(joined, x, false, &joined_plan);
-  for (size_t i = 0; i < got.size(); ++i) {
-    double scale = 1;
-    for (float v : expected[i].values<float>()) scale = std::max(scale, static_cast<double>(std::abs(v)));
-    EXPECT_LE(max_abs_diff(got[i], expected[i]), 1e-5 * scale) << "output " << i;
-  }
+  expect_close(got, expected, "names given twice");
 }
 
 TEST(ConcatDistribution, APlanningErrorNamesTheModelsOwnNodes) {
   // Parts of different heights cannot be joined: the error is the Concat's, as the file has it.
   GraphBuilder g(kInput);
-  const std::string a =
-      g.add("Conv", {"x", g.weights({6, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  const std::string a = pointwise_conv(g, "x", 6, 8);
   const std::string b =
       g.add("Conv", {"x", g.weights({2, 8, 1, 1})}, conv_attrs({1, 1}, {2, 2}, {0, 0, 0, 0}));
   const std::string joined = g.add("Concat", {a, b}, axis_attr(1));
-  const std::string y =
-      g.add("Conv", {joined, g.weights({2, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  const std::string y = pointwise_conv(g, joined, 2, 8);
   const Model model = g.finish({y});
   ASSERT_TRUE(distribute_concats(Settings::defaults(), model).has_value());
   try {
@@ -201,8 +204,7 @@ TEST(ConcatDistribution, LeavesEveryOtherConcatAlone) {
   }
   {  // two readers whose Adds together read as many channels as the copy writes: 2 x (2 x 5) >= 20
     Branches b;
-    const std::string again =
-        b.g.add("Conv", {b.joined, b.g.weights({5, 20, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+    const std::string again = pointwise_conv(b.g, b.joined, 5, 20);
     EXPECT_FALSE(distribute_concats(Settings::defaults(), b.g.finish({b.pointwise, again})));
   }
   {  // a reader whose result a BatchNormalization or a residual Add reads (their fusion would be lost)
@@ -217,10 +219,8 @@ TEST(ConcatDistribution, LeavesEveryOtherConcatAlone) {
   }
   {  // weights with no output channels
     GraphBuilder g(kInput);
-    const std::string a =
-        g.add("Conv", {"x", g.weights({6, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
-    const std::string b =
-        g.add("Conv", {"x", g.weights({2, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+    const std::string a = pointwise_conv(g, "x", 6, 8);
+    const std::string b = pointwise_conv(g, "x", 2, 8);
     const std::string joined = g.add("Concat", {a, b}, axis_attr(1));
     const std::string y = g.add("Conv", {joined, g.constant(Tensor::zeros(DType::f32, {0, 8, 1, 1}))},
                                 conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
@@ -245,23 +245,18 @@ TEST(ConcatDistribution, LeavesEveryOtherConcatAlone) {
   }
   {  // a part whose channels no weight fixes (the graph input)
     GraphBuilder g(kInput);
-    const std::string a =
-        g.add("Conv", {"x", g.weights({6, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+    const std::string a = pointwise_conv(g, "x", 6, 8);
     const std::string joined = g.add("Concat", {a, "x"}, axis_attr(1));
-    const std::string y =
-        g.add("Conv", {joined, g.weights({2, 14, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+    const std::string y = pointwise_conv(g, joined, 2, 14);
     EXPECT_FALSE(distribute_concats(Settings::defaults(), g.finish({y})));
   }
   // Channels through -3 (the same axis), a Relu and a nested channel Concat are known.
   GraphBuilder g(kInput);
-  const std::string a =
-      g.add("Conv", {"x", g.weights({6, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
-  const std::string b =
-      g.add("Conv", {"x", g.weights({2, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  const std::string a = pointwise_conv(g, "x", 6, 8);
+  const std::string b = pointwise_conv(g, "x", 2, 8);
   const std::string inner = g.add("Relu", {g.add("Concat", {a, b}, axis_attr(1))});
   const std::string joined = g.add("Concat", {inner, a}, axis_attr(-3));
-  const std::string y =
-      g.add("Conv", {joined, g.weights({2, 14, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  const std::string y = pointwise_conv(g, joined, 2, 14);
   const std::optional<DistributedConcats> rewritten =
       distribute_concats(Settings::defaults(), g.finish({y, inner}));
   ASSERT_TRUE(rewritten.has_value());
