@@ -116,10 +116,14 @@ std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Sh
   // one thread still overlaps branches on the other cores: see Plan::thread_capacity()).
   Settings reduced_settings = settings;
   reduced_settings.set("threads", std::max(1, settings.threads() / 2));
-  const auto plan_model = [&](const Model& planned, const std::map<std::string, std::string>& notes) {
+  // `distributed` when `planned` is its model: the Concats it dropped are checked once shapes are known.
+  const auto plan_model = [&](const Model& planned, const DistributedConcats* distributed) {
+    static const std::map<std::string, std::string> kNoNotes;
+    const std::map<std::string, std::string>& notes = distributed ? distributed->notes : kNoNotes;
     auto state = std::make_unique<PlanState>(planned, input_shapes, input_values, settings, cache);
     state->node_notes = notes;
     run_passes(*state);
+    if (distributed) check_distributed_joins(*state, *distributed);
     if (parallel && reduced_settings.threads() == settings.threads()) {
       plan_parallel_groups(*state, *state);
     } else if (parallel) {
@@ -134,14 +138,14 @@ std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Sh
   std::unique_ptr<PlanState> planned;  // refers to the model it plans, so declared after `distributed`
   if (distributed) {
     try {
-      planned = plan_model(distributed->model, distributed->notes);
+      planned = plan_model(distributed->model, &*distributed);
     } catch (const NeedsInputValue&) {
       throw;
     } catch (const Error&) {
       // Planned as written instead: where that fails too, its error names the user's own nodes.
     }
   }
-  if (!planned) planned = plan_model(model, {});
+  if (!planned) planned = plan_model(model, nullptr);
   PlanState& state = *planned;
 
   auto plan = std::make_shared<Plan>();

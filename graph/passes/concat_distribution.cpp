@@ -39,7 +39,9 @@ struct ModelIndex {
 
 ModelIndex index_model(const Graph& graph) {
   ModelIndex index{graph, {}, {}, {}, {}, {}};
+  // Every name the model uses for a value, read or written, so a new one cannot meet a dangling read.
   for (const ValueInfo& input : graph.inputs) index.values.insert(input.name);
+  for (const ValueInfo& output : graph.outputs) index.values.insert(output.name);
   for (const auto& [name, tensor] : graph.initializers) index.values.insert(name);
   for (const Node& node : graph.nodes) {
     index.node_names.insert(node.name);
@@ -48,6 +50,7 @@ ModelIndex index_model(const Graph& graph) {
       index.values.insert(output);
     }
     for (const std::string& input : node.inputs) {
+      index.values.insert(input);
       if (!input.empty()) index.readers[input].push_back(&node);
     }
   }
@@ -221,7 +224,7 @@ std::optional<DistributedConcats> distribute_concats(const Model& model, const S
   }
   if (distributed.empty()) return std::nullopt;
 
-  DistributedConcats result{model, {}, 0};
+  DistributedConcats result{model, {}, {}, 0};
   Graph& graph = result.model.graph;
   std::vector<Node> nodes;
   std::set<const Node*> removed;
@@ -229,6 +232,7 @@ std::optional<DistributedConcats> distribute_concats(const Model& model, const S
   for (const auto& [concat, parts] : distributed) {
     for (const Node* reader : index.readers.at(concat->outputs[0])) split[reader] = {concat, &parts};
     removed.insert(concat);
+    result.joins.push_back({concat->name, concat->inputs});
   }
   for (const Node& node : model.graph.nodes) {
     const auto reader = split.find(&node);
@@ -242,6 +246,24 @@ std::optional<DistributedConcats> distribute_concats(const Model& model, const S
   graph.nodes = std::move(nodes);
   result.concats = static_cast<int>(removed.size());
   return result;
+}
+
+void check_distributed_joins(const PlanState& state, const DistributedConcats& distributed) {
+  for (const DistributedConcats::Join& join : distributed.joins) {
+    const Slot* first = state.planned(join.parts[0]);
+    KILN_CHECK(first != nullptr, runtime, "Concat '", join.concat, "': part '", join.parts[0],
+               "' was not planned");
+    for (const std::string& part : join.parts) {
+      const Slot* slot = state.planned(part);
+      KILN_CHECK(slot != nullptr, runtime, "Concat '", join.concat, "': part '", part, "' was not planned");
+      const Shape& a = first->info.shape;
+      const Shape& b = slot->info.shape;
+      bool joinable = a.size() == b.size() && a.size() >= 2;
+      for (size_t d = 0; joinable && d < a.size(); ++d) joinable = d == 1 || a[d] == b[d];
+      KILN_CHECK(joinable, invalid_argument, "Concat '", join.concat, "': parts ", shape_to_string(a),
+                 " and ", shape_to_string(b), " differ outside the channels");
+    }
+  }
 }
 
 }  // namespace kiln

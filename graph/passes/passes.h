@@ -23,11 +23,20 @@ namespace kiln {
 // Only where a backend enabled under `settings` fuses a sum into a Conv, outside deterministic mode
 // and bf16 convolutions. Nothing when no Concat qualifies.
 struct DistributedConcats {
+  struct Join {
+    std::string concat;              // the Concat's node name
+    std::vector<std::string> parts;  // the values it joined
+  };
   Model model;
   std::map<std::string, std::string> notes;  // per split Conv's node name: what it computes and why
-  int concats = 0;                           // Concats distributed
+  std::vector<Join> joins;                   // the Concats distributed
+  int concats = 0;
 };
 std::optional<DistributedConcats> distribute_concats(const Model& model, const Settings& settings);
+// After the passes planned `distributed.model`: throws kiln::Error where the parts of a distributed
+// Concat could not have been joined (shapes differing outside the channels), which the split's Adds
+// would broadcast instead of refusing; the model is then planned as written, and its Concat refuses.
+void check_distributed_joins(const PlanState& state, const DistributedConcats& distributed);
 
 // order.cpp: checks that every value is defined once and read only after it is defined, drops the
 // nodes no graph output depends on, fills state.readers, and returns the remaining node indices in
