@@ -14,6 +14,7 @@
 #include "backends/registry.h"
 #include "backends/selection.h"
 #include "core/error.h"
+#include "graph/passes/fusion_patterns.h"
 #include "graph/passes/passes.h"
 
 namespace kiln {
@@ -59,7 +60,7 @@ ModelIndex index_model(const Graph& graph) {
 
 // A float32 convolution weight of rank >= 3 given as an initializer, or null.
 const Tensor* conv_weights(const ModelIndex& index, const Node& conv) {
-  if (conv.op_type != "Conv" || !conv.domain.empty() || conv.inputs.size() < 2) return nullptr;
+  if (!is_onnx_op(&conv, "Conv") || conv.inputs.size() < 2) return nullptr;
   const auto found = index.graph.initializers.find(conv.inputs[1]);
   if (found == index.graph.initializers.end()) return nullptr;
   const Tensor& weights = found->second;
@@ -104,7 +105,7 @@ int64_t known_channels(ModelIndex& index, const std::string& value, int depth = 
 // channels, so only where those are fewer (squeezenet1_1's classifier, 512 channels in and 1000 out,
 // measured no faster split). Empty otherwise.
 std::vector<int64_t> distributable_parts(ModelIndex& index, const Node& concat) {
-  if (concat.op_type != "Concat" || !concat.domain.empty() || concat.inputs.size() < 2 ||
+  if (!is_onnx_op(&concat, "Concat") || concat.inputs.size() < 2 ||
       concat.outputs.size() != 1)
     return {};
   const std::string& joined = concat.outputs[0];
@@ -135,7 +136,7 @@ std::vector<int64_t> distributable_parts(ModelIndex& index, const Node& concat) 
       return {};
     if (const auto after = index.readers.find(reader->outputs[0]); after != index.readers.end()) {
       for (const Node* next : after->second) {
-        if (next->domain.empty() && (next->op_type == "BatchNormalization" || next->op_type == "Add"))
+        if (is_onnx_op(next, "BatchNormalization") || is_onnx_op(next, "Add"))
           return {};
       }
     }
