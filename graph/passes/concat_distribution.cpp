@@ -78,7 +78,7 @@ int64_t known_channels(ModelIndex& index, const std::string& value, int depth = 
   if (found == index.producer.end() || depth > 64) return 0;
   const Node& node = *found->second;
   int64_t channels = 0;
-  if (!node.domain.empty() || node.outputs.empty() || node.outputs[0] != value || node.inputs.empty()) {
+  if (!is_default_domain(node.domain) || node.outputs.empty() || node.outputs[0] != value || node.inputs.empty()) {
     channels = 0;
   } else if (node.op_type == "Conv") {
     const Tensor* weights = conv_weights(index, node);
