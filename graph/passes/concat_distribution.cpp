@@ -78,7 +78,8 @@ int64_t known_channels(ModelIndex& index, const std::string& value, int depth = 
   if (found == index.producer.end() || depth > 64) return 0;
   const Node& node = *found->second;
   int64_t channels = 0;
-  if (!is_default_domain(node.domain) || node.outputs.empty() || node.outputs[0] != value || node.inputs.empty()) {
+  if (!is_default_domain(node.domain) || node.outputs.empty() || node.outputs[0] != value ||
+      node.inputs.empty()) {
     channels = 0;
   } else if (node.op_type == "Conv") {
     const Tensor* weights = conv_weights(index, node);
@@ -105,9 +106,7 @@ int64_t known_channels(ModelIndex& index, const std::string& value, int depth = 
 // channels, so only where those are fewer (squeezenet1_1's classifier, 512 channels in and 1000 out,
 // measured no faster split). Empty otherwise.
 std::vector<int64_t> distributable_parts(ModelIndex& index, const Node& concat) {
-  if (!is_onnx_op(&concat, "Concat") || concat.inputs.size() < 2 ||
-      concat.outputs.size() != 1)
-    return {};
+  if (!is_onnx_op(&concat, "Concat") || concat.inputs.size() < 2 || concat.outputs.size() != 1) return {};
   const std::string& joined = concat.outputs[0];
   for (const ValueInfo& output : index.graph.outputs) {
     if (output.name == joined) return {};
@@ -136,8 +135,7 @@ std::vector<int64_t> distributable_parts(ModelIndex& index, const Node& concat) 
       return {};
     if (const auto after = index.readers.find(reader->outputs[0]); after != index.readers.end()) {
       for (const Node* next : after->second) {
-        if (is_onnx_op(next, "BatchNormalization") || is_onnx_op(next, "Add"))
-          return {};
+        if (is_onnx_op(next, "BatchNormalization") || is_onnx_op(next, "Add")) return {};
       }
     }
     summed += (static_cast<int64_t>(parts.size()) - 1) * weights.dim(0);
