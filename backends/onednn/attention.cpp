@@ -3,9 +3,11 @@
 // a softmax primitive normalizes them in place (oneDNN 2.6 has no softmax post-op), a second
 // matmul multiplies by V. The scores [..., L, S] are materialized in a buffer of each run context. Under
 // bf16 precision Q, K and V arrive as bf16 (Reorder steps before the kernel), the softmax writes
-// bf16 probabilities, and both products accumulate in float32.
+// bf16 probabilities, and both products accumulate in float32. The primitives' scratchpads are the run
+// context's too, one buffer for all (they run one after the other).
 #include "ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -59,7 +61,7 @@ class AttentionKernel final : public Kernel {
     const memory::dims out_dims = dims_of(p.leading, p.l, p.ev);
     out_desc_ = memory::desc(out_dims, memory::data_type::f32, strides_of(out_dims));
 
-    dnnl::primitive_attr scores_attr;
+    dnnl::primitive_attr scores_attr = primitive_attributes();
     scores_attr.set_output_scales(0, {p.scale});
     dnnl::matmul::primitive_desc scores_pd(dnnl::matmul::desc(q_desc_, kt_desc_, scores_desc_), scores_attr,
                                            engine());
@@ -82,8 +84,8 @@ class AttentionKernel final : public Kernel {
       } else {
         const dnnl::binary::primitive_desc add_pd(
             dnnl::binary::desc(dnnl::algorithm::binary_add, scores_desc_, mask_desc_, scores_desc_),
-            engine());
-        add_mask_ = dnnl::binary(add_pd);
+            primitive_attributes(), engine());
+        add_mask_ = Primitive(add_pd);
         separate_mask_ = true;
         mask_name_ = str_cat("+", implementation_name(add_pd));  // not "+" + ...: GCC 12's false -Wrestrict
       }
@@ -92,12 +94,12 @@ class AttentionKernel final : public Kernel {
         dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::softmax_accurate,
                                        scores_desc_, probabilities_desc_,
                                        static_cast<int>(q_dims.size()) - 1),
-        engine());
+        primitive_attributes(), engine());
     const dnnl::matmul::primitive_desc output_pd(dnnl::matmul::desc(probabilities_desc_, v_desc_, out_desc_),
-                                                 engine());
-    scores_ = dnnl::matmul(scores_pd);
-    softmax_ = dnnl::softmax_v2_forward(softmax_pd);
-    output_ = dnnl::matmul(output_pd);
+                                                 primitive_attributes(), engine());
+    scores_ = Primitive(scores_pd);
+    softmax_ = Primitive(softmax_pd);
+    output_ = Primitive(output_pd);
     name_ = str_cat("onednn:attention(", implementation_name(scores_pd), mask_name_, "+",
                     implementation_name(softmax_pd), "+", implementation_name(output_pd), ")",
                     bf16 ? ":bf16" : "");
@@ -123,10 +125,10 @@ class AttentionKernel final : public Kernel {
   bool separate_mask_ = false;  // added by add_mask_, not by a post-op of the product
   std::string mask_name_;
   memory::desc q_desc_, kt_desc_, v_desc_, mask_desc_, scores_desc_, probabilities_desc_, out_desc_;
-  dnnl::matmul scores_;
-  dnnl::binary add_mask_;
-  dnnl::softmax_v2_forward softmax_;
-  dnnl::matmul output_;
+  Primitive scores_;
+  Primitive add_mask_;  // only where separate_mask_
+  Primitive softmax_;
+  Primitive output_;
   size_t scores_bytes_ = 0;
   std::string name_;
 };
@@ -156,6 +158,15 @@ class BoundAttention final : public BoundKernel {
       mask_args_ = {{DNNL_ARG_SRC_0, scores_.get()}, {DNNL_ARG_SRC_1, mask}, {DNNL_ARG_DST, scores_.get()}};
     softmax_args_ = {{DNNL_ARG_SRC, scores_.get()}, {DNNL_ARG_DST, probabilities_.get()}};
     output_args_ = {{DNNL_ARG_SRC, probabilities_.get()}, {DNNL_ARG_WEIGHTS, v}, {DNNL_ARG_DST, out}};
+    // The primitives run one after the other: one buffer, as large as the largest scratchpad, serves all.
+    const size_t scratchpad_bytes =
+        std::max({kernel.scores_.scratchpad_bytes(), kernel.add_mask_.scratchpad_bytes(),
+                  kernel.softmax_.scratchpad_bytes(), kernel.output_.scratchpad_bytes()});
+    void* scratchpad = scratchpad_bytes > 0 ? scratchpad_buffer_.reserve(scratchpad_bytes) : nullptr;
+    give_scratchpad(kernel.scores_, scratchpad, scores_args_);
+    if (kernel.separate_mask_) give_scratchpad(kernel.add_mask_, scratchpad, mask_args_);
+    give_scratchpad(kernel.softmax_, scratchpad, softmax_args_);
+    give_scratchpad(kernel.output_, scratchpad, output_args_);
   }
 
   void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) override {
@@ -177,17 +188,25 @@ class BoundAttention final : public BoundKernel {
   static void follow(memory& memory, const Tensor& tensor) {
     if (memory.get_data_handle() != handle(tensor)) memory.set_data_handle(handle(tensor));
   }
-  static void execute(const dnnl::primitive& primitive, const std::vector<dnnl_exec_arg_t>& args,
+  static void execute(const Primitive& primitive, const std::vector<dnnl_exec_arg_t>& args,
                       dnnl::stream& stream) {
-    dnnl::error::wrap_c_api(
-        dnnl_primitive_execute(primitive.get(), stream.get(), static_cast<int>(args.size()), args.data()),
-        "could not execute an attention primitive");
+    dnnl::error::wrap_c_api(dnnl_primitive_execute(primitive.get().get(), stream.get(),
+                                                   static_cast<int>(args.size()), args.data()),
+                            "could not execute an attention primitive");
+  }
+  // Adds `primitive`'s scratchpad, at `scratchpad`, to its arguments.
+  void give_scratchpad(const Primitive& primitive, void* scratchpad, std::vector<dnnl_exec_arg_t>& args) {
+    if (primitive.scratchpad_bytes() == 0) return;
+    scratchpads_.emplace_back(primitive.scratchpad_desc(), engine(), scratchpad);
+    args.push_back({DNNL_ARG_SCRATCHPAD, scratchpads_.back().get()});
   }
 
   const AttentionKernel& kernel_;
   ScratchBuffer buffer_;
   memory scores_, probabilities_;
   std::vector<memory> tensors_;
+  ScratchBuffer scratchpad_buffer_;
+  std::vector<memory> scratchpads_;  // one per primitive that has one, all at scratchpad_buffer_
   std::vector<dnnl_exec_arg_t> scores_args_, mask_args_, softmax_args_, output_args_;
 };
 

@@ -1,7 +1,6 @@
 // oneDNN Concat of bfloat16-stored values (nhwc_bf16, plain_bf16) in the first input's layout;
 // values stored as float32 are left to native's copies (see make_concat).
 #include "backends/onednn/onednn_common.h"
-#include "backends/onednn/post_ops.h"
 
 namespace kiln::onednn {
 namespace {
@@ -16,10 +15,9 @@ class ConcatKernel final : public PrimitiveKernel {
     std::vector<memory::desc> sources;
     for (const TensorInfo& input : spec.inputs) sources.push_back(value_desc(input.shape, layout));
     const memory::desc dst_desc = value_desc(output_shape, layout);
-    const dnnl::concat::primitive_desc pd(dst_desc, axis, sources, engine(), make_attr({}));
+    const dnnl::concat::primitive_desc pd(dst_desc, axis, sources, engine(), primitive_attributes());
     name_ = "onednn:" + implementation_name(pd);
-    primitive_ = dnnl::concat(pd);
-    scratchpad_desc_ = pd.scratchpad_desc();
+    primitive_ = Primitive(pd);
     input_layouts_.assign(spec.inputs.size(), layout);
     output_layouts_ = {layout};
     for (size_t i = 0; i < sources.size(); ++i)

@@ -43,8 +43,7 @@ class ConvKernel final : public PrimitiveKernel {
     select_alternative(pd, request.alternative);
     name_ = "onednn:" + implementation_name(pd) + (bf16 ? ":bf16" : "") + post_ops_suffix(request.post_ops) +
             alternative_suffix(request.alternative);
-    primitive_ = dnnl::convolution_forward(pd);
-    scratchpad_desc_ = pd.scratchpad_desc();
+    primitive_ = Primitive(pd);
 
     // Weights: ONNX's (g)oihw, reordered once into the implementation's blocked layout.
     const memory::desc user_weights(weight_dims, memory::data_type::f32,

@@ -14,10 +14,9 @@ class EltwiseKernel final : public PrimitiveKernel {
     const memory::desc data_desc = value_desc(input.shape, layout);
     const dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, eltwise.algorithm, data_desc,
                                            eltwise.alpha, eltwise.beta);
-    const dnnl::eltwise_forward::primitive_desc pd(desc, make_attr({}), engine());
+    const dnnl::eltwise_forward::primitive_desc pd(desc, primitive_attributes(), engine());
     name_ = "onednn:" + implementation_name(pd);
-    primitive_ = dnnl::eltwise_forward(pd);
-    scratchpad_desc_ = pd.scratchpad_desc();
+    primitive_ = Primitive(pd);
     input_layouts_ = {layout};
     output_layouts_ = {layout};
     bind_input(DNNL_ARG_SRC, 0, data_desc);
@@ -48,10 +47,9 @@ class BinaryKernel final : public PrimitiveKernel {
     const memory::desc a_desc = value_desc(a.shape, a_layout);
     const memory::desc b_desc = value_desc(b_dims, b_layout);
     const dnnl::binary::desc desc(algorithm, a_desc, b_desc, a_desc);
-    const dnnl::binary::primitive_desc pd(desc, make_attr({}), engine());
+    const dnnl::binary::primitive_desc pd(desc, primitive_attributes(), engine());
     name_ = "onednn:" + implementation_name(pd);
-    primitive_ = dnnl::binary(pd);
-    scratchpad_desc_ = pd.scratchpad_desc();
+    primitive_ = Primitive(pd);
     input_layouts_ = {a_layout, b_layout};
     output_layouts_ = {a_layout};
     bind_input(DNNL_ARG_SRC_0, 0, a_desc);

@@ -40,8 +40,7 @@ class MatmulKernel final : public PrimitiveKernel {
     select_alternative(pd, alternative);
     name_ = "onednn:" + implementation_name(pd) + (problem.bf16 ? ":bf16" : "") +
             post_ops_suffix(problem.post_ops) + alternative_suffix(alternative);
-    primitive_ = dnnl::matmul(pd);
-    scratchpad_desc_ = pd.scratchpad_desc();
+    primitive_ = Primitive(pd);
     input_layouts_ = {operand_layout, packed ? Layout::plain : operand_layout};
     bind_input(DNNL_ARG_SRC, 0, a_desc);
     if (packed) {

@@ -1,6 +1,5 @@
 // oneDNN LayerNormalization over the last axis, with constant scale and bias copied at plan time.
 #include "backends/onednn/onednn_common.h"
-#include "backends/onednn/post_ops.h"
 
 namespace kiln::onednn {
 namespace {
@@ -18,10 +17,9 @@ class LayerNormKernel final : public PrimitiveKernel {
     if (has_bias) flags = flags | dnnl::normalization_flags::use_shift;
     const dnnl::layer_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, data, epsilon,
                                                        flags);
-    const dnnl::layer_normalization_forward::primitive_desc pd(desc, make_attr({}), engine());
+    const dnnl::layer_normalization_forward::primitive_desc pd(desc, primitive_attributes(), engine());
     name_ = "onednn:" + implementation_name(pd);
-    primitive_ = dnnl::layer_normalization_forward(pd);
-    scratchpad_desc_ = pd.scratchpad_desc();
+    primitive_ = Primitive(pd);
     const memory::desc per_channel = plain_desc({channels});
     constant_args_[DNNL_ARG_SCALE] =
         reorder_constant(per_channel, spec.input(1).value.reshaped({channels}), per_channel);

@@ -99,6 +99,32 @@ std::string implementation_name(const dnnl::primitive_desc_base& pd) {
   return pd.impl_info_str();
 }
 
+dnnl::primitive_attr primitive_attributes() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+Primitive::Primitive(const dnnl::primitive_desc_base& pd) {
+  KILN_CHECK(pd.get_primitive_attr().get_scratchpad_mode() == dnnl::scratchpad_mode::user, runtime,
+             "oneDNN primitive ", implementation_name(pd),
+             " was described with a library-managed scratchpad; kiln's primitives take their attributes "
+             "from primitive_attributes() so that concurrent runs never share a scratchpad");
+  primitive_ = dnnl::primitive(pd.get());
+  scratchpad_desc_ = pd.scratchpad_desc();
+}
+
+void Primitive::execute(std::unordered_map<int, dnnl::memory> args) const {
+  // One execution at a time runs on a thread (an execution never waits for other work), so two
+  // never share the thread's scratchpad.
+  thread_local ScratchBuffer scratch;
+  if (scratchpad_bytes() > 0)
+    args.insert_or_assign(DNNL_ARG_SCRATCHPAD,
+                          dnnl::memory(scratchpad_desc_, engine(), scratch.reserve(scratchpad_bytes())));
+  primitive_.execute(thread_stream(), args);
+  thread_stream().wait();
+}
+
 dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& tensor) {
   return dnnl::memory(desc, engine(), const_cast<void*>(tensor.raw_data()));
 }
@@ -113,8 +139,9 @@ dnnl::memory reorder_constant(const dnnl::memory::desc& from, const Tensor& valu
                               const dnnl::memory::desc& to) {
   dnnl::memory source = wrap(from, value);
   dnnl::memory packed(to, engine());
-  dnnl::reorder(source, packed).execute(thread_stream(), source, packed);
-  thread_stream().wait();
+  const Primitive reorder(
+      dnnl::reorder::primitive_desc(engine(), from, engine(), to, primitive_attributes()));
+  reorder.execute({{DNNL_ARG_FROM, source}, {DNNL_ARG_TO, packed}});
   return packed;
 }
 
@@ -135,9 +162,10 @@ class BoundPrimitive final : public BoundKernel {
     for (size_t i = 0; i < memories_.size(); ++i)
       args_.push_back({kernel.bindings()[i].argument, memories_[i].get()});
     for (const auto& [argument, memory] : kernel.constant_args()) args_.push_back({argument, memory.get()});
-    const size_t scratch_bytes = kernel.scratchpad_desc().get_size();
-    if (scratch_bytes > 0) {
-      scratchpad_ = dnnl::memory(kernel.scratchpad_desc(), engine(), scratch_.reserve(scratch_bytes));
+    const Primitive& primitive = kernel.primitive();
+    if (primitive.scratchpad_bytes() > 0) {
+      scratchpad_ =
+          dnnl::memory(primitive.scratchpad_desc(), engine(), scratch_.reserve(primitive.scratchpad_bytes()));
       args_.push_back({DNNL_ARG_SCRATCHPAD, scratchpad_.get()});
     }
   }
@@ -152,7 +180,7 @@ class BoundPrimitive final : public BoundKernel {
       if (memories_[i].get_data_handle() != data) memories_[i].set_data_handle(data);
     }
     dnnl::stream& stream = thread_stream();
-    dnnl::error::wrap_c_api(dnnl_primitive_execute(kernel_.primitive().get(), stream.get(),
+    dnnl::error::wrap_c_api(dnnl_primitive_execute(kernel_.primitive().get().get(), stream.get(),
                                                    static_cast<int>(args_.size()), args_.data()),
                             "could not execute a primitive");
     stream.wait();
@@ -184,13 +212,7 @@ void PrimitiveKernel::run(std::span<const Tensor> inputs, std::span<Tensor> outp
     args.insert_or_assign(binding.argument, wrap(binding.desc, binding.is_output ? outputs[binding.index]
                                                                                  : inputs[binding.index]));
   }
-  thread_local ScratchBuffer scratch;
-  const size_t needed = scratchpad_desc_.get_size();
-  if (needed > 0)
-    args.insert_or_assign(DNNL_ARG_SCRATCHPAD,
-                          dnnl::memory(scratchpad_desc_, engine(), scratch.reserve(needed)));
-  primitive_.execute(thread_stream(), args);
-  thread_stream().wait();
+  primitive_.execute(std::move(args));
 }
 
 std::unique_ptr<BoundKernel> PrimitiveKernel::bind(std::span<const Tensor> inputs,

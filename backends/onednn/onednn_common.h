@@ -1,5 +1,6 @@
 // What every oneDNN kernel shares: the CPU engine, a stream per thread, memory descriptors for
-// kiln's values, and the base class that runs one primitive with a per-thread user scratchpad.
+// kiln's values, primitives whose scratchpad kiln provides, and the base class that runs one
+// primitive with its run context's scratchpad.
 #pragma once
 
 #include <memory>
@@ -52,10 +53,41 @@ std::string alternative_suffix(int alternative);
 // "brgconv:avx512_core" for conv primitives, as oneDNN names its implementations.
 std::string implementation_name(const dnnl::primitive_desc_base& pd);
 
+// The attributes every primitive kiln creates starts from: a user scratchpad. In its default mode
+// oneDNN allocates a primitive's scratchpad when it creates the primitive: the primitive's own
+// buffer, which every run executing it at once would share (wrong outputs), or, in Debian's build
+// (no DNNL_ENABLE_CONCURRENT_EXEC), for some implementations a buffer of the creating thread's,
+// which an execution on another thread does not have (a crash). kiln's kernels are created at plan
+// time and executed by every run of the plan, on any thread.
+dnnl::primitive_attr primitive_attributes();
+
+// A oneDNN primitive and the scratchpad an execution must pass it. Every primitive kiln executes is
+// one of these, created from a descriptor whose attributes came from primitive_attributes(): the
+// constructor throws kiln::Error (runtime) for any other, so no kernel can forget it.
+class Primitive {
+ public:
+  Primitive() = default;
+  explicit Primitive(const dnnl::primitive_desc_base& pd);
+
+  const dnnl::primitive& get() const { return primitive_; }
+  const dnnl::memory::desc& scratchpad_desc() const { return scratchpad_desc_; }
+  size_t scratchpad_bytes() const { return scratchpad_desc_.get_size(); }
+
+  // Executes the primitive on the calling thread's stream with the calling thread's scratchpad, and
+  // waits: for plan-time work (weights reordered, kernels timed) and unbound runs. Runs bound to a
+  // run context pass the context's scratchpad instead.
+  void execute(std::unordered_map<int, dnnl::memory> args) const;
+
+ private:
+  dnnl::primitive primitive_;
+  dnnl::memory::desc scratchpad_desc_;
+};
+
 // A kernel made of one primitive. Subclasses create the primitive and declare which kernel input
 // or output feeds each primitive argument; constants (prepacked weights, bias) live in
-// `constant_args_` and are shared by every run. Scratchpads are user-mode: the calling thread's for
-// run(), the bound kernel's own for bind(), so concurrent runs never share one.
+// `constant_args_` and are shared by every run. Scratchpads are the bound kernel's own (one per run
+// context) for bind(), the calling thread's for run() (plan-time folding and timing), so concurrent
+// runs never share one.
 class PrimitiveKernel : public Kernel {
  public:
   std::string_view name() const override { return name_; }
@@ -80,8 +112,7 @@ class PrimitiveKernel : public Kernel {
     dnnl::memory::desc desc;
   };
   const std::vector<Binding>& bindings() const { return bindings_; }
-  const dnnl::primitive& primitive() const { return primitive_; }
-  const dnnl::memory::desc& scratchpad_desc() const { return scratchpad_desc_; }
+  const Primitive& primitive() const { return primitive_; }
   const std::unordered_map<int, dnnl::memory>& constant_args() const { return constant_args_; }
   // Called before each execution (a fused sum copies its residual into the output here).
   virtual void prepare_outputs(std::span<const Tensor> inputs, std::span<Tensor> outputs) const {}
@@ -94,8 +125,7 @@ class PrimitiveKernel : public Kernel {
     bindings_.push_back({argument, true, index, desc});
   }
 
-  dnnl::primitive primitive_;
-  dnnl::memory::desc scratchpad_desc_;
+  Primitive primitive_;
   std::unordered_map<int, dnnl::memory> constant_args_;
   std::string name_;
   std::vector<Layout> input_layouts_;

@@ -4,7 +4,6 @@
 #include "ops/pool.h"
 
 #include "backends/onednn/onednn_common.h"
-#include "backends/onednn/post_ops.h"
 
 namespace kiln::onednn {
 namespace {
@@ -24,10 +23,9 @@ class PoolKernel final : public PrimitiveKernel {
     const dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm, src_desc,
                                               dst_desc, g.strides, g.kernel, g.dilations, g.pads_begin,
                                               g.pads_end);
-    const dnnl::pooling_v2_forward::primitive_desc pd(desc, make_attr({}), engine());
+    const dnnl::pooling_v2_forward::primitive_desc pd(desc, primitive_attributes(), engine());
     name_ = "onednn:" + implementation_name(pd);
-    primitive_ = dnnl::pooling_v2_forward(pd);
-    scratchpad_desc_ = pd.scratchpad_desc();
+    primitive_ = Primitive(pd);
     input_layouts_ = {layout};
     output_layouts_ = {layout};
     bind_input(DNNL_ARG_SRC, 0, src_desc);

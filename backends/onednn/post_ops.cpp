@@ -1,5 +1,6 @@
 #include "backends/onednn/post_ops.h"
 
+#include "backends/onednn/onednn_common.h"
 #include "core/error.h"
 
 namespace kiln::onednn {
@@ -38,9 +39,8 @@ dnnl::primitive_attr make_attr(const std::vector<PostOp>& post_ops) {
       chain.append_eltwise(1.0f, eltwise.algorithm, eltwise.alpha, eltwise.beta);
     }
   }
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr attr = primitive_attributes();
   attr.set_post_ops(chain);
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   return attr;
 }
 

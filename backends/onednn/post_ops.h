@@ -18,7 +18,7 @@ struct Eltwise {
 // The eltwise algorithm computing activation `op` (any kind but sum).
 Eltwise eltwise_for(const PostOp& op);
 
-// Attributes for a primitive: user-mode scratchpad and `post_ops` in order.
+// Attributes for a primitive: primitive_attributes() and `post_ops` in order.
 dnnl::primitive_attr make_attr(const std::vector<PostOp>& post_ops);
 // "+sum+relu": appended to kernel names so plans show what was fused.
 std::string post_ops_suffix(const std::vector<PostOp>& post_ops);

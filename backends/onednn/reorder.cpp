@@ -14,7 +14,8 @@ class ReorderKernel final : public PrimitiveKernel {
     apply_thread_count();
     const memory::desc from_desc = value_desc(shape, from);
     const memory::desc to_desc = value_desc(shape, to);
-    primitive_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from_desc, engine(), to_desc));
+    primitive_ = Primitive(
+        dnnl::reorder::primitive_desc(engine(), from_desc, engine(), to_desc, primitive_attributes()));
     name_ = std::string("onednn:reorder_") + layout_name(from) + "_to_" + layout_name(to);
     input_layouts_ = {from};
     output_layouts_ = {to};

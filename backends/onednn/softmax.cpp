@@ -1,7 +1,6 @@
 // oneDNN Softmax / LogSoftmax: float32 also under reduced precision (a bf16 input is converted
 // before it), any axis; before opset 13 over the input coerced to 2-D.
 #include "backends/onednn/onednn_common.h"
-#include "backends/onednn/post_ops.h"
 
 namespace kiln::onednn {
 namespace {
@@ -13,10 +12,9 @@ class SoftmaxKernel final : public PrimitiveKernel {
   SoftmaxKernel(dnnl::algorithm algorithm, const memory::desc& desc, int axis, Layout layout) {
     const dnnl::softmax_v2_forward::desc softmax(dnnl::prop_kind::forward_inference, algorithm, desc, desc,
                                                  axis);
-    const dnnl::softmax_v2_forward::primitive_desc pd(softmax, make_attr({}), engine());
+    const dnnl::softmax_v2_forward::primitive_desc pd(softmax, primitive_attributes(), engine());
     name_ = "onednn:" + implementation_name(pd);
-    primitive_ = dnnl::softmax_v2_forward(pd);
-    scratchpad_desc_ = pd.scratchpad_desc();
+    primitive_ = Primitive(pd);
     input_layouts_ = {layout};
     output_layouts_ = {layout};
     bind_input(DNNL_ARG_SRC, 0, desc);

@@ -17,6 +17,10 @@
 #include "op_test_util.h"
 #include "runtime/threads.h"
 
+#if KILN_WITH_ONEDNN
+#include "backends/onednn/onednn_common.h"
+#endif
+
 namespace kiln {
 namespace {
 
@@ -467,6 +471,20 @@ TEST(Onednn, DisablingOnednnReplansTheSession) {
   const ScopedSettings off(Settings().set_by_name("onednn_enabled", 0));
   EXPECT_EQ(session.plan_for({input})->steps().back().record.backend, "native");
 }
+
+#if KILN_WITH_ONEDNN
+// oneDNN's own scratchpad would be shared by concurrent runs: a primitive described without kiln's
+// attributes is refused where it is created, naming it.
+TEST(Onednn, APrimitiveLeavingItsScratchpadToOnednnIsRefused) {
+  const dnnl::eltwise_forward::desc relu(dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_relu,
+                                         onednn::plain_desc({4, 4}), 0.0f);
+  const dnnl::eltwise_forward::primitive_desc library(relu, onednn::engine());
+  EXPECT_NE(testing::error_of([&] { onednn::Primitive{library}; }).find("library-managed scratchpad"),
+            std::string::npos);
+  const dnnl::eltwise_forward::primitive_desc user(relu, onednn::primitive_attributes(), onednn::engine());
+  EXPECT_NO_THROW(onednn::Primitive{user});
+}
+#endif
 
 }  // namespace
 }  // namespace kiln
