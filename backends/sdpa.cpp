@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 
 #include "backends/selection.h"
 #include "core/error.h"
@@ -85,6 +86,10 @@ Settings kernels_setting(std::span<const std::string_view> kernels, bool set_pri
 
 void set_enabled(std::string_view kernel, bool enabled) {
   const int choice = choice_of(kernel);
+  // The list is read, changed and written back: one change at a time, so two threads switching
+  // different kernels both take effect.
+  static std::mutex changing;
+  const std::lock_guard lock(changing);
   std::vector<int> list = priority_list(global_settings().get("sdpa_kernels"));
   const auto found = std::find(list.begin(), list.end(), choice);
   if (!enabled && found != list.end()) list.erase(found);

@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/backends.h"
@@ -318,6 +320,28 @@ TEST(SdpaKernels, PriorityOrderFilterAndGuards) {
   EXPECT_EQ(backends::sdpa::kernels(), (std::vector<std::string>{"onednn", "flash", "math"}));
   EXPECT_THROW(backends::sdpa::ScopedKernels({"fast"}), Error);
   EXPECT_THROW(backends::sdpa::ScopedKernels({"math", "math"}), Error);
+}
+
+// set_enabled reads the global list and writes it back: threads switching different kernels at
+// once must not undo each other's change.
+TEST(SdpaKernels, ConcurrentSwitchesOfDifferentKernelsAllTakeEffect) {
+  const ScopedGlobalSettings restore;
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    std::atomic<int> ready{0};
+    const auto switch_off = [&](std::string_view kernel) {
+      ++ready;
+      while (ready.load() < 2) {
+      }
+      backends::sdpa::set_enabled(kernel, false);
+    };
+    std::thread flash(switch_off, "flash");
+    std::thread math(switch_off, "math");
+    flash.join();
+    math.join();
+    ASSERT_EQ(backends::sdpa::kernels(), (std::vector<std::string>{"onednn"})) << "attempt " << attempt;
+    backends::sdpa::set_enabled("flash", true);
+    backends::sdpa::set_enabled("math", true);
+  }
 }
 
 TEST(SdpaKernels, TheFirstListedKernelThatTakesItRunsIt) {
