@@ -10,17 +10,19 @@
 namespace kiln {
 namespace {
 
-// Per-step wall times of the runs it observes. A step begins and ends on one thread, but in parallel
-// execution mode steps run on several at once: each thread keeps its step's start, and the samples
-// are locked.
+// Per-step wall times of the runs of `plan` it observes; the session's runs of other plans (other
+// callers' at other thread counts or settings) are not timed. A step begins and ends on one thread,
+// but in parallel execution mode steps run on several at once: each thread keeps its step's start,
+// and the samples are locked.
 class StepTimer final : public Observer {
  public:
+  explicit StepTimer(const Plan& plan) : plan_(plan), samples_(plan.steps().size()) {}
   void on_step_begin(const Plan&, size_t) override { started() = std::chrono::steady_clock::now(); }
   void on_step_end(const Plan& plan, size_t step) override {
+    if (&plan != &plan_) return;
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started()).count();
     std::lock_guard lock(mutex_);
-    samples_.resize(plan.steps().size());
     samples_[step].push_back(ms);
   }
   double median_ms(size_t step) {
@@ -36,6 +38,7 @@ class StepTimer final : public Observer {
     thread_local std::chrono::steady_clock::time_point start;
     return start;
   }
+  const Plan& plan_;
   std::mutex mutex_;
   std::vector<std::vector<double>> samples_;
 };
@@ -47,7 +50,7 @@ std::vector<double> profile_steps(Session& session, const TensorMap& inputs, con
   // At the plan's own count: a run adapting to load at the default count would run another plan.
   const ScopedThreads plan_threads(plan.threads());
   session.run(inputs);  // warm-up
-  StepTimer timer;
+  StepTimer timer(plan);
   {
     const ScopedObserver observing(session, &timer);
     for (int i = 0; i < runs; ++i) session.run(inputs);
