@@ -1,6 +1,8 @@
 """Backend settings on real models, through the Python module.
 
 - Deterministic mode: 20 runs at 2 threads and one at 1 thread give bitwise-identical outputs.
+- Concurrent runs of the transformer (8 callers, each sdpa_kernels choice, 1 and 2 threads) give a
+  single run's outputs bit for bit.
 - Parallel execution mode gives the sequential run's outputs bit for bit, at 1 and 2 threads (the
   branchy models and the transformer in the default tier, every model in the slow tier), and a
   stress run (slow tier): 8 threads x 200 runs over 3 models, sequential and parallel, synchronous
@@ -115,6 +117,52 @@ def torch_bf16_error(name, x):
         with torch.autocast("cpu", dtype=torch.bfloat16):
             reduced = model(torch.from_numpy(x)).float()
     return float(torch.linalg.norm(reduced - reference) / torch.linalg.norm(reference))
+
+
+CONCURRENT_CALLERS = 8
+CONCURRENT_RUNS = 4
+
+
+@pytest.mark.parametrize("sdpa_kernels", [None, "onednn", "flash", "math"])
+def test_concurrent_runs_of_the_transformer_give_single_run_bits(sdpa_kernels, kiln, model_cache):
+    """8 callers share one session of the transformer, half at 1 thread and half at 2, each with its own
+    input: every output equals a single run's of that input at that thread count, bit for bit."""
+    name = export_models.TRANSFORMER
+    settings = {"sdpa_kernels": [sdpa_kernels]} if sdpa_kernels else {}
+    session = kiln.Session(export_models.cached_export(name, model_cache, 13), **settings)
+    shape = export_models.input_shape(name)
+    inputs = [{"input": np.random.default_rng(caller).standard_normal(shape).astype(np.float32)}
+              for caller in range(CONCURRENT_CALLERS)]
+    threads = [1 + caller % 2 for caller in range(CONCURRENT_CALLERS)]
+    expected = []
+    for caller in range(CONCURRENT_CALLERS):
+        with kiln.backends.settings(threads=threads[caller]):
+            expected.append(session.run(inputs[caller])["output"])
+    failures = []
+
+    def caller_runs(caller):
+        try:
+            with kiln.backends.settings(threads=threads[caller]):
+                for run in range(CONCURRENT_RUNS):
+                    output = session.run(inputs[caller])["output"]
+                    if not np.array_equal(output, expected[caller]):
+                        failures.append(f"caller {caller} ({threads[caller]} threads), run {run}: "
+                                        f"off by up to {np.abs(output - expected[caller]).max():.3g}")
+        except Exception as error:  # reported below with the caller that raised it
+            failures.append(f"caller {caller}: {error!r}")
+
+    # No budget: every run gets the threads it asks for, so each has one right answer.
+    budget = kiln.get_thread_budget()
+    kiln.set_thread_budget(0)
+    try:
+        callers = [threading.Thread(target=caller_runs, args=(caller,)) for caller in range(CONCURRENT_CALLERS)]
+        for thread in callers:
+            thread.start()
+        for thread in callers:
+            thread.join()
+    finally:
+        kiln.set_thread_budget(budget)
+    assert not failures, failures[:5]
 
 
 STRESS_MODELS = ["squeezenet1_1", "mobilenet_v2", export_models.TRANSFORMER]
