@@ -32,7 +32,8 @@ class Session {
 
   // The model. When the session was loaded from a file, initializers no cached plan reads at run time
   // (weights its kernels copied, values used only for folding) are released after planning, their
-  // entries then holding undefined tensors, and reloaded from the file before any new plan is built.
+  // entries then holding undefined tensors, and reloaded from the file before any new plan is built:
+  // not to be read while another thread's run may build a plan.
   const Model& model() const { return model_; }
   const std::vector<ValueInfo>& inputs() const { return model_.graph.inputs; }
   const std::vector<ValueInfo>& outputs() const { return model_.graph.outputs; }
