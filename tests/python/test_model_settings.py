@@ -119,6 +119,15 @@ def torch_bf16_error(name, x):
     return float(torch.linalg.norm(reduced - reference) / torch.linalg.norm(reference))
 
 
+def run_callers(caller, count):
+    """Runs caller(index) for index 0..count-1, each on its own thread, all at once; returns when all have."""
+    threads = [threading.Thread(target=caller, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 CONCURRENT_CALLERS = 8
 CONCURRENT_RUNS = 4
 
@@ -155,11 +164,7 @@ def test_concurrent_runs_of_the_transformer_give_single_run_bits(sdpa_kernels, k
     budget = kiln.get_thread_budget()
     kiln.set_thread_budget(0)
     try:
-        callers = [threading.Thread(target=caller_runs, args=(caller,)) for caller in range(CONCURRENT_CALLERS)]
-        for thread in callers:
-            thread.start()
-        for thread in callers:
-            thread.join()
+        run_callers(caller_runs, CONCURRENT_CALLERS)
     finally:
         kiln.set_thread_budget(budget)
     assert not failures, failures[:5]
@@ -199,9 +204,5 @@ def test_stress_concurrent_runs_compare_every_output(kiln, model_cache):
         except Exception as error:  # reported below with the caller that raised it
             failures.append(f"caller {index}: {error!r}")
 
-    callers = [threading.Thread(target=caller, args=(index,)) for index in range(STRESS_THREADS)]
-    for thread in callers:
-        thread.start()
-    for thread in callers:
-        thread.join()
+    run_callers(caller, STRESS_THREADS)
     assert not failures, failures[:5]
