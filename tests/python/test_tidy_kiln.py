@@ -261,8 +261,13 @@ def test_benchmark_estimates_every_estimable_pattern(kiln, models):
     # HardSigmoid after a Conv: its own time (a post-op would cost next to nothing).
     unfused = estimates["UnfusedElementwisePattern"]
     assert unfused["estimated_saving_ms"] > 0 and "post-op" in unfused["basis"]
-    # Tiny steps: each timed on 1 thread as well (the saving may be either sign; it is measured).
-    prof = profile_runs(kiln, models["elementwise"], shape=(1, 64), threads=2)
+    # Tiny steps: each timed on 1 thread as well (the saving may be either sign; it is measured). Beside
+    # another busy process a 2-thread step waits for its second thread past the 1 ms threshold, and no
+    # run qualifies (test_tiny_ops_multithreaded says more): up to three profiles, until one matches.
+    for _ in range(3):
+        prof = profile_runs(kiln, models["elementwise"], shape=(1, 64), threads=2)
+        if kiln.tidy.report(prof, tiny_step_us=1000).counts["TinyOpMultithreadedPattern"] > 0:
+            break
     with kiln.backends.settings(threads=2):
         tiny = kiln.tidy.report(prof, benchmark=True, model=str(models["elementwise"]), runs=5, tiny_step_us=1000)
     tiny_estimate = next(e for e in tiny.estimates if e["pattern"] == "TinyOpMultithreadedPattern")
