@@ -138,17 +138,25 @@ def test_unfused_elementwise(kiln, models):
     assert report.counts["UnfusedElementwisePattern"] == 23 * 5
 
 
-def test_tiny_ops_multithreaded(kiln, models):
-    # The chain's steps take a few microseconds alone; beside the other tests a step waiting for a core
-    # can take longer than the default 20 us (a cold-clone run of the suite once matched none), so the
-    # threshold is a millisecond here: what is checked is the rule, not this machine's timing.
-    # A run qualifies when its tiny steps are 10% of it: one long preemption inside a ~50 us run
-    # disqualifies it, so up to three profiles.
+def tiny_step_profile(kiln, models, at_least):
+    """A 2-thread profile of the elementwise chain and its TinyOpMultithreadedPattern matches (1 ms
+    threshold): the first of up to three profiles with at least `at_least` matches, else the last.
+
+    The chain's steps take a few microseconds alone; beside the other tests a step waiting for a core
+    can take longer than the default 20 us (a cold-clone run of the suite once matched none), so the
+    threshold is a millisecond: what is checked is the rule, not this machine's timing. A run qualifies
+    when its tiny steps are 10% of it: one long preemption inside a ~50 us run disqualifies it, and
+    beside another busy process a step can wait past even 1 ms for its second thread."""
     for _ in range(3):
         prof = profile_runs(kiln, models["elementwise"], shape=(1, 64), threads=2)
         tiny = matched(kiln.tidy.report(prof, tiny_step_us=1000), "TinyOpMultithreadedPattern")
-        if len(tiny) >= 12 * 5:
+        if len(tiny) >= at_least:
             break
+    return prof, tiny
+
+
+def test_tiny_ops_multithreaded(kiln, models):
+    prof, tiny = tiny_step_profile(kiln, models, at_least=12 * 5)
     assert len(tiny) >= 12 * 5
     assert all("on 2 threads" in match["detail"] for match in tiny)
     assert "shorter than 1000 us" in tiny[0]["message"]
@@ -261,13 +269,8 @@ def test_benchmark_estimates_every_estimable_pattern(kiln, models):
     # HardSigmoid after a Conv: its own time (a post-op would cost next to nothing).
     unfused = estimates["UnfusedElementwisePattern"]
     assert unfused["estimated_saving_ms"] > 0 and "post-op" in unfused["basis"]
-    # Tiny steps: each timed on 1 thread as well (the saving may be either sign; it is measured). Beside
-    # another busy process a 2-thread step waits for its second thread past the 1 ms threshold, and no
-    # run qualifies (test_tiny_ops_multithreaded says more): up to three profiles, until one matches.
-    for _ in range(3):
-        prof = profile_runs(kiln, models["elementwise"], shape=(1, 64), threads=2)
-        if kiln.tidy.report(prof, tiny_step_us=1000).counts["TinyOpMultithreadedPattern"] > 0:
-            break
+    # Tiny steps: each timed on 1 thread as well (the saving may be either sign; it is measured).
+    prof, _ = tiny_step_profile(kiln, models, at_least=1)
     with kiln.backends.settings(threads=2):
         tiny = kiln.tidy.report(prof, benchmark=True, model=str(models["elementwise"]), runs=5, tiny_step_us=1000)
     tiny_estimate = next(e for e in tiny.estimates if e["pattern"] == "TinyOpMultithreadedPattern")
