@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
-#include <mutex>
+#include <cstdio>
+#include <functional>
+#include <string_view>
 
 #include "backends/selection.h"
 #include "runtime/parallel.h"
@@ -32,6 +33,16 @@ std::string describe_attribute(const Attribute& attribute) {
     default:
       return attribute_type_name(attribute.type).data();  // tensors and graphs: not tuned by value
   }
+}
+
+// A 64-bit digest of a constant's bytes, in hex: two weights tensors that differ differ here but
+// for a collision (a 2^-64 chance, which would reuse one node's timing for the other's).
+std::string content_digest(const Tensor& value) {
+  const Tensor contiguous = value.is_contiguous() ? value : value.clone();
+  const std::string_view bytes(static_cast<const char*>(contiguous.raw_data()), contiguous.nbytes());
+  char text[17];
+  std::snprintf(text, sizeof text, "%016zx", std::hash<std::string_view>{}(bytes));
+  return text;
 }
 
 // Writes `sweep` on every intra-op thread, so the caches (each core's and the shared one, up to the
@@ -113,8 +124,8 @@ double time_candidate(const Kernel& kernel, const KernelRequest& request, std::s
   return ms;
 }
 
-std::string autotune_key(const KernelRequest& request, std::span<const TensorInfo> outputs,
-                         const Settings& settings) {
+std::string choice_key(const KernelRequest& request, std::span<const TensorInfo> outputs,
+                       const Settings& settings) {
   const OpSpec& spec = request.op;
   // Kernels are timed at the current thread count; another count may favour another kernel.
   std::string key =
@@ -126,39 +137,13 @@ std::string autotune_key(const KernelRequest& request, std::span<const TensorInf
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const TensorInfo& input = spec.inputs[i];
     key += str_cat(";in:", dtype_name(input.dtype), shape_to_compact_string(input.shape),
-                   layout_name(request.input_layout(i)), input.is_constant() ? ":const" : "");
+                   layout_name(request.input_layout(i)));
+    if (input.is_constant()) key += str_cat(":const:", content_digest(input.value));
   }
   for (const TensorInfo& output : outputs) key += str_cat(";out:", shape_to_compact_string(output.shape));
   for (const PostOp& op : request.post_ops)
     key += str_cat(";post:", post_op_name(op.kind), op.alpha, ",", op.beta, ",", op.input);
   return key;
-}
-
-std::optional<AutotuneChoice> AutotuneCache::find(const std::string& key) const {
-  std::lock_guard lock(mutex_);
-  auto it = choices_.find(key);
-  if (it == choices_.end()) return std::nullopt;
-  return it->second;
-}
-
-void AutotuneCache::remember(const std::string& key, AutotuneChoice choice) {
-  std::lock_guard lock(mutex_);
-  if (choices_.insert_or_assign(key, choice).second) order_.push_back(key);
-  if (order_.size() > kMaxEntries) {
-    choices_.erase(order_.front());
-    order_.pop_front();
-  }
-}
-
-void AutotuneCache::clear() {
-  std::lock_guard lock(mutex_);
-  choices_.clear();
-  order_.clear();
-}
-
-size_t AutotuneCache::size() const {
-  std::lock_guard lock(mutex_);
-  return choices_.size();
 }
 
 }  // namespace kiln

@@ -1,15 +1,11 @@
 // Autotune (off by default, like cuDNN's benchmark mode): kernel selection times up to N kernels a
-// node's candidates offer (BLAS, oneDNN and its alternative implementations, native), each with the
-// layout conversions it would add, and keeps the fastest; autotune_limit caps the candidates (0: all),
-// as cuDNN's benchmark_limit does. Choices are remembered per node description in the session's
-// cache, so another plan of that session with an identical node (same op, attributes, shapes,
-// layouts, fusions, settings and thread count) reuses them without timing again.
+// node's candidates offer (Winograd's tiles, BLAS, oneDNN and its alternative implementations,
+// native), each with the layout conversions it would add, and keeps the fastest; autotune_limit caps
+// the candidates (0: all), as cuDNN's benchmark_limit does. Decisions are kept in the process's
+// choice cache (backends/choice_cache.h) under choice_key, so a plan of an identical node, in any
+// session, reuses them without timing again.
 #pragma once
 
-#include <deque>
-#include <map>
-#include <mutex>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,31 +28,11 @@ double time_candidate(const Kernel& kernel, const KernelRequest& request, std::s
 // The sweep's size: past the last-level cache of the machines kiln is measured on.
 inline constexpr size_t kColdCacheSweepBytes = size_t{64} << 20;
 
-// What identifies a node for the autotune cache.
-std::string autotune_key(const KernelRequest& request, std::span<const TensorInfo> outputs,
-                         const Settings& settings);
-
-struct AutotuneChoice {
-  int backend = -1;  // position in all_backends()
-  int alternative = 0;
-  std::string_view variant;  // a named kernel of it (registry_data::kSdpaKernels), or empty
-};
-
-// Remembered choices, bounded: past kMaxEntries the oldest is forgotten. Thread-safe.
-class AutotuneCache {
- public:
-  static constexpr size_t kMaxEntries = 4096;
-
-  std::optional<AutotuneChoice> find(const std::string& key) const;
-  void remember(const std::string& key, AutotuneChoice choice);
-  // Forgets every choice: plans built afterwards time their candidates again.
-  void clear();
-  size_t size() const;
-
- private:
-  mutable std::mutex mutex_;
-  std::map<std::string, AutotuneChoice> choices_;
-  std::deque<std::string> order_;  // oldest first
-};
+// What identifies a node for the choice cache: its op, attributes, input dtypes, shapes, layouts
+// and the values of its constant inputs (weights: a kernel's offer may depend on them, as
+// Winograd's accuracy does), its output shapes, fused post-ops, and the plan settings (thread count
+// included).
+std::string choice_key(const KernelRequest& request, std::span<const TensorInfo> outputs,
+                       const Settings& settings);
 
 }  // namespace kiln

@@ -17,7 +17,7 @@ class NotBuiltBackend final : public Backend {
   bool is_available() const override { return false; }
   std::string version() const override { return {}; }
   KernelOrReason create_kernel(const KernelRequest&, std::span<const TensorInfo>) const override {
-    return KernelOrReason::rejected("kiln was built without this backend");
+    return KernelOrReason::rejected(RefusalKind::not_built, "kiln was built without this backend");
   }
 
  private:

@@ -153,9 +153,9 @@ inline constexpr std::array kBackendRows = {
                .ops = registry_data::kProducts,
                .determinism = Determinism::never,
                .nondeterminism = "BLAS splits products by thread count"},
-    // Winograd is asked first for convolutions: it refuses those it cannot run or, under
-    // conv_algorithm auto, would run less accurately than its bound, and under auto its offer is
-    // timed against the next candidate's (oneDNN's direct kernel) and kept only where faster.
+    // Winograd is asked first for convolutions: it refuses those it cannot run and, under
+    // conv_algorithm auto, those it would run less accurately than its bound or that its cost model
+    // predicts slower than a direct kernel (oneDNN's, next).
     BackendRow{.name = "winograd",
                .library = "kiln",
                .instance = winograd_backend,

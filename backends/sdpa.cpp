@@ -130,7 +130,7 @@ std::vector<std::string> why_not(std::string_view kernel, const Params& params) 
   KernelSelection selection = find_kernel(q.request, q.outputs, settings);
   std::vector<std::string> reasons;
   if (selection.kernel == nullptr) {
-    for (const RejectedCandidate& candidate : selection.rejected) reasons.push_back(candidate.reason);
+    for (const Refusal& refusal : selection.decision.refusals) reasons.push_back(refusal.detail);
   }
   return reasons;
 }
@@ -156,7 +156,7 @@ Tensor attention(const Tensor& query, const Tensor& key, const Tensor& value, co
   KernelSelection selection = find_kernel(q.request, q.outputs, settings);
   KILN_CHECK(selection.kernel != nullptr, not_implemented, "no attention kernel of sdpa_kernels (",
              setting_value_text(kernels_slot(), settings.get("sdpa_kernels")),
-             ") can run it: ", selection.refusals());
+             ") can run it: ", selection.decision.refusals_text());
   std::vector<Tensor> inputs;
   for (const Tensor* input : {&query, &key, &value, &mask}) {
     if (!input->defined()) continue;

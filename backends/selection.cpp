@@ -4,12 +4,10 @@
 #include <array>
 #include <cctype>
 #include <cstdint>
-#include <deque>
-#include <map>
-#include <mutex>
 #include <optional>
 
 #include "backends/autotune.h"
+#include "backends/choice_cache.h"
 #include "core/error.h"
 #include "ops/attention.h"
 
@@ -57,78 +55,85 @@ std::string deterministic_refusal(int position, const KernelRequest& request) {
   return {};
 }
 
-// How many implementations autotune may ask backend `position` for.
-int alternatives_for(int position, const KernelRequest& request, bool tuning) {
+Refusal refusal_of(int position, std::string_view variant, RefusalKind kind, std::string detail) {
+  return {std::string(kBackendRows[position].name), std::string(variant), kind, std::move(detail)};
+}
+
+// How many implementations backend `position` may offer for `request` when alternatives are wanted.
+int alternatives_for(int position, const KernelRequest& request) {
   const BackendRow& row = kBackendRows[position];
-  return tuning && contains(row.tuned_ops, request.op.op_type) ? row.alternatives : 1;
+  return contains(row.tuned_ops, request.op.op_type) ? row.alternatives : 1;
 }
 
-// The choices of offers measured outside autotune, for the process (timing again would give the
-// same answer up to noise), with what the timing showed, so a plan that reuses one explains it.
-class MeasuredChoices {
- public:
-  struct Entry {
-    AutotuneChoice choice;
-    std::vector<RejectedCandidate> losers;
-    std::vector<TimedCandidate> timed;
-  };
-
-  std::optional<Entry> find(const std::string& key) const {
-    std::lock_guard lock(mutex_);
-    auto it = entries_.find(key);
-    if (it == entries_.end()) return std::nullopt;
-    return it->second;
-  }
-  void remember(const std::string& key, Entry entry) {
-    std::lock_guard lock(mutex_);
-    if (entries_.insert_or_assign(key, std::move(entry)).second) order_.push_back(key);
-    if (order_.size() > AutotuneCache::kMaxEntries) {
-      entries_.erase(order_.front());
-      order_.pop_front();
-    }
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::map<std::string, Entry> entries_;
-  std::deque<std::string> order_;  // oldest first
-};
-
-MeasuredChoices& measured_choices() {
-  static MeasuredChoices choices;
-  return choices;
-}
-
-// What identifies a node for measured_choices(): autotune's key without the thread count and the
-// execution mode, so plans for other counts (run_async's, parallel branches') make the choices the
-// first plan made and give the same bits (the kernels' results do not depend on the count).
-std::string measured_key_of(const KernelRequest& request, std::span<const TensorInfo> outputs,
-                            const Settings& settings) {
-  Settings keyed = settings;
-  keyed.set(SettingKey("threads"), 0);
-  keyed.set(SettingKey("execution_mode"), static_cast<int>(ExecutionMode::sequential));
-  return autotune_key(request, outputs, keyed);
-}
-
-// How much faster than the baseline a measured offer must be to be chosen.
-constexpr double kMeasuredMargin = 0.9;
-
-struct Offer {
-  std::unique_ptr<Kernel> kernel;
-  std::string note;  // the backend's, for this kernel
-  Candidate candidate;
-  int alternative = 0;
-};
-
-KernelOrReason create(const Candidate& candidate, const KernelRequest& request,
-                      std::span<const TensorInfo> outputs, int alternative) {
-  const Backend& backend = *backend_list()[candidate.backend];
-  if (alternative == request.alternative && candidate.variant == request.variant)
-    return backend.create_kernel(request, outputs);
+// Asks `backend` (with `variant`) for implementation `alternative` of `request`.
+KernelOrReason create(int backend, std::string_view variant, int alternative, const KernelRequest& request,
+                      std::span<const TensorInfo> outputs) {
+  if (alternative == request.alternative && variant == request.variant)
+    return backend_list()[backend]->create_kernel(request, outputs);
   KernelRequest asked = request;
   asked.alternative = alternative;
-  asked.variant = candidate.variant;
-  return backend.create_kernel(asked, outputs);
+  asked.variant = variant;
+  return backend_list()[backend]->create_kernel(asked, outputs);
+}
+
+KernelDecision chosen(const Offer& offer, DecisionRule rule, std::vector<Refusal> refusals) {
+  KernelDecision decision;
+  decision.backend = offer.backend;
+  decision.variant = offer.variant;
+  decision.alternative = offer.alternative;
+  decision.kernel = std::string(offer.kernel->name());
+  decision.rule = rule;
+  decision.refusals = std::move(refusals);
+  return decision;
+}
+
+// The first offer, or no kernel and every refusal.
+KernelSelection first_offer(Offers found) {
+  KernelSelection selection;
+  if (found.offers.empty()) {
+    selection.decision.refusals = std::move(found.refusals);
+    return selection;
+  }
+  Offer& first = found.offers[0];
+  selection.decision = chosen(first, DecisionRule::first_offer, std::move(found.refusals));
+  selection.note = std::move(first.note);
+  selection.kernel = std::move(first.kernel);
+  return selection;
+}
+
+// Autotune's rule: times each offer (with the Reorders it implies) and keeps the fastest; the others
+// are refused as slower. Offers that trade flops for memory traffic are timed, with all the others,
+// from cold caches (autotune.h says why).
+KernelSelection fastest(const KernelRequest& request, std::span<const TensorInfo> outputs,
+                        const Settings& settings, Offers found) {
+  std::vector<Offer>& offers = found.offers;
+  const bool cold =
+      std::any_of(offers.begin(), offers.end(), [](const Offer& offer) { return offer.cold_caches; });
+  const std::unique_ptr<char[]> sweep_storage(cold ? new char[kColdCacheSweepBytes] : nullptr);
+  const std::span<char> sweep(sweep_storage.get(), cold ? kColdCacheSweepBytes : 0);
+  std::vector<TimedCandidate> timed;
+  size_t best = 0;
+  for (size_t i = 0; i < offers.size(); ++i) {
+    timed.push_back(
+        {std::string(offers[i].kernel->name()),
+         time_candidate(*offers[i].kernel, request, outputs, *offers[0].kernel, settings, sweep)});
+    if (timed[i].milliseconds < timed[best].milliseconds) best = i;
+  }
+  // The slower offers follow the candidates that offered nothing.
+  std::vector<Refusal> refusals = std::move(found.refusals);
+  for (size_t i = 0; i < offers.size(); ++i) {
+    if (i == best) continue;
+    refusals.push_back(
+        refusal_of(offers[i].backend, offers[i].variant, RefusalKind::autotune_slower,
+                   str_cat(offers[i].kernel->name(), " took ", timed[i].milliseconds, " ms, ",
+                           offers[best].kernel->name(), " ", timed[best].milliseconds, " ms")));
+  }
+  KernelSelection selection;
+  selection.decision = chosen(offers[best], DecisionRule::autotune, std::move(refusals));
+  selection.decision.timed = std::move(timed);
+  selection.note = std::move(offers[best].note);
+  selection.kernel = std::move(offers[best].kernel);
+  return selection;
 }
 
 }  // namespace
@@ -137,18 +142,6 @@ std::string build_option(std::string_view backend) {
   std::string option = str_cat("KILN_WITH_", backend);
   for (char& c : option) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return option;
-}
-
-std::string RejectedCandidate::label() const {
-  return variant.empty() || variant == backend ? backend : str_cat(variant, " (", backend, ")");
-}
-
-std::string KernelSelection::refusals() const {
-  std::string reasons;
-  for (const RejectedCandidate& candidate : rejected) {
-    reasons += str_cat(reasons.empty() ? "" : "; ", candidate.label(), ": ", candidate.reason);
-  }
-  return reasons;
 }
 
 std::span<const Backend* const> all_backends() {
@@ -207,7 +200,7 @@ bool has_preference(const KernelRequest& request, const Settings& settings) {
 int preference_rank(const KernelRequest& request, const Settings& settings, int backend) {
   const std::vector<Candidate> list = candidates(request, settings);
   for (size_t i = 0; i < list.size(); ++i) {
-    if (list[i].backend == backend && list[i].refusal.empty()) return static_cast<int>(i);
+    if (list[i].backend == backend && !list[i].refusal) return static_cast<int>(i);
   }
   return static_cast<int>(list.size());
 }
@@ -255,14 +248,18 @@ std::vector<Candidate> candidates(const KernelRequest& request, const Settings& 
     }
     // A backend the list names that has no kernel for this op at all says so.
     if (!named_any && choice < kBackendCount)
-      unavailable.push_back({choice, {}, str_cat("has no kernels for ", request.op.op_type)});
+      unavailable.push_back({choice,
+                             {},
+                             refusal_of(choice, {}, RefusalKind::no_kernel,
+                                        str_cat("has no kernels for ", request.op.op_type))});
   }
   const std::string setting = str_cat("prefer_", registry_data::kOpFamilies[family].name);
   const std::string listed =
       setting_value_text(setting_slots()[prefer_slot(family)], settings.value(prefer_slot(family)));
   for (size_t i = 0; i < list.size(); ++i) {
     if (taken[i]) continue;
-    list[i].refusal = str_cat("not in ", setting, " (", listed, ")");
+    list[i].refusal = refusal_of(list[i].backend, list[i].variant, RefusalKind::not_preferred,
+                                 str_cat("not in ", setting, " (", listed, ")"));
     ordered.push_back(list[i]);
   }
   ordered.insert(ordered.end(), unavailable.begin(), unavailable.end());
@@ -285,175 +282,114 @@ FusionRule fusion_offered(std::string_view op_type, const Settings& settings) {
   return offered;
 }
 
-KernelSelection find_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs,
-                            const Settings& settings, AutotuneCache* autotune_cache) {
-  KernelSelection selection;
-  const bool tuning = settings.on("autotune");
-  KILN_CHECK(!tuning || autotune_cache != nullptr, runtime, "autotune needs a cache to remember choices in");
-  std::string tuning_key;
-  if (tuning) {
-    tuning_key = autotune_key(request, outputs, settings);
-    if (std::optional<AutotuneChoice> choice = autotune_cache->find(tuning_key)) {
-      KernelOrReason offer =
-          create({choice->backend, choice->variant, {}}, request, outputs, choice->alternative);
-      if (offer.kernel) {
-        selection.kernel = std::move(offer.kernel);
-        selection.backend = choice->backend;
-        selection.note = std::move(offer.note);
-        return selection;
-      }
-    }
-  }
-  // cuDNN's benchmark_limit: 0 times every candidate.
-  const int limit = settings.get("autotune_limit");
-  size_t wanted = !tuning ? 1 : limit == 0 ? SIZE_MAX : static_cast<size_t>(limit);
-  // A first offer that asks to be measured (KernelOrReason::measure) is timed, from cold caches,
-  // against its backend's alternatives and, for against_next, the next candidate's first offer
-  // (under autotune too, where the limit then leaves room for that one); it never wins untimed.
-  // Outside autotune the choice is remembered for the process, so identical nodes are timed once.
-  // Deterministic mode takes no choice by timing.
+Offers offers(const KernelRequest& request, std::span<const TensorInfo> outputs, const Settings& settings,
+              size_t wanted, bool alternatives) {
+  Offers found;
   const bool deterministic = settings.on("deterministic");
-  Measure measuring = Measure::no;
-  int measured_backend = -1;
-  std::string measured_key;
-  std::vector<Offer> offers;
-  for (const Candidate& candidate : candidates(request, settings)) {
+  const std::vector<Candidate> list = candidates(request, settings);
+  // Whether candidate `i` may take the node, as far as settings and the build say (not asked yet).
+  const auto may_take = [&](const Candidate& candidate) {
     const int position = candidate.backend;
     const Backend& backend = *backend_list()[position];
-    const std::string name(backend.name());
-    const std::string variant(candidate.variant);
-    if (!candidate.refusal.empty()) {
-      selection.rejected.push_back({name, candidate.refusal, variant});
+    return !candidate.refusal && settings.backend_enabled(position) && backend.is_built() &&
+           backend.is_available() && (!deterministic || deterministic_refusal(position, request).empty());
+  };
+  KernelRequest asked = request;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (found.offers.size() >= wanted) break;
+    const Candidate& candidate = list[i];
+    asked.optimized_candidate_follows = std::any_of(
+        list.begin() + static_cast<std::ptrdiff_t>(i) + 1, list.end(), [&](const Candidate& later) {
+          return backend_list()[later.backend]->can_be_disabled() && may_take(later);
+        });
+    const int position = candidate.backend;
+    const Backend& backend = *backend_list()[position];
+    const auto refuse = [&](RefusalKind kind, std::string detail) {
+      found.refusals.push_back(refusal_of(position, candidate.variant, kind, std::move(detail)));
+    };
+    if (candidate.refusal) {
+      found.refusals.push_back(*candidate.refusal);
       continue;
     }
     if (!settings.backend_enabled(position)) {
-      selection.rejected.push_back({name, "backend disabled", variant});
+      refuse(RefusalKind::disabled, "backend disabled");
       continue;
     }
     if (!backend.is_built()) {
-      selection.rejected.push_back(
-          {name, str_cat("not built (kiln was configured with ", build_option(name), "=OFF)"), variant});
+      refuse(RefusalKind::not_built,
+             str_cat("not built (kiln was configured with ", build_option(backend.name()), "=OFF)"));
       continue;
     }
     if (!backend.is_available()) {
-      selection.rejected.push_back({name, "backend not available on this machine", variant});
+      refuse(RefusalKind::unavailable, "backend not available on this machine");
       continue;
     }
     // Deterministic mode refuses what the backend offers, so the recorded reason is the true one:
     // a backend with no kernel for the node says so itself.
     const std::string nondeterministic =
-        settings.on("deterministic") ? deterministic_refusal(position, request) : std::string();
-    int alternatives = alternatives_for(position, request, tuning);
-    for (int alternative = 0; alternative < alternatives && offers.size() < wanted; ++alternative) {
-      KernelOrReason offer = create(candidate, request, outputs, alternative);
-      if (!offer.kernel || !nondeterministic.empty()) {
-        if (alternative == 0)
-          selection.rejected.push_back(
-              {name, offer.kernel ? nondeterministic : std::move(offer.reason), variant});
-        break;
+        deterministic ? deterministic_refusal(position, request) : std::string();
+    const int count = alternatives ? alternatives_for(position, request) : 1;
+    for (int alternative = 0; alternative < count && found.offers.size() < wanted; ++alternative) {
+      KernelOrReason offer = create(position, candidate.variant, alternative, asked, outputs);
+      if (offer.kernel && nondeterministic.empty()) {
+        found.offers.push_back({std::move(offer.kernel), std::move(offer.note), position, candidate.variant,
+                                alternative, offer.cold_caches});
+        continue;
       }
-      if (offers.empty() && offer.measure != Measure::no && !deterministic) {
-        measuring = offer.measure;
-        measured_backend = position;
-        if (!tuning) {
-          // The first offer's name in the key: it says which tile comes first for these weights.
-          measured_key =
-              str_cat(measured_key_of(request, outputs, settings), ";first:", offer.kernel->name());
-          if (std::optional<MeasuredChoices::Entry> entry = measured_choices().find(measured_key)) {
-            const AutotuneChoice& choice = entry->choice;
-            KernelOrReason chosen =
-                choice.backend == position && choice.alternative == 0
-                    ? std::move(offer)
-                    : create({choice.backend, choice.variant, {}}, request, outputs, choice.alternative);
-            if (chosen.kernel) {
-              selection.kernel = std::move(chosen.kernel);
-              selection.backend = choice.backend;
-              selection.note = std::move(chosen.note);
-              selection.rejected.insert(selection.rejected.end(), entry->losers.begin(), entry->losers.end());
-              selection.timed = entry->timed;
-              return selection;
-            }
-          }
-          alternatives = kBackendRows[position].alternatives;
-          wanted = SIZE_MAX;
+      // A backend's first refusal is the reason it takes no part; running out of alternatives is not.
+      if (alternative == 0) {
+        if (offer.kernel) {
+          refuse(RefusalKind::deterministic, nondeterministic);
+        } else {
+          refuse(offer.refusal.kind, std::move(offer.refusal.detail));
         }
       }
-      offers.push_back({std::move(offer.kernel), std::move(offer.note), candidate, alternative});
-    }
-    // After the measured backend's alternatives: room for exactly one more offer (the baseline), or none.
-    if (position == measured_backend) {
-      const size_t with_baseline = measuring == Measure::against_next ? offers.size() + 1 : offers.size();
-      wanted = tuning ? std::max(wanted, with_baseline) : with_baseline;
-    }
-    if (offers.size() >= wanted) break;
-  }
-  if (offers.empty()) return selection;
-  const bool baseline_offered = std::any_of(offers.begin(), offers.end(), [&](const Offer& offer) {
-    return offer.candidate.backend != measured_backend;
-  });
-  if (measuring == Measure::against_next && !baseline_offered) {
-    selection.rejected.push_back({std::string(backend_list()[measured_backend]->name()),
-                                  "measured: no other candidate offered a kernel to time it against",
-                                  std::string(offers[0].candidate.variant)});
-    return selection;
-  }
-  size_t best = 0;
-  if (offers.size() > 1) {
-    // Measured offers are timed from cold caches (autotune.h says why); autotune's others are not.
-    const size_t sweep_bytes = measuring != Measure::no ? kColdCacheSweepBytes : 0;
-    const std::unique_ptr<char[]> sweep_storage(sweep_bytes > 0 ? new char[sweep_bytes] : nullptr);
-    const std::span<char> sweep(sweep_storage.get(), sweep_bytes);
-    for (const Offer& offer : offers) {
-      selection.timed.push_back(
-          {std::string(offer.kernel->name()),
-           time_candidate(*offer.kernel, request, outputs, *offers[0].kernel, settings, sweep)});
-    }
-    for (size_t i = 1; i < offers.size(); ++i) {
-      if (selection.timed[i].milliseconds < selection.timed[best].milliseconds) best = i;
-    }
-    // A measured offer must beat the baseline by a margin: a node's few timed runs are noisy, and
-    // a choice that only ties costs the filters' extra memory for nothing.
-    if (measuring == Measure::against_next && offers[best].candidate.backend == measured_backend) {
-      for (size_t i = 0; i < offers.size(); ++i) {
-        if (offers[i].candidate.backend != measured_backend &&
-            selection.timed[best].milliseconds > kMeasuredMargin * selection.timed[i].milliseconds)
-          best = i;
-      }
-    }
-    for (size_t i = 0; i < offers.size(); ++i) {
-      if (i == best) continue;
-      selection.rejected.push_back(
-          {std::string(backend_list()[offers[i].candidate.backend]->name()),
-           str_cat(tuning ? "autotune: " : "measured: ", offers[i].kernel->name(), " took ",
-                   selection.timed[i].milliseconds, " ms, ", offers[best].kernel->name(), " ",
-                   selection.timed[best].milliseconds, " ms",
-                   selection.timed[i].milliseconds < selection.timed[best].milliseconds
-                       ? str_cat(" (a measured offer must take under ", kMeasuredMargin,
-                                 " of the baseline's time)")
-                       : ""),
-           std::string(offers[i].candidate.variant)});
+      break;
     }
   }
-  const Candidate& chosen = offers[best].candidate;
-  const AutotuneChoice choice{chosen.backend, offers[best].alternative, chosen.variant};
-  if (tuning) {
-    autotune_cache->remember(tuning_key, choice);
-  } else if (measuring != Measure::no) {
-    std::vector<RejectedCandidate> losers(
-        selection.rejected.end() - static_cast<std::ptrdiff_t>(offers.size() - 1), selection.rejected.end());
-    measured_choices().remember(measured_key, {choice, std::move(losers), selection.timed});
+  return found;
+}
+
+KernelSelection find_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs,
+                            const Settings& settings) {
+  // Deterministic mode takes no choice by timing: another process could time otherwise.
+  const bool tuning = settings.on("autotune") && !settings.on("deterministic");
+  if (!tuning) return first_offer(offers(request, outputs, settings, 1, false));
+  KernelRequest timed_request = request;
+  timed_request.timed = true;
+  const std::string key = choice_key(timed_request, outputs, settings);
+  // A decision whose kernel cannot be created again is timed afresh: oneDNN's list of
+  // implementations is not always as long (a conv's alternative #200 it listed once, it did not the
+  // next time).
+  if (std::optional<KernelDecision> decision = choice_cache().find(key)) {
+    KernelOrReason offer =
+        create(decision->backend, decision->variant, decision->alternative, timed_request, outputs);
+    if (offer.kernel) {
+      KernelSelection selection;
+      selection.kernel = std::move(offer.kernel);
+      selection.note = std::move(offer.note);
+      selection.decision = std::move(*decision);
+      selection.decision.reused = true;
+      return selection;
+    }
   }
-  selection.backend = chosen.backend;
-  selection.kernel = std::move(offers[best].kernel);
-  selection.note = std::move(offers[best].note);
+  // cuDNN's benchmark_limit: 0 times every candidate.
+  const int limit = settings.get("autotune_limit");
+  Offers found =
+      offers(timed_request, outputs, settings, limit == 0 ? SIZE_MAX : static_cast<size_t>(limit), true);
+  // One offer has nothing to be timed against: it is chosen as untimed selection would choose (a
+  // backend's own rule may refuse what it offers to be timed).
+  if (found.offers.size() < 2) return first_offer(offers(request, outputs, settings, 1, false));
+  KernelSelection selection = fastest(timed_request, outputs, settings, std::move(found));
+  choice_cache().remember(key, selection.decision);
   return selection;
 }
 
 KernelSelection select_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs,
-                              const Settings& settings, AutotuneCache* autotune_cache) {
-  KernelSelection selection = find_kernel(request, outputs, settings, autotune_cache);
+                              const Settings& settings) {
+  KernelSelection selection = find_kernel(request, outputs, settings);
   KILN_CHECK(selection.kernel != nullptr, not_implemented, "no backend can run ", request.op.op_type, " (",
-             selection.refusals(), ")");
+             selection.decision.refusals_text(), ")");
   return selection;
 }
 

@@ -1,48 +1,32 @@
-// Kernel selection: for one kernel request, walks the backend registry's rows (backends/registry.h)
-// in candidate order, keeps the first kernel offered (or with autotune, the fastest of several) and
-// records why each other candidate refused; plans, `kiln explain` and verbose show the reasons.
-// Nothing here names a backend: what differs between backends is in their rows.
+// Kernel selection in two parts: offers() walks the backend registry's rows (backends/registry.h) in
+// candidate order, asking each candidate for a kernel and recording each refusal; a rule then
+// chooses among the offers (the first, or autotune's fastest). The result is a KernelDecision that
+// plans, `kiln explain`, verbose and traces carry. Nothing here names a backend: what differs
+// between backends is in their rows and in the refusals they return.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "backends/base/backend.h"
+#include "backends/base/decision.h"
 #include "backends/base/kernel_request.h"
 #include "backends/registry.h"
 #include "backends/settings.h"
 
 namespace kiln {
 
-class AutotuneCache;
-
-struct RejectedCandidate {
-  std::string backend;
-  std::string reason;
-  std::string variant;  // the named kernel of the backend that refused (attention's), or empty
-
-  // Who refused, as plans print it: "onednn", or "flash (native)" for a named kernel.
-  std::string label() const;
-};
-
-// One kernel autotune timed for a node.
-struct TimedCandidate {
-  std::string kernel;
-  double milliseconds = 0;
-};
-
+// A kernel selection made: the kernel (null when no candidate takes the request, decision.refusals
+// says why), the decision as data, and the chosen backend's note (what it does differently from
+// what was asked, e.g. a precision it could not use).
 struct KernelSelection {
-  std::unique_ptr<Kernel> kernel;  // null when no candidate takes the request: `rejected` says why
-  int backend = -1;                // the chosen backend's row position
-  std::vector<RejectedCandidate> rejected;
-  std::string note;                   // e.g. why a requested precision was not used
-  std::vector<TimedCandidate> timed;  // autotune's measurements, fastest kept (empty when off)
-
-  // "onednn: reason; native: reason", every refusal in candidate order.
-  std::string refusals() const;
+  std::unique_ptr<Kernel> kernel;
+  KernelDecision decision;
+  std::string note;
 };
 
 // Every backend in kBackendRows' order (built or not: a backend left out at configure time is
@@ -63,8 +47,8 @@ struct Candidate {
   int backend = -1;
   std::string_view variant;
   // Why the op family's preference keeps it from being asked ("not in prefer_matmul (blas)"), or
-  // empty: it is asked.
-  std::string refusal;
+  // nothing: it is asked.
+  std::optional<Refusal> refusal;
 };
 // The candidates for `request` in the order they are asked: attention's named kernels in the order
 // of the sdpa_kernels setting (each with its backend), any other op's backends by rank; then, when
@@ -89,23 +73,45 @@ int sdpa_kernel_backend(std::string_view name);
 // rules).
 FusionRule fusion_offered(std::string_view op_type, const Settings& settings);
 
-// The kernel for `request` under `settings`: the first candidate that is enabled, built and
-// available, that deterministic mode (when on) allows, and that offers one; or, with autotune on,
-// the fastest of up to `autotune_limit` offers (0: all), remembered in `autotune_cache` (required
-// with autotune on). When no candidate takes the request the selection has no kernel; backends
-// throw kiln::Error only for invalid nodes.
+// What the candidates for `request` offer: each candidate in order (attention's named kernels
+// included) that is enabled, built and available, and that deterministic mode (when on) allows, is
+// asked for its first implementation and, where `alternatives` is set, for the others autotune may
+// time; asking stops once `wanted` kernels are offered. Every candidate asked or passed over that
+// offered nothing is in `refusals`, in candidate order.
+struct Offer {
+  std::unique_ptr<Kernel> kernel;
+  std::string note;  // the backend's, for this kernel
+  int backend = -1;
+  std::string_view variant;
+  int alternative = 0;
+  bool cold_caches = false;  // see KernelOrReason::cold_caches
+};
+struct Offers {
+  std::vector<Offer> offers;
+  std::vector<Refusal> refusals;
+};
+Offers offers(const KernelRequest& request, std::span<const TensorInfo> outputs, const Settings& settings,
+              size_t wanted, bool alternatives);
+
+// The kernel for `request` under `settings`, chosen among the offers by one rule: the first offer;
+// or, with autotune on (and deterministic mode off), the fastest of up to autotune_limit offers
+// (0: all), timed once per node and settings in the process: the whole decision is kept in the
+// choice cache (backends/choice_cache.h), so a later plan of an identical node, in this session or
+// another, takes it without timing and explains it with the same refusals and timings. When no
+// candidate offers a kernel the selection has none; backends throw kiln::Error only for invalid
+// nodes.
 KernelSelection find_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs,
-                            const Settings& settings, AutotuneCache* autotune_cache = nullptr);
-// find_kernel, throwing kiln::Error (not_implemented) listing every candidate's reason when no
+                            const Settings& settings);
+// find_kernel, throwing kiln::Error (not_implemented) listing every candidate's refusal when no
 // candidate takes the request.
 KernelSelection select_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs,
-                              const Settings& settings, AutotuneCache* autotune_cache = nullptr);
+                              const Settings& settings);
 
 // The request for a Reorder step converting a value of logical `shape` and `dtype` stored in `from`
 // into `to`. Reorders are kernels like any other; the op type is kiln's own (ONNX has none, and
 // the planner refuses op types without a schema, so a model cannot name it).
 KernelRequest reorder_request(const Shape& shape, DType dtype, Layout from, Layout to);
-// The Reorder kernel for that conversion (autotune off: one conversion has one kernel worth having).
+// The Reorder kernel for that conversion (the first offer: one conversion has one kernel worth having).
 KernelSelection select_reorder(const Shape& shape, DType dtype, Layout from, Layout to,
                                const Settings& settings);
 

@@ -44,23 +44,34 @@ void plan_node(PlanState& state, const Node& node) {
     // form is kept only where a backend listed no later than the one taking the node alone runs it
     // (prefer native, blas, onednn: a MatMul + Relu runs on native, unfused).
     const bool ordered = has_preference(alone.request, state.settings);
-    if (ordered)
-      alone_selection = find_kernel(alone.request, alone.outputs, state.settings, &state.autotune_cache);
-    KernelSelection selection =
-        find_kernel(fused->request, fused->outputs, state.settings, &state.autotune_cache);
+    if (ordered) alone_selection = find_kernel(alone.request, alone.outputs, state.settings);
+    KernelSelection selection = find_kernel(fused->request, fused->outputs, state.settings);
     if (selection.kernel != nullptr &&
         (!ordered || alone_selection->kernel == nullptr ||
-         preference_rank(fused->request, state.settings, selection.backend) <=
-             preference_rank(alone.request, state.settings, alone_selection->backend))) {
+         preference_rank(fused->request, state.settings, selection.decision.backend) <=
+             preference_rank(alone.request, state.settings, alone_selection->decision.backend))) {
       add_step(state, std::move(*fused), std::move(selection), elapsed_ms());
       return;
     }
-    // No backend takes the fused form: the node runs alone, its followers as their own steps.
+    // No backend takes the fused form, or the one that does is listed after the one taking the node
+    // alone: the node runs alone, its followers as their own steps, and its record says why.
+    for (const Node* follower : fused->fused) {
+      if (follower != &node) alone.unfused.push_back({follower->op_type, follower->name});
+    }
+    alone.fused_form_refusals = std::move(selection.decision.refusals);
+    if (selection.kernel != nullptr) {
+      const int backend = selection.decision.backend;
+      alone.fused_form_refusals.push_back(
+          {std::string(kBackendRows[backend].name), std::string(selection.decision.variant),
+           RefusalKind::not_preferred,
+           str_cat("takes the fused form, but comes after ",
+                   kBackendRows[alone_selection->decision.backend].name,
+                   ", which takes the node alone, in the op family's preference")});
+    }
   }
-  KernelSelection selection =
-      alone_selection && alone_selection->kernel != nullptr
-          ? std::move(*alone_selection)
-          : select_kernel(alone.request, alone.outputs, state.settings, &state.autotune_cache);
+  KernelSelection selection = alone_selection && alone_selection->kernel != nullptr
+                                  ? std::move(*alone_selection)
+                                  : select_kernel(alone.request, alone.outputs, state.settings);
   add_step(state, std::move(alone), std::move(selection), elapsed_ms());
 }
 
@@ -107,27 +118,24 @@ void run_passes(PlanState& state) {
 }  // namespace
 
 std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Shape>& input_shapes,
-                                        const std::vector<Tensor>& input_values, const Settings& settings,
-                                        AutotuneCache* autotune_cache) {
-  AutotuneCache build_only;
-  AutotuneCache& cache = autotune_cache != nullptr ? *autotune_cache : build_only;
+                                        const std::vector<Tensor>& input_values, const Settings& settings) {
   const bool parallel = settings.get("execution_mode") == static_cast<int>(ExecutionMode::parallel);
   // Branches overlap with half the run's threads each, or one when the run has one or two (a run on
   // one thread still overlaps branches on the other cores: see Plan::thread_capacity()).
   Settings reduced_settings = settings;
   reduced_settings.set("threads", std::max(1, settings.threads() / 2));
-  // `distributed` when `planned` is its model: the Concats it dropped are checked once shapes are known.
-  const auto plan_model = [&](const Model& planned, const DistributedConcats* distributed) {
-    static const std::map<std::string, std::string> kNoNotes;
-    const std::map<std::string, std::string>& notes = distributed ? distributed->notes : kNoNotes;
-    auto state = std::make_unique<PlanState>(planned, input_shapes, input_values, settings, cache);
+  // `distributed` when `planned` is its model: the Concats it dropped are checked once shapes are
+  // known. `notes`: per node name, what its step's record notes.
+  const auto plan_model = [&](const Model& planned, const DistributedConcats* distributed,
+                              const std::map<std::string, std::string>& notes) {
+    auto state = std::make_unique<PlanState>(planned, input_shapes, input_values, settings);
     state->node_notes = notes;
     run_passes(*state);
     if (distributed) check_distributed_joins(*state, *distributed);
     if (parallel && reduced_settings.threads() == settings.threads()) {
       plan_parallel_groups(*state, *state);
     } else if (parallel) {
-      PlanState reduced(planned, input_shapes, input_values, reduced_settings, cache);
+      PlanState reduced(planned, input_shapes, input_values, reduced_settings);
       reduced.node_notes = notes;
       run_passes(reduced);
       plan_parallel_groups(*state, reduced);
@@ -136,16 +144,20 @@ std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Sh
   };
   const std::optional<DistributedConcats> distributed = distribute_concats(model, settings);
   std::unique_ptr<PlanState> planned;  // refers to the model it plans, so declared after `distributed`
+  std::map<std::string, std::string> undistributed;  // per Concat: why it was planned as written
   if (distributed) {
     try {
-      planned = plan_model(distributed->model, &*distributed);
+      planned = plan_model(distributed->model, &*distributed, distributed->notes);
     } catch (const NeedsInputValue&) {
       throw;
-    } catch (const Error&) {
+    } catch (const Error& error) {
       // Planned as written instead: where that fails too, its error names the user's own nodes.
+      for (const DistributedConcats::Join& join : distributed->joins)
+        undistributed[join.concat] =
+            str_cat("not distributed into the convolutions reading it: ", error.what());
     }
   }
-  if (!planned) planned = plan_model(model, nullptr);
+  if (!planned) planned = plan_model(model, nullptr, undistributed);
   PlanState& state = *planned;
 
   auto plan = std::make_shared<Plan>();

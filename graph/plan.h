@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/autotune.h"
 #include "backends/selection.h"
 #include "graph/executor.h"
+#include "graph/fused_node.h"
 #include "graph/graph.h"
 #include "graph/memory_plan.h"
 #include "graph/step_graph.h"
@@ -29,11 +29,17 @@ struct StepRecord {
   std::vector<DType> output_dtypes;
   std::vector<Layout> input_layouts;  // how each input/output is stored
   std::vector<Layout> output_layouts;
-  std::vector<std::string> fused;  // "Relu 'name'" for each node fused into this one
-  bool in_place = false;           // output 0 reuses the storage of a dying input
-  std::vector<RejectedCandidate> rejected;
-  std::string note;                   // what the kernel does differently from what was asked
-  std::vector<TimedCandidate> timed;  // autotune's measurements (empty when it did not time)
+  std::vector<FusedNode> fused;  // each node fused into this one, in graph order
+  bool in_place = false;         // output 0 reuses the storage of a dying input
+  // How the kernel was chosen: the rule, every candidate not chosen and why, what was timed.
+  KernelDecision decision;
+  // A fused form planning proposed for this node that no candidate took (the node then runs alone):
+  // the nodes it would have fused, and each candidate's refusal of it.
+  std::vector<FusedNode> unfused;
+  std::vector<Refusal> fused_form_refusals;
+  // What the kernel does differently from what was asked (precision), what planning rewrote
+  // around it: each pass appends its own.
+  std::vector<std::string> notes;
   double creation_ms = 0;             // kernel selection and creation (primitives, weight reorders)
   int threads = 0;                    // intra-op threads its kernel was created for and runs with
   int parallel_group = -1;            // parallel mode: the Plan::parallel_groups() entry it is in
@@ -120,13 +126,11 @@ class Plan : public std::enable_shared_from_this<Plan> {
   // `input_values` (empty, or one per graph input) binds the values of inputs that define shapes,
   // such as a Reshape target fed as a graph input: the plan folds them and is valid only for them.
   // Kernels are chosen under `settings` (enabled backends, precision, deterministic mode, autotune,
-  // on settings.threads() threads), autotune's choices kept in `autotune_cache` (a cache of this
-  // build only when null); with settings.max_verbose() >= 2 each planned step is reported on the
-  // verbose sink.
+  // on settings.threads() threads; autotune's decisions go to the process's choice cache); with
+  // settings.max_verbose() >= 2 each planned step is reported on the verbose sink.
   static std::shared_ptr<const Plan> build(const Model& model, const std::vector<Shape>& input_shapes,
                                            const std::vector<Tensor>& input_values = {},
-                                           const Settings& settings = current_settings(),
-                                           AutotuneCache* autotune_cache = nullptr);
+                                           const Settings& settings = current_settings());
 
  private:
   std::vector<PlanStep> steps_;

@@ -122,7 +122,7 @@ std::shared_ptr<const Plan> Session::cached_plan(const PlanKey& key, const std::
   reload_initializers();
   // Planning is an event of its own: in steady state it means a plan-cache miss (tidy reports them).
   events::Scope planning_event(events::EventKind::plan, nullptr, 0);
-  std::shared_ptr<const Plan> plan = Plan::build(model_, shapes, values, settings, &autotune_cache_);
+  std::shared_ptr<const Plan> plan = Plan::build(model_, shapes, values, settings);
   if (planning_event.id() != 0) {
     events::keep_alive(plan);
     planning_event.set_subject(plan.get());

@@ -11,7 +11,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/autotune.h"
 #include "backends/settings.h"
 #include "graph/graph.h"
 #include "graph/observer.h"
@@ -58,11 +57,6 @@ class Session {
   // The settings this session's run would use on the calling thread now.
   Settings settings() const { return current_settings(session_settings_); }
 
-  // Autotune's remembered choices (per session, bounded): clearing them makes plans built
-  // afterwards time their candidates again. Cached plans keep the kernels they chose.
-  void clear_autotune_cache() { autotune_cache_.clear(); }
-  size_t autotune_cache_size() const { return autotune_cache_.size(); }
-
   // The plan run() would use for these input shapes (built and cached if new). Models whose shapes
   // depend on input values (a Reshape target fed as an input) need plan_for(inputs) instead.
   std::shared_ptr<const Plan> plan_for(const std::vector<Shape>& input_shapes);
@@ -93,7 +87,6 @@ class Session {
 
   Model model_;
   Settings session_settings_;
-  AutotuneCache autotune_cache_;
   std::filesystem::path model_path_;  // empty when built from a Model: nothing is released then
   std::vector<std::string> released_initializers_;
   std::mutex planning_mutex_;  // one plan is built at a time (it reads model_, which may reload)

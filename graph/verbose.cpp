@@ -34,12 +34,12 @@ std::string describe(const PlanStep& step) {
   const auto dtype = [](DType value) { return value == DType::undefined ? "-" : dtype_name(value); };
   const auto layout = [](Layout value) { return layout_name(value); };
   const auto shape = [](const Shape& value) { return shape_to_compact_string(value); };
-  const auto same = [](const std::string& value) { return value; };
+  const auto fused = [](const FusedNode& node) { return node.text(); };
   return str_cat(r.backend, ",", r.op_type, ",", csv_field(r.node_name), ",", r.kernel,
                  ",in:", joined(r.input_dtypes, dtype), " out:", joined(r.output_dtypes, dtype),
                  ",in:", joined(r.input_layouts, layout), " out:", joined(r.output_layouts, layout),
                  ",in:", joined(r.input_shapes, shape), " out:", joined(r.output_shapes, shape), ",",
-                 r.fused.empty() ? "-" : csv_field(joined(r.fused, same)), ",");
+                 r.fused.empty() ? "-" : csv_field(joined(r.fused, fused)), ",");
 }
 
 std::string milliseconds_text(double milliseconds) {
@@ -83,11 +83,12 @@ void report_planned_steps(const Settings& settings, const Plan& plan) {
     std::string line =
         str_cat("kiln_verbose,plan,", describe(step), milliseconds_text(step.record.creation_ms));
     // Appended in two steps: GCC 12 warns falsely (-Wrestrict) about `"," + std::string` here.
-    if (!step.record.note.empty()) line.append(",").append(csv_field(str_cat("note:", step.record.note)));
+    for (const std::string& note : step.record.notes)
+      line.append(",").append(csv_field(str_cat("note:", note)));
     // Why the other candidates did not take the step (attention: each kernel of sdpa_kernels before it).
     std::string refusals;
-    for (const RejectedCandidate& candidate : step.record.rejected)
-      refusals += str_cat(refusals.empty() ? "" : "; ", candidate.label(), ": ", candidate.reason);
+    for (const Refusal& refusal : step.record.decision.refusals)
+      refusals += str_cat(refusals.empty() ? "" : "; ", refusal.text());
     if (!refusals.empty()) line.append(",").append(csv_field(str_cat("rejected:", refusals)));
     write_verbose_line(settings, line);
   }

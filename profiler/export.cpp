@@ -36,13 +36,25 @@ void write_event_args(JsonWriter& json, const Trace& trace, const TraceEvent& ev
     json.member("node", event.node);
     json.member("backend", event.backend);
     json.member("kernel", event.kernel);
-    json.member("fused", event.fused);
+    json.key("fused").begin_array();
+    for (const FusedNode& fused : event.fused)
+      json.begin_object().member("op", fused.op_type).member("node", fused.node).end_object();
+    json.end_array();
     json.member("threads", event.threads);
     json.member("flops", event.flops);
     json.member("bytes", event.bytes);
     json.member("inputs", event.inputs);
     json.member("outputs", event.outputs);
-    json.member("rejected", event.rejected);
+    json.key("refusals").begin_array();
+    for (const Refusal& refusal : event.refusals) {
+      json.begin_object()
+          .member("backend", refusal.backend)
+          .member("kernel", refusal.variant)
+          .member("kind", refusal_kind_name(refusal.kind))
+          .member("detail", refusal.detail)
+          .end_object();
+    }
+    json.end_array();
     if (trace.shapes_recorded) {
       json.member("input_shapes", event.input_shapes);
       json.member("input_dtypes", event.input_dtypes);

@@ -102,8 +102,7 @@ void resolve_step(TraceEvent& event, const Plan& plan, int64_t index, const Trac
   const FlowNames::Step& names = flow_names.step(plan, static_cast<size_t>(index));
   event.inputs = names.inputs;
   event.outputs = names.outputs;
-  for (const RejectedCandidate& candidate : record.rejected)
-    event.rejected.push_back(str_cat(candidate.label(), ": ", candidate.reason));
+  event.refusals = record.decision.refusals;
   if (!options.record_shapes) return;
   event.input_shapes = record.input_shapes;
   event.output_shapes = record.output_shapes;

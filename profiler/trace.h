@@ -13,8 +13,10 @@
 #include <utility>
 #include <vector>
 
+#include "backends/base/refusal.h"
 #include "core/events.h"
 #include "core/tensor.h"
+#include "graph/fused_node.h"
 
 namespace kiln::profiler {
 
@@ -56,7 +58,7 @@ struct TraceEvent {
   std::string node;
   std::string backend;
   std::string kernel;
-  std::vector<std::string> fused;
+  std::vector<FusedNode> fused;
   std::vector<Shape> input_shapes;
   std::vector<Shape> output_shapes;
   std::vector<std::string> input_dtypes;
@@ -68,10 +70,10 @@ struct TraceEvent {
   int threads = 0;    // steps: intra-op threads its kernel runs with; runs and plans: the plan's
   // Steps: the values it reads and writes, by name (the plan's data flow between the steps that run:
   // a view step's output is named by the value it views; "" for an absent optional input or a
-  // constant packed into the kernel), and each backend that refused the node: "backend: reason".
+  // constant packed into the kernel), and each candidate kernel selection did not choose.
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
-  std::vector<std::string> rejected;
+  std::vector<Refusal> refusals;
 
   // Runs and plans (planning for new input shapes or settings; a failed one has no settings): the
   // plan's settings, its graph inputs' shapes, its step count; runs: memory: the arena its context

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <queue>
@@ -384,6 +385,41 @@ class Loader final : public TraceJsonVisitor {
       }
       return result;
     };
+    // An array of objects whose members `fields` are strings, each object given to `take`.
+    const auto records = [&](std::string_view key, std::initializer_list<std::string_view> fields,
+                             const auto& take) {
+      const JsonValue* field = args.get(key);
+      if (field == nullptr) return;
+      KILN_CHECK(field->type == Type::array, invalid_argument, "args \"", key, "\" must be an array");
+      for (const JsonValue& item : field->items) {
+        KILN_CHECK(item.type == Type::object, invalid_argument, "args \"", key, "\" must hold objects");
+        std::vector<std::string> values;
+        for (std::string_view name : fields) {
+          const JsonValue* member = item.get(name);
+          KILN_CHECK(member != nullptr && member->type == Type::string, invalid_argument, "args \"", key,
+                     "\" objects must have a string \"", name, "\"");
+          values.push_back(member->text);
+        }
+        take(values);
+      }
+    };
+    const auto fused_nodes = [&] {
+      std::vector<FusedNode> result;
+      records("fused", {"op", "node"}, [&](std::vector<std::string>& values) {
+        result.push_back({std::move(values[0]), std::move(values[1])});
+      });
+      return result;
+    };
+    const auto refusals = [&] {
+      std::vector<Refusal> result;
+      records("refusals", {"backend", "kernel", "kind", "detail"}, [&](std::vector<std::string>& values) {
+        const std::optional<RefusalKind> kind = refusal_kind_from_name(values[2]);
+        KILN_CHECK(kind.has_value(), invalid_argument, "args \"refusals\": unknown kind '", values[2],
+                   "' (known: ", refusal_kind_names(), ")");
+        result.push_back({std::move(values[0]), std::move(values[1]), *kind, std::move(values[3])});
+      });
+      return result;
+    };
     const auto shapes = [&](std::string_view key) {
       std::vector<Shape> result;
       const JsonValue* field = args.get(key);
@@ -409,13 +445,13 @@ class Loader final : public TraceJsonVisitor {
         event.node = string("node");
         event.backend = string("backend");
         event.kernel = string("kernel");
-        event.fused = strings("fused");
+        event.fused = fused_nodes();
         event.threads = static_cast<int>(number("threads"));
         event.flops = number("flops");
         event.bytes = number("bytes");
         event.inputs = strings("inputs");
         event.outputs = strings("outputs");
-        event.rejected = strings("rejected");
+        event.refusals = refusals();
         event.input_shapes = shapes("input_shapes");
         event.input_dtypes = strings("input_dtypes");
         event.input_layouts = strings("input_layouts");

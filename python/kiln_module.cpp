@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "backends/backends.h"
+#include "backends/choice_cache.h"
 #include "backends/parallel_info.h"
 #include "backends/prefer.h"
 #include "backends/sdpa.h"
@@ -23,6 +24,7 @@
 #include "graph/session.h"
 #include "ops/einsum_path.h"
 #include "python/profiler_bindings.h"
+#include "python/record_lists.h"
 #include "python/tidy_bindings.h"
 #include "runtime/cpu_info.h"
 #include "runtime/interop.h"
@@ -441,8 +443,6 @@ PYBIND11_MODULE(_kiln, m) {
            py::arg("path"), py::arg("settings") = py::dict())
       .def("run", &run_session, py::arg("inputs"))
       .def("run_async", &run_session_async, py::arg("inputs"))
-      .def("clear_autotune_cache", &Session::clear_autotune_cache)
-      .def_property_readonly("autotune_cache_size", &Session::autotune_cache_size)
       .def_property_readonly("inputs", [](const Session& session) { return value_infos(session.inputs()); })
       .def_property_readonly("outputs", [](const Session& session) { return value_infos(session.outputs()); })
       .def(
@@ -468,16 +468,21 @@ PYBIND11_MODULE(_kiln, m) {
               entry["input_layouts"] = input_layouts;
               entry["output_layouts"] = output_layouts;
               entry["in_place"] = r.in_place;
-              entry["fused"] = r.fused;
-              entry["note"] = r.note;
+              entry["fused"] = fused_list(r.fused);
+              entry["notes"] = r.notes;
               entry["threads"] = r.threads;
               entry["parallel_group"] =
                   r.parallel_group >= 0 ? py::object(py::int_(r.parallel_group)) : py::none();
               entry["parallel_note"] = r.parallel_note;
-              py::list rejected;
-              for (const RejectedCandidate& candidate : r.rejected)
-                rejected.append(py::make_tuple(candidate.label(), candidate.reason));
-              entry["rejected"] = rejected;
+              entry["rule"] = std::string(decision_rule_name(r.decision.rule));
+              entry["reused"] = r.decision.reused;
+              entry["refusals"] = refusal_list(r.decision.refusals);
+              py::list timed;
+              for (const TimedCandidate& candidate : r.decision.timed)
+                timed.append(py::make_tuple(candidate.kernel, candidate.milliseconds));
+              entry["timed"] = timed;
+              entry["unfused"] = fused_list(r.unfused);
+              entry["fused_form_refusals"] = refusal_list(r.fused_form_refusals);
               entry["ms"] = step_ms.empty() ? py::object(py::none()) : py::object(py::float_(step_ms[s]));
               steps.append(entry);
             }
@@ -527,6 +532,13 @@ PYBIND11_MODULE(_kiln, m) {
       list.append(entry);
     }
     return list;
+  });
+  b.def("clear_choice_cache", [] { choice_cache().clear(); });
+  b.def("choice_cache_size", [] { return choice_cache().size(); });
+  b.def("refusal_kinds", [] {
+    std::vector<std::string> names;
+    for (RefusalKind kind : all_refusal_kinds()) names.emplace_back(refusal_kind_name(kind));
+    return names;
   });
   b.def("blas_library", &backends::blas::library);
   b.def("allocator", [] { return std::string(backends::allocator().name()); });

@@ -12,6 +12,7 @@
 #include "profiler/key_averages.h"
 #include "profiler/profile.h"
 #include "profiler/trace_load.h"
+#include "python/record_lists.h"
 
 namespace py = pybind11;
 
@@ -44,13 +45,13 @@ py::dict event_dict(const profiler::Trace& trace, const TraceEvent& event) {
       dict["node"] = event.node;
       dict["backend"] = event.backend;
       dict["kernel"] = event.kernel;
-      dict["fused"] = event.fused;
+      dict["fused"] = fused_list(event.fused);
       dict["threads"] = event.threads;
       dict["flops"] = event.flops;
       dict["bytes"] = event.bytes;
       dict["inputs"] = event.inputs;
       dict["outputs"] = event.outputs;
-      dict["rejected"] = event.rejected;
+      dict["refusals"] = refusal_list(event.refusals);
       if (trace.shapes_recorded) {
         dict["input_shapes"] = shapes_list(event.input_shapes);
         dict["input_dtypes"] = event.input_dtypes;

@@ -51,12 +51,8 @@ class Measured {
     const std::vector<PlanStep>& steps = plan_->steps();
     for (size_t s = 0; s < steps.size(); ++s) {
       step_of_.try_emplace(steps[s].record.node_name, static_cast<int>(s));
-      // A fused node's record entry is "Relu 'name'": its cost is its step's, not its own.
-      for (const std::string& fused : steps[s].record.fused) {
-        const size_t quote = fused.find('\'');
-        if (quote != std::string::npos && fused.size() > quote + 1 && fused.back() == '\'')
-          fused_away_.insert(fused.substr(quote + 1, fused.size() - quote - 2));
-      }
+      // A fused node's cost is its step's, not its own.
+      for (const FusedNode& fused : steps[s].record.fused) fused_away_.insert(fused.node);
     }
   }
   const Plan& plan() const { return *plan_; }
@@ -337,17 +333,14 @@ void estimate_fp32_on_bf16(PatternEstimate& estimate, std::vector<TidyMatch*>& m
   apply(estimate, matches, step_time_difference(trace, bench.base(), bf16, /*with_new_reorders=*/true));
 }
 
-// The setting a refusal names, as the change that removes it: "onednn: backend disabled" enables
-// onednn, "blas: deterministic mode: ..." turns deterministic mode off. Nothing for a refusal that
-// names no setting (an attribute or dtype the backend does not take).
-std::optional<std::pair<std::string, int>> setting_fix(const std::string& rejection) {
-  const size_t colon = rejection.find(": ");
-  if (colon == std::string::npos) return std::nullopt;
-  const std::string reason = rejection.substr(colon + 2);
+// The setting a refusal's kind names, as the change that removes it: a disabled backend is
+// enabled, deterministic mode turned off. Nothing for a refusal that names no setting (an attribute or
+// dtype the backend does not take).
+std::optional<std::pair<std::string, int>> setting_fix(const Refusal& refusal) {
   std::pair<std::string, int> change;
-  if (reason == "backend disabled") {
-    change = {str_cat(rejection.substr(0, colon), "_enabled"), 1};
-  } else if (reason.starts_with("deterministic mode")) {
+  if (refusal.kind == RefusalKind::disabled) {
+    change = {str_cat(refusal.backend, "_enabled"), 1};
+  } else if (refusal.kind == RefusalKind::deterministic) {
     change = {"deterministic", 0};
   } else {
     return std::nullopt;
@@ -368,8 +361,8 @@ void estimate_native_fallbacks(PatternEstimate& estimate, std::vector<TidyMatch*
   std::map<const TidyMatch*, const Measured*> plan_of;
   for (const TidyMatch* match : matches) {
     std::vector<std::pair<std::string, int>> changes;
-    for (const std::string& rejection : event_of(trace, *match).rejected) {
-      if (const auto change = setting_fix(rejection))
+    for (const Refusal& refusal : event_of(trace, *match).refusals) {
+      if (const auto change = setting_fix(refusal))
         if (std::find(changes.begin(), changes.end(), *change) == changes.end()) changes.push_back(*change);
     }
     if (changes.empty()) continue;

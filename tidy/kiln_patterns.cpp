@@ -34,9 +34,10 @@ std::string step_text(const TraceEvent& step) {
   return str_cat("step ", step.step, " '", step.node, "' (", step.name, ", ", step.kernel, ")");
 }
 
-// "no oneDNN kernel for Transpose": the backend does not implement the op at all.
-bool refuses_op_type(const std::string& rejection, const std::string& op) {
-  return rejection.find(": no ") != std::string::npos && rejection.ends_with(str_cat(" kernel for ", op));
+// A refusal that makes a native step a fallback: the backend implements the op but did not take this
+// node. One that has no kernel for the op at all is no fallback.
+bool implements_op(const Refusal& refusal) {
+  return refusal.kind != RefusalKind::no_kernel;
 }
 
 std::string format_ms(int64_t ns) {
@@ -101,14 +102,13 @@ class NativeFallbackPattern final : public KilnPattern {
   bool match(const TidyContext& context, EventIndex event) override {
     const TraceEvent& step = context.tree.event(event);
     if (step.kind != EventKind::step || step.backend != "native" || moves_no_data(step)) return false;
-    return std::any_of(step.rejected.begin(), step.rejected.end(),
-                       [&](const std::string& rejection) { return !refuses_op_type(rejection, step.name); });
+    return std::any_of(step.refusals.begin(), step.refusals.end(), implements_op);
   }
   std::string detail(const TidyContext& context, EventIndex event) const override {
     const TraceEvent& step = context.tree.event(event);
     std::string reasons;
-    for (const std::string& rejection : step.rejected) {
-      if (!refuses_op_type(rejection, step.name)) reasons += str_cat(reasons.empty() ? "" : "; ", rejection);
+    for (const Refusal& refusal : step.refusals) {
+      if (implements_op(refusal)) reasons += str_cat(reasons.empty() ? "" : "; ", refusal.text());
     }
     return str_cat(step_text(step), ": ", reasons);
   }

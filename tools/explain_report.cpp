@@ -22,6 +22,32 @@ std::string format(const char* pattern, Args... args) {
   return text;
 }
 
+// "      not onednn: detail [kind]", one line of a step's refusals.
+std::string refusal_line(const std::string& who, const Refusal& refusal) {
+  return format("      %s: %s [%s]\n", who.c_str(), refusal.detail.c_str(),
+                std::string(refusal_kind_name(refusal.kind)).c_str());
+}
+
+void write_refusals(JsonWriter& json, std::string_view key, const std::vector<Refusal>& refusals) {
+  json.key(key).begin_array();
+  for (const Refusal& refusal : refusals) {
+    json.begin_object()
+        .member("backend", refusal.backend)
+        .member("kernel", refusal.variant)
+        .member("kind", refusal_kind_name(refusal.kind))
+        .member("detail", refusal.detail)
+        .end_object();
+  }
+  json.end_array();
+}
+
+void write_fused(JsonWriter& json, std::string_view key, const std::vector<FusedNode>& nodes) {
+  json.key(key).begin_array();
+  for (const FusedNode& node : nodes)
+    json.begin_object().member("op", node.op_type).member("node", node.node).end_object();
+  json.end_array();
+}
+
 }  // namespace
 
 std::string shapes_text(const std::vector<Shape>& shapes, const std::vector<Layout>& layouts) {
@@ -91,16 +117,32 @@ std::string explain_text(const Plan& plan, const std::string& title, const std::
         text += format("  %.1f GFLOP/s", static_cast<double>(flops) * 1e-6 / step_ms[s]);
     }
     text += "\n";
-    for (const std::string& fused : r.fused) text += format("      fused: %s\n", fused.c_str());
-    if (!r.note.empty()) text += format("      note: %s\n", r.note.c_str());
+    for (const FusedNode& fused : r.fused) text += format("      fused: %s\n", fused.text().c_str());
+    for (const std::string& note : r.notes) text += format("      note: %s\n", note.c_str());
     if (r.parallel_group >= 0) {
       const ParallelGroup& group = plan.parallel_groups()[r.parallel_group];
       text += format("      group %d (%s), %d thread%s%s%s\n", r.parallel_group,
                      group.parallel ? "branches overlap" : "sequential", r.threads, r.threads == 1 ? "" : "s",
                      r.parallel_note.empty() ? "" : "; ", r.parallel_note.c_str());
     }
-    for (const RejectedCandidate& rejected : r.rejected)
-      text += format("      not %s: %s\n", rejected.label().c_str(), rejected.reason.c_str());
+    for (const Refusal& refusal : r.decision.refusals)
+      text += refusal_line("not " + refusal.label(), refusal);
+    if (!r.unfused.empty()) {
+      std::string nodes;
+      for (const FusedNode& node : r.unfused) nodes += str_cat(nodes.empty() ? "" : ", ", node.text());
+      text += format("      not fused with %s:\n", nodes.c_str());
+      for (const Refusal& refusal : r.fused_form_refusals)
+        text += refusal_line("  not " + refusal.label(), refusal);
+    }
+    if (r.decision.rule == DecisionRule::autotune) {
+      std::string timed;
+      for (const TimedCandidate& candidate : r.decision.timed)
+        timed += format("%s%s %.3f ms", timed.empty() ? "" : ", ", candidate.kernel.c_str(),
+                        candidate.milliseconds);
+      text += format("      decided by autotune%s: %s\n",
+                     r.decision.reused ? " (an earlier plan's timing, from the choice cache)" : "",
+                     timed.c_str());
+    }
   }
   if (!profiled) return text;
 
@@ -179,22 +221,19 @@ std::string explain_json(const Plan& plan, const std::string& model, int batch,
     json.member("output_dtypes", names_of(r.output_dtypes, dtype_name));
     json.member("output_layouts", names_of(r.output_layouts, layout_name));
     json.member("in_place", r.in_place);
-    json.member("fused", r.fused);
-    json.member("note", r.note);
+    write_fused(json, "fused", r.fused);
+    json.member("notes", r.notes);
     json.member("threads", r.threads);
     json.member("parallel_group", r.parallel_group);
     json.member("flops", step_flops(r));
     json.member("creation_ms", r.creation_ms);
-    json.key("rejected").begin_array();
-    for (const RejectedCandidate& rejected : r.rejected)
-      json.begin_object()
-          .member("backend", rejected.backend)
-          .member("kernel", rejected.variant)
-          .member("reason", rejected.reason)
-          .end_object();
-    json.end_array();
+    json.member("rule", decision_rule_name(r.decision.rule));
+    json.member("reused", r.decision.reused);
+    write_refusals(json, "refusals", r.decision.refusals);
+    write_fused(json, "unfused", r.unfused);
+    write_refusals(json, "fused_form_refusals", r.fused_form_refusals);
     json.key("timed").begin_array();
-    for (const TimedCandidate& timed : r.timed)
+    for (const TimedCandidate& timed : r.decision.timed)
       json.begin_object().member("kernel", timed.kernel).member("ms", timed.milliseconds).end_object();
     json.end_array();
     json.key("ms");

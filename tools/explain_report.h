@@ -22,8 +22,9 @@ std::string explain_text(const Plan& plan, const std::string& title, const std::
                          int runs);
 
 // The same as one JSON object, for scripts: the plan's counts and threads, and per step what the
-// report prints (shapes, dtypes and layouts as lists, rejected candidates as {backend, reason},
-// autotune's timings, FLOPs, and with profiling "ms"). `model` and `batch` name what was planned.
+// report prints (shapes, dtypes and layouts as lists, fused nodes as {op, node}, refusals as
+// {backend, kernel, kind, detail}, the rule that decided and autotune's timings, FLOPs, and with
+// profiling "ms"). `model` and `batch` name what was planned.
 std::string explain_json(const Plan& plan, const std::string& model, int batch,
                          const std::vector<double>& step_ms, int runs);
 

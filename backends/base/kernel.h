@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "backends/base/layout.h"
+#include "backends/base/refusal.h"
 #include "core/tensor.h"
 
 namespace kiln {
@@ -61,25 +62,20 @@ class Kernel {
   }
 };
 
-// How kernel selection weighs an offer against others by timing them at plan time.
-enum class Measure : uint8_t {
-  no,                  // the first offer is taken
-  among_alternatives,  // the backend's alternatives are timed and the fastest taken
-  against_next,        // those and the next candidate's first offer (a baseline it must beat)
-};
-
-// A backend's answer to "can you run this node?": a kernel, or the reason it cannot.
+// A backend's answer to "can you run this node?": a kernel, or why it cannot.
 struct KernelOrReason {
   std::unique_ptr<Kernel> kernel;
-  std::string reason;  // set when kernel is null
-  std::string note;    // with a kernel: what it does differently from what was asked (precision)
-  // With a kernel: whether selection keeps it only where it measures fastest (a backend that trades
-  // accuracy or memory for speed, like Winograd, must earn its place per node). Ignored by
-  // autotune, which times every candidate anyway, and in deterministic mode, where a choice by
-  // timing could differ between runs.
-  Measure measure = Measure::no;
+  Refusal refusal;   // when kernel is null: its kind and detail (selection fills in who refused)
+  std::string note;  // with a kernel: what it does differently from what was asked (precision)
+  // With a kernel: it trades flops for memory traffic (Winograd's transformed filters), so autotune
+  // times it and its rivals from cold caches, as they run inside a model whose weights do not fit
+  // the caches.
+  bool cold_caches = false;
 
-  static KernelOrReason rejected(std::string why) { return {nullptr, std::move(why), {}, Measure::no}; }
+  static KernelOrReason rejected(RefusalKind kind, std::string detail) {
+    return rejected(Refusal{{}, {}, kind, std::move(detail)});
+  }
+  static KernelOrReason rejected(Refusal refusal) { return {nullptr, std::move(refusal), {}, false}; }
 };
 
 }  // namespace kiln

@@ -20,7 +20,7 @@ enum class Precision : uint8_t { fp32, bf16 };
 const char* precision_name(Precision precision);
 
 // Which algorithm a 3x3 convolution may use (the conv_algorithm setting's choices, in this order):
-// auto lets Winograd take a layer where it stays within its error bound and measures faster,
+// auto lets Winograd take a layer where it stays within its error bound and is predicted faster,
 // direct never, winograd wherever it can (backends/winograd/winograd_backend.h).
 enum class ConvAlgorithm : uint8_t { automatic, direct, winograd };
 inline constexpr std::string_view kConvAlgorithmChoices[] = {"auto", "direct", "winograd"};
@@ -51,6 +51,14 @@ struct KernelRequest {
   bool einsum_optimize = true;
   EinsumStrategy einsum_strategy = EinsumStrategy::automatic;
   ConvAlgorithm conv_algorithm = ConvAlgorithm::automatic;  // the conv_algorithm setting
+  // Set when the offers will be timed against each other (autotune): a backend that would refuse a
+  // kernel its own rule predicts slower than the next candidate's offers it, to be measured.
+  bool timed = false;
+  // Set by selection when a later candidate other than the reference fallback (native) may take the
+  // node: enabled, built, available and allowed in deterministic mode. A backend whose rule weighs its
+  // kernel against an optimized one (Winograd against oneDNN's direct convolution) applies the rule
+  // only then; against the reference kernels it takes every node it can.
+  bool optimized_candidate_follows = false;
   // For ops whose kernels users choose by name (attention: "math", "flash", "onednn"; see
   // backends/registry.h), the one asked for; empty otherwise.
   std::string_view variant;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "backends/base/function_kernel.h"
@@ -73,23 +74,26 @@ void run_gemm(const GemmShape& g, const float* a, const float* b, float* c) {
   }
 }
 
-std::string check_size(const GemmShape& g, int64_t limit) {
+std::optional<Refusal> check_size(const GemmShape& g, int64_t limit) {
   const int64_t multiply_adds = g.m * g.n * g.k;
   if (multiply_adds > limit) {
-    return str_cat("M x N x K = ", g.m, " x ", g.n, " x ", g.k, " is above blas_threshold ", limit,
-                   " (oneDNN is faster on larger products)");
+    return Refusal{{},
+                   {},
+                   RefusalKind::above_threshold,
+                   str_cat("M x N x K = ", g.m, " x ", g.n, " x ", g.k, " is above blas_threshold ", limit,
+                           " (oneDNN is faster on larger products)")};
   }
-  if (multiply_adds == 0) return "empty product";
-  return {};
+  if (multiply_adds == 0) return Refusal{{}, {}, RefusalKind::unsupported_shape, "empty product"};
+  return std::nullopt;
 }
 
 KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outputs, int64_t limit) {
   const TensorInfo& a = spec.input(0);
   const TensorInfo& b = spec.input(1);
   if (a.dtype != DType::f32 || b.dtype != DType::f32)
-    return KernelOrReason::rejected("BLAS MatMul runs float32 only");
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "BLAS MatMul runs float32 only");
   if (a.shape.size() < 2 || b.shape.size() < 2)
-    return KernelOrReason::rejected("1-D operands are not supported");
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape, "1-D operands are not supported");
   GemmShape g;
   g.m = a.shape[a.shape.size() - 2];
   g.k = a.shape.back();
@@ -103,9 +107,11 @@ KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo> outpu
     g.b_batch_stride = g.k * g.n;
   } else {
     return KernelOrReason::rejected(
+        RefusalKind::unsupported_shape,
         "batch dims differ between the operands (broadcast batches are not supported)");
   }
-  if (std::string reason = check_size(g, limit); !reason.empty()) return KernelOrReason::rejected(reason);
+  if (std::optional<Refusal> refusal = check_size(g, limit))
+    return KernelOrReason::rejected(std::move(*refusal));
   return make_kernel("blas:sgemm", [g](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
     run_gemm(g, inputs[0].data<float>(), inputs[1].data<float>(), outputs[0].data<float>());
   });
@@ -115,7 +121,7 @@ KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs
   const TensorInfo& a = spec.input(0);
   const TensorInfo& b = spec.input(1);
   if (a.dtype != DType::f32 || b.dtype != DType::f32)
-    return KernelOrReason::rejected("BLAS Gemm runs float32 only");
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "BLAS Gemm runs float32 only");
   GemmShape g;
   g.trans_a = spec.attrs().get_int("transA", 0) != 0;
   g.trans_b = spec.attrs().get_int("transB", 0) != 0;
@@ -124,9 +130,11 @@ KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs
   g.m = outputs[0].shape[0];
   g.n = outputs[0].shape[1];
   g.k = g.trans_a ? a.shape[0] : a.shape[1];
-  if (std::string reason = check_size(g, limit); !reason.empty()) return KernelOrReason::rejected(reason);
+  if (std::optional<Refusal> refusal = check_size(g, limit))
+    return KernelOrReason::rejected(std::move(*refusal));
   const bool has_c = spec.has_input(2) && beta != 0.0f;
-  if (has_c && spec.input(2).dtype != DType::f32) return KernelOrReason::rejected("C must be float32");
+  if (has_c && spec.input(2).dtype != DType::f32)
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "C must be float32");
   const Shape c_shape = has_c ? spec.input(2).shape : Shape{};
   return make_kernel("blas:sgemm",
                      [g, has_c, beta, c_shape](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
@@ -158,14 +166,18 @@ class BlasBackend final : public Backend {
   KernelOrReason create_kernel(const KernelRequest& request,
                                std::span<const TensorInfo> outputs) const override {
     const OpSpec& spec = request.op;
-    if (!is_default_domain(spec.domain)) return KernelOrReason::rejected("not an ONNX-domain op");
-    if (request.alternative > 0) return KernelOrReason::rejected("BLAS has one implementation per product");
-    if (!request.post_ops.empty()) return KernelOrReason::rejected("BLAS kernels do not fuse post-ops");
+    if (!is_default_domain(spec.domain))
+      return KernelOrReason::rejected(RefusalKind::no_kernel, "not an ONNX-domain op");
+    if (request.alternative > 0)
+      return KernelOrReason::rejected(RefusalKind::no_alternative, "BLAS has one implementation per product");
+    if (!request.post_ops.empty())
+      return KernelOrReason::rejected(RefusalKind::unsupported_fusion, "BLAS kernels do not fuse post-ops");
     if (request.precision != Precision::fp32)
-      return KernelOrReason::rejected("BLAS computes float32 only (bf16 precision runs on oneDNN)");
+      return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
+                                      "BLAS computes float32 only (bf16 precision runs on oneDNN)");
     if (spec.op_type == "MatMul") return make_matmul(spec, outputs, request.small_product_limit);
     if (spec.op_type == "Gemm") return make_gemm(spec, outputs, request.small_product_limit);
-    return KernelOrReason::rejected("no BLAS kernel for " + spec.op_type);
+    return KernelOrReason::rejected(RefusalKind::no_kernel, "no BLAS kernel for " + spec.op_type);
   }
 };
 

@@ -392,9 +392,10 @@ KernelOrReason create_attention_kernel(const KernelRequest& request, std::span<c
     const int64_t threads = std::min<int64_t>(p.batch, intra_op_threads());
     const int64_t scores_bytes = p.l * p.s * static_cast<int64_t>(sizeof(float)) * threads;
     if (scores_bytes > kMathScoresLimit) {
-      return KernelOrReason::rejected(str_cat("the L x S = ", p.l, " x ", p.s, " scores on ", threads,
-                                              " thread(s) (", scores_bytes >> 20, " MiB) exceed math's ",
-                                              kMathScoresLimit >> 20, " MiB"));
+      return KernelOrReason::rejected(
+          RefusalKind::above_threshold,
+          str_cat("the L x S = ", p.l, " x ", p.s, " scores on ", threads, " thread(s) (", scores_bytes >> 20,
+                  " MiB) exceed math's ", kMathScoresLimit >> 20, " MiB"));
     }
     offer = make_kernel(str_cat("native:math_attention:", softmax_rows.isa),
                         [p, fn = softmax_rows.fn](std::span<const Tensor> in, std::span<Tensor> out) {
@@ -412,7 +413,8 @@ KernelOrReason create_attention_kernel(const KernelRequest& request, std::span<c
                           run_flash<Fp32Products>(p, fn, in, out);
                         });
   } else {
-    return KernelOrReason::rejected(str_cat("no native attention kernel named '", request.variant, "'"));
+    return KernelOrReason::rejected(RefusalKind::no_kernel,
+                                    str_cat("no native attention kernel named '", request.variant, "'"));
   }
   if (request.precision == Precision::bf16) {
     offer.note = request.variant == "math"

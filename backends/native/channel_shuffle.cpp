@@ -80,12 +80,16 @@ class ChannelShuffleKernel final : public Kernel {
 KernelOrReason create_channel_shuffle_kernel(const KernelRequest& request, std::span<const TensorInfo>) {
   const TensorInfo& x = request.op.input(0);
   const int64_t groups = request.op.attrs().require_int("groups");
-  if (x.shape.size() != 4) return KernelOrReason::rejected("ChannelShuffle reads [N, C, H, W] values");
+  if (x.shape.size() != 4)
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape,
+                                    "ChannelShuffle reads [N, C, H, W] values");
   if (groups <= 0 || x.shape[1] % groups != 0)
     return KernelOrReason::rejected(
+        RefusalKind::unsupported_attribute,
         str_cat("ChannelShuffle's groups (", groups, ") must divide the channels (", x.shape[1], ")"));
   if (dtype_size(x.dtype) != sizeof(uint32_t))
-    return KernelOrReason::rejected("native ChannelShuffle moves 4-byte elements only");
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
+                                    "native ChannelShuffle moves 4-byte elements only");
   const Layout layout = request.input_layout(0) == Layout::nhwc ? Layout::nhwc : Layout::plain;
   return {std::make_unique<ChannelShuffleKernel>(x.shape, groups, layout), {}, {}};
 }

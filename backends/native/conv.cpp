@@ -378,11 +378,13 @@ struct GemmConv {
 };
 
 KernelOrReason make_conv(const OpSpec& spec, std::span<const TensorInfo>) {
-  if (spec.input(0).dtype != DType::f32) return KernelOrReason::rejected("native Conv supports float32 only");
+  if (spec.input(0).dtype != DType::f32)
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "native Conv supports float32 only");
   const ConvParams params = conv_params(spec);
   Window3d w;
   if (!lift_to_3d(params.input_spatial, params.window, w)) {
-    return KernelOrReason::rejected("native Conv supports up to 3 spatial dims");
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape,
+                                    "native Conv supports up to 3 spatial dims");
   }
   const int64_t group = params.group;
   const bool has_bias = params.has_bias;

@@ -525,7 +525,9 @@ KernelOrReason make_gather_elements(const OpSpec& spec, std::span<const TensorIn
   bool supported = false;
   visit_element_size(
       element_size, [&](auto) { supported = true; }, [] {});
-  if (!supported) return KernelOrReason::rejected("native GatherElements needs 1, 2, 4 or 8-byte elements");
+  if (!supported)
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
+                                    "native GatherElements needs 1, 2, 4 or 8-byte elements");
   return make_kernel("native:gather_elements", [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
     if (dst[0].numel() == 0) return;
     visit_element_size(
@@ -640,7 +642,9 @@ KernelOrReason make_pad(const OpSpec& spec, std::span<const TensorInfo> outputs)
   bool supported = false;
   visit_element_size(
       element_size, [&](auto) { supported = true; }, [] {});
-  if (!supported) return KernelOrReason::rejected("native Pad needs 1, 2, 4 or 8-byte elements");
+  if (!supported)
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
+                                    "native Pad needs 1, 2, 4 or 8-byte elements");
   return make_kernel("native:pad", [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
     const Tensor* value = &attribute_value;
     if (value_input && inputs.size() > 2 && inputs[2].defined()) {
@@ -684,10 +688,11 @@ KernelOrReason create_channels_last_kernel(const KernelRequest& request,
                                            std::span<const TensorInfo> outputs) {
   const OpSpec& spec = request.op;
   if (!is_default_domain(spec.domain) || spec.input(0).shape.size() != 4)
-    return KernelOrReason::rejected("channels-last values are [N, C, H, W]");
+    return KernelOrReason::rejected(RefusalKind::unsupported_layout, "channels-last values are [N, C, H, W]");
   if (spec.op_type == "Slice") return make_channels_last_slice(spec, outputs);
   if (spec.op_type == "Concat") return make_channels_last_concat(spec, outputs);
-  return KernelOrReason::rejected(str_cat("no native kernel reads ", spec.op_type, " channels-last"));
+  return KernelOrReason::rejected(RefusalKind::unsupported_layout,
+                                  str_cat("no native kernel reads ", spec.op_type, " channels-last"));
 }
 
 }  // namespace kiln::native

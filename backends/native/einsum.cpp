@@ -385,6 +385,7 @@ KernelOrReason create_einsum_kernel(const KernelRequest& request, std::span<cons
       break;
     default:
       return KernelOrReason::rejected(
+          RefusalKind::unsupported_dtype,
           str_cat("Einsum runs float32, float64, int32 and int64, not ", dtype_name(spec.input(0).dtype)));
   }
   offer.note = str_cat("contraction path ", path.describe());

@@ -16,7 +16,8 @@ std::string kernel_name(const OpSpec& spec) {
 }
 
 KernelOrReason unsupported_dtype(const OpSpec& spec, DType dtype) {
-  return KernelOrReason::rejected(str_cat("native ", spec.op_type, " does not support ", dtype_name(dtype)));
+  return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
+                                  str_cat("native ", spec.op_type, " does not support ", dtype_name(dtype)));
 }
 
 }  // namespace elementwise

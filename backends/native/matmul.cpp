@@ -93,11 +93,15 @@ KernelOrReason make_matmul(const OpSpec& spec, std::span<const TensorInfo>) {
           }
         });
       },
-      [&] { return KernelOrReason::rejected("native MatMul supports floating types only"); });
+      [&] {
+        return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
+                                        "native MatMul supports floating types only");
+      });
 }
 
 KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs) {
-  if (spec.input(0).dtype != DType::f32) return KernelOrReason::rejected("native Gemm supports float32 only");
+  if (spec.input(0).dtype != DType::f32)
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "native Gemm supports float32 only");
   const bool trans_a = spec.attrs().get_int("transA", 0) != 0;
   const bool trans_b = spec.attrs().get_int("transB", 0) != 0;
   const float alpha = spec.attrs().get_float("alpha", 1.0f);

@@ -25,7 +25,8 @@ class NativeBackend final : public Backend {
   KernelOrReason create_kernel(const KernelRequest& request,
                                std::span<const TensorInfo> outputs) const override {
     // The reference kernels stay one op each; the planner runs fused followers as their own steps.
-    if (!request.post_ops.empty()) return KernelOrReason::rejected("native kernels do not fuse post-ops");
+    if (!request.post_ops.empty())
+      return KernelOrReason::rejected(RefusalKind::unsupported_fusion, "native kernels do not fuse post-ops");
     if (request.op.op_type == kAttentionOp) return native::create_attention_kernel(request, outputs);
     if (request.op.op_type == "Reorder") return native::create_reorder_kernel(request, outputs);
     if (request.op.op_type == kChannelShuffleOp)
@@ -42,7 +43,7 @@ class NativeBackend final : public Backend {
         offer.note = "precision bf16 requested, float32 used: the native kernels compute in float32";
       return offer;
     }
-    return KernelOrReason::rejected("no native kernel for " + request.op.op_type);
+    return KernelOrReason::rejected(RefusalKind::no_kernel, "no native kernel for " + request.op.op_type);
   }
 };
 

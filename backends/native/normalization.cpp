@@ -31,7 +31,10 @@ constexpr int64_t kFlushElements = 1024;
 constexpr int64_t kAffineCost = 2;
 constexpr int64_t kNormalizeCost = 8;
 
-KernelOrReason not_floating() { return KernelOrReason::rejected("native normalization supports floating types only"); }
+KernelOrReason not_floating() {
+  return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
+                                  "native normalization supports floating types only");
+}
 
 // ---- portable statistics -----------------------------------------------------------------------
 
@@ -372,12 +375,14 @@ KernelOrReason make_residual_layer_norm(const OpSpec& spec, std::span<const Tens
   const Shape& shape = outputs[0].shape;
   for (int i = 0; i < 4; ++i) {
     if (spec.input(i).dtype != DType::f32)
-      return KernelOrReason::rejected("ResidualLayerNorm runs float32 only");
+      return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "ResidualLayerNorm runs float32 only");
   }
   if (shape.empty() || shape.back() == 0)
-    return KernelOrReason::rejected("ResidualLayerNorm needs a last axis");
+    return KernelOrReason::rejected(RefusalKind::unsupported_attribute,
+                                    "ResidualLayerNorm needs a last axis");
   const bool swapped = spec.attrs().get_int("swap_leading", 0) != 0;
-  if (swapped && shape.size() != 3) return KernelOrReason::rejected("swapped rows need rank 3");
+  if (swapped && shape.size() != 3)
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape, "swapped rows need rank 3");
   const double epsilon = spec.attrs().get_float("epsilon", kDefaultEpsilon);
   const int64_t size = shape.back();
   const int64_t rows = checked_numel(shape) / size;

@@ -209,7 +209,8 @@ KernelOrReason make_pool(const OpSpec& spec, std::span<const TensorInfo>) {
   const PoolParams params = pool_params(spec);
   Window3d w;
   if (!lift_to_3d(params.input_spatial, params.window, w)) {
-    return KernelOrReason::rejected("native pooling supports up to 3 spatial dims");
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape,
+                                    "native pooling supports up to 3 spatial dims");
   }
   const PoolGeometry geometry = make_geometry(w);
   const bool include_pad = params.count_include_pad;
@@ -231,8 +232,10 @@ KernelOrReason make_pool(const OpSpec& spec, std::span<const TensorInfo>) {
     case DType::i8: return make(int8_t{});
     default: break;
   }
-  return visit_floating(spec.input(0).dtype, make,
-                        [&] { return KernelOrReason::rejected("native pooling supports floating and 8-bit types"); });
+  return visit_floating(spec.input(0).dtype, make, [&] {
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
+                                    "native pooling supports floating and 8-bit types");
+  });
 }
 
 template <PoolKind kKind>
@@ -261,7 +264,10 @@ KernelOrReason make_global_pool(const OpSpec& spec, std::span<const TensorInfo>)
                              });
                            });
       },
-      [&] { return KernelOrReason::rejected("native pooling supports floating types only"); });
+      [&] {
+        return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
+                                        "native pooling supports floating types only");
+      });
 }
 
 constexpr KernelEntry kKernels[] = {

@@ -514,7 +514,8 @@ KernelOrReason make_reduce(const OpSpec& spec, std::span<const TensorInfo>) {
   return visit_dtype(dtype, [&](auto tag) -> KernelOrReason {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, bool>) {
-      return KernelOrReason::rejected("native reductions do not support bool");
+      return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
+                                      "native reductions do not support bool");
     } else if constexpr (kArg) {
       return make_kernel(name, [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
         arg_reduce<T, kKind == Reduction::arg_max>(inputs[0], outputs[0], geometry, select_last);

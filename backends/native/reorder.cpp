@@ -59,15 +59,18 @@ class ReorderKernel final : public Kernel {
 
 KernelOrReason create_reorder_kernel(const KernelRequest& request, std::span<const TensorInfo>) {
   const TensorInfo& value = request.op.input(0);
-  if (!request.wants_output_layout(0)) return KernelOrReason::rejected("a Reorder needs its target layout");
+  if (!request.wants_output_layout(0))
+    return KernelOrReason::rejected(RefusalKind::unsupported_layout, "a Reorder needs its target layout");
   const Layout from = request.input_layout(0);
   const Layout to = request.output_layouts[0];
   const bool plain_and_nhwc =
       (from == Layout::plain && to == Layout::nhwc) || (from == Layout::nhwc && to == Layout::plain);
   if (!plain_and_nhwc || value.dtype != DType::f32)
-    return KernelOrReason::rejected("native converts float32 values between plain and nhwc only");
+    return KernelOrReason::rejected(RefusalKind::unsupported_layout,
+                                    "native converts float32 values between plain and nhwc only");
   if (value.shape.size() != 4)
-    return KernelOrReason::rejected("channels-last layouts hold rank-4 values only");
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape,
+                                    "channels-last layouts hold rank-4 values only");
   return {std::make_unique<ReorderKernel>(value.shape, from, to), {}, {}};
 }
 

@@ -92,7 +92,8 @@ KernelOrReason make_range(const OpSpec& spec, std::span<const TensorInfo>) {
   return visit_dtype(spec.input(0).dtype, [&](auto tag) -> KernelOrReason {
     using T = decltype(tag);
     if constexpr (is_half_v<T> || std::is_same_v<T, bool>) {
-      return KernelOrReason::rejected("native Range supports float, double and integer types");
+      return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
+                                      "native Range supports float, double and integer types");
     } else {
       return make_kernel("native:range", [](std::span<const Tensor> inputs, std::span<Tensor> dst) {
         const T start = inputs[0].data<T>()[0];

@@ -241,7 +241,10 @@ KernelOrReason make_softmax(const OpSpec& spec, std::span<const TensorInfo>) {
           }
         });
       },
-      [] { return KernelOrReason::rejected("native softmax supports floating types only"); });
+      [] {
+        return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
+                                        "native softmax supports floating types only");
+      });
 }
 
 constexpr KernelEntry kKernels[] = {

@@ -221,29 +221,37 @@ std::unique_ptr<BoundKernel> AttentionKernel::bind(std::span<const Tensor> input
 
 KernelOrReason make_attention(const KernelRequest& request, std::span<const TensorInfo> outputs) {
   if (request.variant != "onednn")
-    return KernelOrReason::rejected(str_cat("no oneDNN attention kernel named '", request.variant, "'"));
+    return KernelOrReason::rejected(RefusalKind::no_kernel,
+                                    str_cat("no oneDNN attention kernel named '", request.variant, "'"));
   const AttentionParams p = attention_params(request.op);
   if (p.mask == AttentionMask::keep || p.mask == AttentionMask::drop)
     return KernelOrReason::rejected(
+        RefusalKind::unsupported_attribute,
         "boolean masks are not supported (oneDNN's binary post-op adds float32 values)");
   if (p.causal)
-    return KernelOrReason::rejected("is_causal is not supported (oneDNN 2.6 matmul has no causal mask)");
+    return KernelOrReason::rejected(RefusalKind::unsupported_attribute,
+                                    "is_causal is not supported (oneDNN 2.6 matmul has no causal mask)");
   if (p.leading.size() + 2 > DNNL_MAX_NDIMS)
-    return KernelOrReason::rejected(str_cat("more than ", DNNL_MAX_NDIMS, " dims"));
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape,
+                                    str_cat("more than ", DNNL_MAX_NDIMS, " dims"));
   const int64_t scores_bytes = p.batch * p.l * p.s * static_cast<int64_t>(sizeof(float));
   if (scores_bytes > kScoresLimit) {
-    return KernelOrReason::rejected(str_cat("the scores (", scores_bytes >> 20, " MiB) exceed the ",
+    return KernelOrReason::rejected(RefusalKind::above_threshold,
+                                    str_cat("the scores (", scores_bytes >> 20, " MiB) exceed the ",
                                             kScoresLimit >> 20, " MiB this kernel materializes"));
   }
-  if (p.batch * p.l * p.s * p.e * p.ev == 0) return KernelOrReason::rejected("empty attention");
+  if (p.batch * p.l * p.s * p.e * p.ev == 0)
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape, "empty attention");
   const TensorInfo* mask = p.mask == AttentionMask::additive ? &request.op.inputs[3] : nullptr;
   KernelOrReason offer = create_reduced_precision_kernel(request, [&](const KernelRequest& chosen) {
     return std::make_unique<AttentionKernel>(p, mask, chosen.precision == Precision::bf16);
   });
   // A primitive on oneDNN's reference implementation is slower than the native kernels.
   if (offer.kernel && offer.kernel->name().find("ref:") != std::string_view::npos) {
-    return KernelOrReason::rejected(str_cat(
-        "oneDNN offers only its reference implementation for part of it (", offer.kernel->name(), ")"));
+    return KernelOrReason::rejected(
+        RefusalKind::library_refused,
+        str_cat("oneDNN offers only its reference implementation for part of it (", offer.kernel->name(),
+                ")"));
   }
   return offer;
 }

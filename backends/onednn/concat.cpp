@@ -30,10 +30,12 @@ KernelOrReason make_concat(const KernelRequest& request, std::span<const TensorI
   const OpSpec& spec = request.op;
   const Shape& shape = outputs[0].shape;
   if (shape.empty() || shape.size() > 6)
-    return KernelOrReason::rejected("oneDNN Concat here runs ranks 1 to 6");
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape, "oneDNN Concat here runs ranks 1 to 6");
   for (const TensorInfo& input : spec.inputs) {
-    if (input.dtype != DType::f32) return KernelOrReason::rejected("oneDNN Concat here runs float32 only");
-    if (checked_numel(input.shape) == 0) return KernelOrReason::rejected("an input is empty");
+    if (input.dtype != DType::f32)
+      return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "oneDNN Concat here runs float32 only");
+    if (checked_numel(input.shape) == 0)
+      return KernelOrReason::rejected(RefusalKind::unsupported_shape, "an input is empty");
   }
   // Values stored as float32 are left to native's copies of contiguous runs, in every layout: oneDNN
   // 2.6's simple concat took 0.24 ms for squeezenet1_1's eight channels-last Concats at 1 thread and
@@ -42,6 +44,7 @@ KernelOrReason make_concat(const KernelRequest& request, std::span<const TensorI
   // native out (prefer_other onednn) therefore cannot plan them: the error gives this reason.
   if (!is_bf16(request.input_layout(0)))
     return KernelOrReason::rejected(
+        RefusalKind::unsupported_layout,
         "float32 Concat runs on native (copies of contiguous runs, measured faster)");
   const int axis =
       static_cast<int>(normalize_axis(spec.attrs().require_int("axis"), static_cast<int64_t>(shape.size())));

@@ -79,12 +79,14 @@ class ConvKernel final : public PrimitiveKernel {
 KernelOrReason make_conv(const KernelRequest& request, std::span<const TensorInfo> outputs) {
   const OpSpec& spec = request.op;
   if (spec.input(0).dtype != DType::f32)
-    return KernelOrReason::rejected("oneDNN Conv here runs float32 only");
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "oneDNN Conv here runs float32 only");
   if (spec.input(0).shape.size() != 4)
-    return KernelOrReason::rejected("oneDNN Conv here runs 2-D convolutions only");
-  if (!spec.input(1).is_constant()) return KernelOrReason::rejected("weights are not a plan-time constant");
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape,
+                                    "oneDNN Conv here runs 2-D convolutions only");
+  if (!spec.input(1).is_constant())
+    return KernelOrReason::rejected(RefusalKind::not_constant, "weights are not a plan-time constant");
   if (spec.has_input(2) && !spec.input(2).is_constant()) {
-    return KernelOrReason::rejected("bias is not a plan-time constant");
+    return KernelOrReason::rejected(RefusalKind::not_constant, "bias is not a plan-time constant");
   }
   // Conv's own inputs are X, W, B; a fused residual follows them and is not Conv's to check.
   OpSpec conv_spec = spec;

@@ -28,9 +28,10 @@ KernelOrReason make_activation(const KernelRequest& request, std::span<const Ten
   const OpSpec& spec = request.op;
   const std::optional<PostOp> activation = activation_post_op(spec);
   if (!activation) {
-    return KernelOrReason::rejected(spec.input(0).dtype != DType::f32
-                                        ? "oneDNN eltwise here runs float32 only"
-                                        : "Clip bounds are not plan-time constants");
+    if (spec.input(0).dtype != DType::f32)
+      return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
+                                      "oneDNN eltwise here runs float32 only");
+    return KernelOrReason::rejected(RefusalKind::not_constant, "Clip bounds are not plan-time constants");
   }
   const Eltwise eltwise = eltwise_for(*activation);
   return create_primitive_kernel(
@@ -61,15 +62,18 @@ class BinaryKernel final : public PrimitiveKernel {
 KernelOrReason make_binary(const KernelRequest& request, std::span<const TensorInfo> outputs,
                            dnnl::algorithm algorithm) {
   const OpSpec& spec = request.op;
-  if (spec.num_inputs() != 2) return KernelOrReason::rejected("oneDNN binary takes exactly two inputs");
+  if (spec.num_inputs() != 2)
+    return KernelOrReason::rejected(RefusalKind::unsupported_attribute,
+                                    "oneDNN binary takes exactly two inputs");
   const TensorInfo& a = spec.input(0);
   const TensorInfo& b = spec.input(1);
   if (a.dtype != DType::f32 || b.dtype != DType::f32)
-    return KernelOrReason::rejected("oneDNN binary here runs float32 only");
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "oneDNN binary here runs float32 only");
   if (a.shape.empty() || a.shape.size() > 6)
-    return KernelOrReason::rejected("oneDNN binary here runs ranks 1 to 6");
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape, "oneDNN binary here runs ranks 1 to 6");
   if (outputs[0].shape != a.shape || b.shape.size() > a.shape.size()) {
     return KernelOrReason::rejected(
+        RefusalKind::unsupported_shape,
         "the second input broadcasts the first (oneDNN broadcasts only the second)");
   }
   return create_primitive_kernel(

@@ -94,9 +94,9 @@ KernelOrReason make_matmul(const KernelRequest& request, std::span<const TensorI
   const TensorInfo& a = spec.input(0);
   const TensorInfo& b = spec.input(1);
   if (a.dtype != DType::f32 || b.dtype != DType::f32)
-    return KernelOrReason::rejected("oneDNN MatMul here runs float32 only");
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "oneDNN MatMul here runs float32 only");
   if (a.shape.size() < 2 || b.shape.size() < 2)
-    return KernelOrReason::rejected("1-D operands are not supported");
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape, "1-D operands are not supported");
   const int64_t k = a.shape.back();
   const int64_t n = b.shape.back();
   MatmulProblem problem;
@@ -118,6 +118,7 @@ KernelOrReason make_matmul(const KernelRequest& request, std::span<const TensorI
     if (a.shape.size() != b.shape.size() ||
         !std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin(), b.shape.end() - 2)) {
       return KernelOrReason::rejected(
+          RefusalKind::unsupported_shape,
           "batch dims differ between the operands (broadcast batches are not supported)");
     }
     const int64_t m = a.shape[a.shape.size() - 2];
@@ -126,10 +127,12 @@ KernelOrReason make_matmul(const KernelRequest& request, std::span<const TensorI
     problem.b_desc = plain_desc({batch, k, n});
     problem.dst_desc = plain_desc({batch, m, n});
     if (fused_bias(request, n).defined() || sum_input(request.post_ops) >= 0) {
-      return KernelOrReason::rejected("a bias or sum fuses only with a constant 2-D B");
+      return KernelOrReason::rejected(RefusalKind::unsupported_fusion,
+                                      "a bias or sum fuses only with a constant 2-D B");
     }
   }
-  if (checked_numel(outputs[0].shape) == 0 || k == 0) return KernelOrReason::rejected("empty product");
+  if (checked_numel(outputs[0].shape) == 0 || k == 0)
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape, "empty product");
   return create_matmul_kernel(request, problem);
 }
 
@@ -138,13 +141,15 @@ KernelOrReason make_gemm(const KernelRequest& request, std::span<const TensorInf
   const TensorInfo& a = spec.input(0);
   const TensorInfo& b = spec.input(1);
   if (a.dtype != DType::f32 || b.dtype != DType::f32)
-    return KernelOrReason::rejected("oneDNN Gemm here runs float32 only");
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "oneDNN Gemm here runs float32 only");
   for (const PostOp& op : request.post_ops) {
     if (op.kind == PostOp::Kind::bias || op.kind == PostOp::Kind::sum) {
-      return KernelOrReason::rejected("Gemm fuses activations only (it has its own bias)");
+      return KernelOrReason::rejected(RefusalKind::unsupported_fusion,
+                                      "Gemm fuses activations only (it has its own bias)");
     }
   }
-  if (!b.is_constant()) return KernelOrReason::rejected("B is not a plan-time constant");
+  if (!b.is_constant())
+    return KernelOrReason::rejected(RefusalKind::not_constant, "B is not a plan-time constant");
   const bool trans_a = spec.attrs().get_int("transA", 0) != 0;
   const bool trans_b = spec.attrs().get_int("transB", 0) != 0;
   const float alpha = spec.attrs().get_float("alpha", 1.0f);
@@ -152,7 +157,8 @@ KernelOrReason make_gemm(const KernelRequest& request, std::span<const TensorInf
   const int64_t m = outputs[0].shape[0];
   const int64_t n = outputs[0].shape[1];
   const int64_t k = trans_a ? a.shape[0] : a.shape[1];
-  if (m == 0 || n == 0 || k == 0) return KernelOrReason::rejected("empty product");
+  if (m == 0 || n == 0 || k == 0)
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape, "empty product");
 
   MatmulProblem problem;
   problem.post_ops = request.post_ops;
@@ -168,10 +174,11 @@ KernelOrReason make_gemm(const KernelRequest& request, std::span<const TensorInf
   if (spec.has_input(2) && beta != 0.0f) {
     const TensorInfo& c = spec.input(2);
     if (!c.is_constant() || c.dtype != DType::f32)
-      return KernelOrReason::rejected("C is not a float32 plan-time constant");
+      return KernelOrReason::rejected(RefusalKind::not_constant, "C is not a float32 plan-time constant");
     const bool per_column = c.shape.empty() || checked_numel(c.shape) == 1 || c.shape.back() == n;
     if (!per_column || (c.shape.size() == 2 && c.shape[0] != 1)) {
-      return KernelOrReason::rejected("C varies along M (only a per-column bias is fused)");
+      return KernelOrReason::rejected(RefusalKind::unsupported_shape,
+                                      "C varies along M (only a per-column bias is fused)");
     }
     problem.bias = Tensor::empty(DType::f32, {1, n});
     problem.copied_inputs.push_back(2);

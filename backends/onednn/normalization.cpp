@@ -38,25 +38,30 @@ KernelOrReason make_layer_norm(const KernelRequest& request, std::span<const Ten
   const OpSpec& spec = request.op;
   const TensorInfo& x = spec.input(0);
   if (x.dtype != DType::f32)
-    return KernelOrReason::rejected("oneDNN LayerNormalization here runs float32 only");
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
+                                    "oneDNN LayerNormalization here runs float32 only");
   if (x.shape.empty() || x.shape.size() > 5)
-    return KernelOrReason::rejected("oneDNN LayerNormalization runs ranks 1 to 5");
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape,
+                                    "oneDNN LayerNormalization runs ranks 1 to 5");
   const int64_t rank = static_cast<int64_t>(x.shape.size());
   if (normalize_axis(spec.attrs().get_int("axis", -1), rank, "LayerNormalization axis") != rank - 1) {
-    return KernelOrReason::rejected("oneDNN normalizes over the last axis only");
+    return KernelOrReason::rejected(RefusalKind::unsupported_attribute,
+                                    "oneDNN normalizes over the last axis only");
   }
   if (spec.num_outputs > 1)
-    return KernelOrReason::rejected("the Mean and InvStdDev outputs are not supported");
+    return KernelOrReason::rejected(RefusalKind::unsupported_attribute,
+                                    "the Mean and InvStdDev outputs are not supported");
   for (int index : {1, 2}) {
     if (index == 2 && !spec.has_input(2)) continue;
     const TensorInfo& parameter = spec.input(index);
     if (!parameter.is_constant() || parameter.dtype != DType::f32 ||
         checked_numel(parameter.shape) != x.shape.back()) {
       return KernelOrReason::rejected(
-          "scale and bias must be float32 plan-time constants over the last axis");
+          RefusalKind::not_constant, "scale and bias must be float32 plan-time constants over the last axis");
     }
   }
-  if (checked_numel(x.shape) == 0) return KernelOrReason::rejected("empty input");
+  if (checked_numel(x.shape) == 0)
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape, "empty input");
   const float epsilon = spec.attrs().get_float("epsilon", 1e-5f);
   return create_primitive_kernel([&] { return std::make_unique<LayerNormKernel>(spec, epsilon); });
 }

@@ -31,15 +31,17 @@ class OnednnBackend final : public Backend {
   KernelOrReason create_kernel(const KernelRequest& request,
                                std::span<const TensorInfo> outputs) const override {
     const OpSpec& spec = request.op;
-    if (!is_default_domain(spec.domain)) return KernelOrReason::rejected("not an ONNX-domain op");
+    if (!is_default_domain(spec.domain))
+      return KernelOrReason::rejected(RefusalKind::no_kernel, "not an ONNX-domain op");
     // Autotune's alternatives exist for the primitives with several implementations per shape.
     if (request.alternative > 0 && spec.op_type != "Conv" && spec.op_type != "MatMul" &&
         spec.op_type != "Gemm")
-      return KernelOrReason::rejected("oneDNN has one implementation of " + spec.op_type + " here");
+      return KernelOrReason::rejected(RefusalKind::no_alternative,
+                                      "oneDNN has one implementation of " + spec.op_type + " here");
     if (auto create = find_kernel_factory<KernelRequest>(kFamilies, spec.op_type)) {
       return create(request, outputs);
     }
-    return KernelOrReason::rejected("no oneDNN kernel for " + spec.op_type);
+    return KernelOrReason::rejected(RefusalKind::no_kernel, "no oneDNN kernel for " + spec.op_type);
   }
 
   void set_library_verbose(int level) const override {

@@ -168,12 +168,14 @@ KernelOrReason create_primitive_kernel(MakeKernel make) {
     apply_thread_count();
     std::unique_ptr<Kernel> kernel = make();
     if (kernel->name().starts_with("onednn:ref")) {
-      return KernelOrReason::rejected(str_cat("oneDNN offers only its reference implementation (",
+      return KernelOrReason::rejected(RefusalKind::library_refused,
+                                      str_cat("oneDNN offers only its reference implementation (",
                                               kernel->name().substr(7), ") for this shape"));
     }
     return {std::move(kernel), {}, {}};
   } catch (const dnnl::error& error) {
-    return KernelOrReason::rejected(str_cat("oneDNN cannot create the primitive: ", error.what()));
+    return KernelOrReason::rejected(RefusalKind::library_refused,
+                                    str_cat("oneDNN cannot create the primitive: ", error.what()));
   }
 }
 
@@ -184,7 +186,7 @@ template <typename MakeKernel>
 KernelOrReason create_reduced_precision_kernel(const KernelRequest& request, MakeKernel make) {
   KernelOrReason offer = create_primitive_kernel([&] { return make(request); });
   if (offer.kernel || request.precision == Precision::fp32) return offer;
-  const std::string why = std::move(offer.reason);
+  const std::string why = std::move(offer.refusal.detail);
   KernelRequest fp32 = request;
   fp32.precision = Precision::fp32;
   offer = create_primitive_kernel([&] { return make(fp32); });

@@ -33,18 +33,22 @@ class PoolKernel final : public PrimitiveKernel {
   }
 };
 
-std::string check_input(const OpSpec& spec) {
-  if (spec.input(0).dtype != DType::f32) return "oneDNN pooling here runs float32 only";
-  if (spec.input(0).shape.size() != 4) return "oneDNN pooling here runs 2-D pooling only";
-  return {};
+std::optional<Refusal> check_input(const OpSpec& spec) {
+  if (spec.input(0).dtype != DType::f32)
+    return Refusal{{}, {}, RefusalKind::unsupported_dtype, "oneDNN pooling here runs float32 only"};
+  if (spec.input(0).shape.size() != 4)
+    return Refusal{{}, {}, RefusalKind::unsupported_shape, "oneDNN pooling here runs 2-D pooling only"};
+  return std::nullopt;
 }
 
 KernelOrReason make_window_pool(const KernelRequest& request, std::span<const TensorInfo> outputs,
                                 bool is_max) {
   const OpSpec& spec = request.op;
-  if (std::string reason = check_input(spec); !reason.empty()) return KernelOrReason::rejected(reason);
+  if (std::optional<Refusal> refusal = check_input(spec))
+    return KernelOrReason::rejected(std::move(*refusal));
   if (is_max && spec.num_outputs > 1)
-    return KernelOrReason::rejected("MaxPool's Indices output is not supported");
+    return KernelOrReason::rejected(RefusalKind::unsupported_attribute,
+                                    "MaxPool's Indices output is not supported");
   const PoolParams params = pool_params(spec);
   const WindowParams& w = params.window;
   PoolGeometry g{w.kernel, w.strides, {}, w.pads_begin, w.pads_end};
@@ -64,6 +68,7 @@ KernelOrReason make_window_pool(const KernelRequest& request, std::span<const Te
   if (!is_max) {
     if (params.count_include_pad && padded_for_ceil) {
       return KernelOrReason::rejected(
+          RefusalKind::unsupported_attribute,
           "AveragePool with count_include_pad and ceil_mode windows past the padding");
     }
     algorithm = params.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
@@ -78,7 +83,8 @@ KernelOrReason make_window_pool(const KernelRequest& request, std::span<const Te
 KernelOrReason make_global_pool(const KernelRequest& request, std::span<const TensorInfo> outputs,
                                 dnnl::algorithm algorithm) {
   const OpSpec& spec = request.op;
-  if (std::string reason = check_input(spec); !reason.empty()) return KernelOrReason::rejected(reason);
+  if (std::optional<Refusal> refusal = check_input(spec))
+    return KernelOrReason::rejected(std::move(*refusal));
   const Shape& shape = spec.input(0).shape;
   const PoolGeometry g{{shape[2], shape[3]}, {1, 1}, {0, 0}, {0, 0}, {0, 0}};
   return create_primitive_kernel([&] {

@@ -46,11 +46,14 @@ class ReinterpretKernel final : public Kernel {
 KernelOrReason make_reorder(const KernelRequest& request, std::span<const TensorInfo>) {
   const TensorInfo& value = request.op.input(0);
   const Layout from = request.input_layout(0);
-  if (!request.wants_output_layout(0)) return KernelOrReason::rejected("a Reorder needs its target layout");
+  if (!request.wants_output_layout(0))
+    return KernelOrReason::rejected(RefusalKind::unsupported_layout, "a Reorder needs its target layout");
   const Layout to = request.output_layouts[0];
-  if (value.dtype != DType::f32) return KernelOrReason::rejected("layouts convert float32 values only");
+  if (value.dtype != DType::f32)
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "layouts convert float32 values only");
   if ((is_channels_last(from) || is_channels_last(to)) && value.shape.size() != 4)
-    return KernelOrReason::rejected("channels-last layouts hold rank-4 values only");
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape,
+                                    "channels-last layouts hold rank-4 values only");
   const Shape& shape = value.shape;
   return create_primitive_kernel([&]() -> std::unique_ptr<Kernel> {
     // A free view only between layouts of one dtype that order this value's elements alike.

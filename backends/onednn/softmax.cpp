@@ -26,10 +26,12 @@ KernelOrReason make_softmax(const KernelRequest& request, std::span<const Tensor
                             dnnl::algorithm algorithm) {
   const OpSpec& spec = request.op;
   const TensorInfo& x = spec.input(0);
-  if (x.dtype != DType::f32) return KernelOrReason::rejected("oneDNN Softmax here runs float32 only");
+  if (x.dtype != DType::f32)
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "oneDNN Softmax here runs float32 only");
   if (x.shape.empty() || x.shape.size() > 6)
-    return KernelOrReason::rejected("oneDNN Softmax here runs ranks 1 to 6");
-  if (checked_numel(x.shape) == 0) return KernelOrReason::rejected("empty input");
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape, "oneDNN Softmax here runs ranks 1 to 6");
+  if (checked_numel(x.shape) == 0)
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape, "empty input");
   const int64_t rank = static_cast<int64_t>(x.shape.size());
   const int64_t axis =
       normalize_axis(spec.attrs().get_int("axis", spec.opset < 13 ? 1 : -1), rank, "Softmax axis");
@@ -39,7 +41,9 @@ KernelOrReason make_softmax(const KernelRequest& request, std::span<const Tensor
   int softmax_axis = static_cast<int>(axis);
   if (spec.opset < 13) {
     // Before opset 13 the input is coerced to [outer, inner] at `axis` and normalized over inner.
-    if (layout != Layout::plain) return KernelOrReason::rejected("opset < 13 Softmax needs a plain input");
+    if (layout != Layout::plain)
+      return KernelOrReason::rejected(RefusalKind::unsupported_layout,
+                                      "opset < 13 Softmax needs a plain input");
     int64_t outer = 1;
     for (int64_t d = 0; d < axis; ++d) outer *= x.shape[static_cast<size_t>(d)];
     desc = plain_desc({outer, checked_numel(x.shape) / outer});

@@ -6,11 +6,13 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "backends/winograd/accuracy.h"
+#include "backends/winograd/cost_model.h"
 #include "backends/winograd/transforms.h"
 #include "backends/winograd/winograd_conv.h"
 #include "core/version.h"
@@ -65,32 +67,45 @@ class WinogradKernel final : public Kernel {
   int residual_input_;
 };
 
-// Why this backend cannot run the node at all (any tile, any algorithm), or empty.
-std::string refusal(const KernelRequest& request, const ConvParams& params) {
+// Why this backend cannot run the node at all (any tile, any algorithm), or nothing.
+std::optional<Refusal> refusal(const KernelRequest& request, const ConvParams& params) {
+  const auto refuse = [](RefusalKind kind, std::string detail) {
+    return std::optional<Refusal>(Refusal{{}, {}, kind, std::move(detail)});
+  };
   const OpSpec& spec = request.op;
   if (request.precision != Precision::fp32)
-    return "Winograd computes float32 only (bf16 precision runs on oneDNN)";
-  if (params.group != 1) return str_cat("grouped convolution (group = ", params.group, ")");
+    return refuse(RefusalKind::unsupported_dtype,
+                  "Winograd computes float32 only (bf16 precision runs on oneDNN)");
+  if (params.group != 1)
+    return refuse(RefusalKind::unsupported_attribute,
+                  str_cat("grouped convolution (group = ", params.group, ")"));
   const WindowParams& w = params.window;
   if (w.kernel != std::vector<int64_t>{3, 3})
-    return str_cat("kernel ", w.kernel[0], "x", w.kernel[1], ", not 3x3");
+    return refuse(RefusalKind::unsupported_shape,
+                  str_cat("kernel ", w.kernel[0], "x", w.kernel[1], ", not 3x3"));
   if (w.strides != std::vector<int64_t>{1, 1})
-    return str_cat("stride ", w.strides[0], "x", w.strides[1], ", not 1");
+    return refuse(RefusalKind::unsupported_attribute,
+                  str_cat("stride ", w.strides[0], "x", w.strides[1], ", not 1"));
   if (w.dilations != std::vector<int64_t>{1, 1})
-    return str_cat("dilation ", w.dilations[0], "x", w.dilations[1], ", not 1");
+    return refuse(RefusalKind::unsupported_attribute,
+                  str_cat("dilation ", w.dilations[0], "x", w.dilations[1], ", not 1"));
   if (params.in_channels < winograd::kMinChannels || params.out_channels < winograd::kMinChannels) {
-    return str_cat("too few channels (", params.in_channels, " in, ", params.out_channels,
-                   " out; Winograd takes at least ", winograd::kMinChannels, " each)");
+    return refuse(RefusalKind::unsupported_shape,
+                  str_cat("too few channels (", params.in_channels, " in, ", params.out_channels,
+                          " out; Winograd takes at least ", winograd::kMinChannels, " each)"));
   }
-  if (!spec.input(1).is_constant()) return "weights are not a plan-time constant";
-  if (params.has_bias && !spec.input(2).is_constant()) return "bias is not a plan-time constant";
+  if (!spec.input(1).is_constant())
+    return refuse(RefusalKind::not_constant, "weights are not a plan-time constant");
+  if (params.has_bias && !spec.input(2).is_constant())
+    return refuse(RefusalKind::not_constant, "bias is not a plan-time constant");
   for (const PostOp& op : request.post_ops) {
     if (!winograd::output_transform_applies(op.kind)) {
-      return str_cat("fused ", post_op_name(op.kind), " (", op.node_name,
-                     ") is not one the output transform applies (relu, leaky_relu, clip, sum)");
+      return refuse(RefusalKind::unsupported_fusion,
+                    str_cat("fused ", post_op_name(op.kind), " (", op.node_name,
+                            ") is not one the output transform applies (relu, leaky_relu, clip, sum)"));
     }
   }
-  return {};
+  return std::nullopt;
 }
 
 // Transformed filters and probe errors of recent layers. Selection asks for each tile separately,
@@ -163,44 +178,27 @@ FilterCache& filter_cache() {
   return cache;
 }
 
-// A tile this layer may use and what it costs in accuracy.
+// A tile this layer may use, what it costs in accuracy and its predicted time.
 struct TileChoice {
   int tile = 0;
   double error = -1;  // measured under auto only
+  winograd::CostEstimate cost;
 };
 
-// The request.alternative-th tile the layer may use, or why there is none.
+std::string format_share(double share) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%.2f", share);
+  return text;
+}
+
+// The tile the request asks for, or why there is none. Timed (autotune): the request.alternative-th
+// tile the layer may use. Otherwise one offer, the tile predicted fastest, which under auto, where an
+// optimized direct kernel would run the layer instead, must be predicted at most kAutoMaxShare of
+// its time.
 KernelOrReason create(const KernelRequest& request, const ConvParams& params, const TensorInfo& output) {
   const OpSpec& spec = request.op;
   const bool automatic = request.conv_algorithm == ConvAlgorithm::automatic;
   const float* weights = spec.input(1).value.data<float>();
-  std::vector<TileChoice> allowed;
-  std::string too_inaccurate;
-  for (int tile : winograd::kTileSizes) {
-    if (static_cast<int>(allowed.size()) > request.alternative) break;
-    if (!automatic) {
-      allowed.push_back({tile});
-      continue;
-    }
-    const double error = filter_cache().error(tile, params, weights);
-    if (error <= winograd::kAutoErrorBound) {
-      allowed.push_back({tile, error});
-    } else {
-      too_inaccurate +=
-          str_cat(too_inaccurate.empty() ? "" : ", ", tile_name(tile), " ", format_error(error));
-    }
-  }
-  if (static_cast<int>(allowed.size()) <= request.alternative) {
-    if (request.alternative > 0 && !allowed.empty())
-      return KernelOrReason::rejected(str_cat("no Winograd tile ", request.alternative, " for this layer"));
-    return KernelOrReason::rejected(str_cat("conv_algorithm auto: error on this layer's filters above ",
-                                            format_error(winograd::kAutoErrorBound), " of the output scale (",
-                                            too_inaccurate, ")"));
-  }
-  const TileChoice& choice = allowed[static_cast<size_t>(request.alternative)];
-  const int tile = choice.tile;
-  std::shared_ptr<const TransformedFilters> filters = filter_cache().filters(tile, params, weights);
-
   ConvShape shape;
   const Shape& x = spec.input(0).shape;
   shape.batch = x[0];
@@ -212,6 +210,57 @@ KernelOrReason create(const KernelRequest& request, const ConvParams& params, co
   shape.out_w = output.shape[3];
   shape.pad_top = params.window.pads_begin[0];
   shape.pad_left = params.window.pads_begin[1];
+
+  std::vector<TileChoice> allowed;
+  std::string too_inaccurate;
+  for (int tile : winograd::kTileSizes) {
+    if (request.timed && static_cast<int>(allowed.size()) > request.alternative) break;
+    const winograd::CostEstimate cost = winograd::estimate_cost(shape, tile);
+    if (!automatic) {
+      allowed.push_back({tile, -1, cost});
+      continue;
+    }
+    const double error = filter_cache().error(tile, params, weights);
+    if (error <= winograd::kAutoErrorBound) {
+      allowed.push_back({tile, error, cost});
+    } else {
+      too_inaccurate +=
+          str_cat(too_inaccurate.empty() ? "" : ", ", tile_name(tile), " ", format_error(error));
+    }
+  }
+  if (allowed.empty()) {
+    return KernelOrReason::rejected(
+        RefusalKind::above_error_bound,
+        str_cat("conv_algorithm auto: error on this layer's filters above ",
+                format_error(winograd::kAutoErrorBound), " of the output scale (", too_inaccurate, ")"));
+  }
+  TileChoice choice;
+  if (request.timed) {
+    if (static_cast<int>(allowed.size()) <= request.alternative)
+      return KernelOrReason::rejected(RefusalKind::no_alternative,
+                                      str_cat("no Winograd tile ", request.alternative, " for this layer"));
+    choice = allowed[static_cast<size_t>(request.alternative)];
+  } else {
+    if (request.alternative > 0)
+      return KernelOrReason::rejected(RefusalKind::no_alternative,
+                                      "one tile is offered unless autotune times them");
+    choice = *std::min_element(allowed.begin(), allowed.end(), [](const TileChoice& a, const TileChoice& b) {
+      return a.cost.winograd < b.cost.winograd;
+    });
+    // Against the reference convolution (oneDNN disabled, not built, or refused in deterministic
+    // mode) Winograd takes every layer its bound allows.
+    if (automatic && request.optimized_candidate_follows && choice.cost.share() > winograd::kAutoMaxShare) {
+      return KernelOrReason::rejected(
+          RefusalKind::predicted_slower,
+          str_cat("conv_algorithm auto: ", tile_name(choice.tile), " predicted at ",
+                  format_share(choice.cost.share()),
+                  " of a direct convolution's time on this layer (auto takes it at most ",
+                  format_share(winograd::kAutoMaxShare), ")"));
+    }
+  }
+  const int tile = choice.tile;
+  std::shared_ptr<const TransformedFilters> filters = filter_cache().filters(tile, params, weights);
+
   std::vector<float> bias;
   if (params.has_bias) {
     const float* values = spec.input(2).value.data<float>();
@@ -233,6 +282,8 @@ KernelOrReason create(const KernelRequest& request, const ConvParams& params, co
     note += str_cat("; probe error ", format_error(choice.error), " of the output scale (auto's bound ",
                     format_error(winograd::kAutoErrorBound), ")");
   }
+  if (!request.timed)
+    note += str_cat("; predicted at ", format_share(choice.cost.share()), " of a direct convolution's time");
   std::string name = str_cat("winograd:f", tile, "x", tile, "_3x3:", winograd::transforms_isa(), suffix);
   KernelOrReason offer{
       std::make_unique<WinogradKernel>(
@@ -240,7 +291,7 @@ KernelOrReason create(const KernelRequest& request, const ConvParams& params, co
           residual_input),
       {},
       std::move(note)};
-  offer.measure = automatic ? Measure::against_next : Measure::among_alternatives;
+  offer.cold_caches = true;
   return offer;
 }
 
@@ -253,18 +304,19 @@ class WinogradBackend final : public Backend {
                                std::span<const TensorInfo> outputs) const override {
     const OpSpec& spec = request.op;
     if (!is_default_domain(spec.domain) || spec.op_type != "Conv")
-      return KernelOrReason::rejected("Winograd runs Conv only");
+      return KernelOrReason::rejected(RefusalKind::no_kernel, "Winograd runs Conv only");
     if (request.conv_algorithm == ConvAlgorithm::direct)
-      return KernelOrReason::rejected("conv_algorithm is direct");
-    if (spec.input(0).dtype != DType::f32) return KernelOrReason::rejected("Winograd runs float32 only");
+      return KernelOrReason::rejected(RefusalKind::excluded_by_setting, "conv_algorithm is direct");
+    if (spec.input(0).dtype != DType::f32)
+      return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "Winograd runs float32 only");
     if (spec.input(0).shape.size() != 4)
-      return KernelOrReason::rejected("Winograd runs 2-D convolutions only");
+      return KernelOrReason::rejected(RefusalKind::unsupported_shape, "Winograd runs 2-D convolutions only");
     // Conv's own inputs are X, W, B; a fused residual follows them.
     OpSpec conv_spec = spec;
     conv_spec.inputs.resize(std::min<size_t>(conv_spec.inputs.size(), 3));
     const ConvParams params = conv_params(conv_spec);
-    if (std::string reason = refusal(request, params); !reason.empty())
-      return KernelOrReason::rejected(std::move(reason));
+    if (std::optional<Refusal> refused = refusal(request, params))
+      return KernelOrReason::rejected(std::move(*refused));
     return create(request, params, outputs[0]);
   }
 };

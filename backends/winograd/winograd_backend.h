@@ -2,10 +2,14 @@
 // and F(2x2, 3x3) (backends/winograd/winograd_conv.h), channels-last like oneDNN's, so choosing it
 // adds no layout conversions. Which convolutions it takes is the conv_algorithm setting:
 //   direct    none;
-//   winograd  every one it can run (the tiles timed against each other);
+//   winograd  every one it can run, with the tile its cost model predicts faster;
 //   auto      those where a tile stays within kAutoErrorBound of a float64 convolution on the
-//             layer's own filters and measures faster than the next candidate's direct kernel.
-// Accuracy and speed are judged per layer, at plan time (docs/backends.md, "Winograd").
+//             layer's own filters and, where an optimized direct kernel (oneDNN's) would run the
+//             layer instead, its cost model (cost_model.h) predicts at most kAutoMaxShare of that
+//             kernel's time.
+// Accuracy is measured per layer at plan time, speed predicted from the shape: no choice depends on
+// a timing, so every process plans the same. Under autotune each allowed tile is offered and timed
+// (docs/backends.md, "Winograd").
 #pragma once
 
 #include <cstdint>

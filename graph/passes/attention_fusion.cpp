@@ -234,15 +234,19 @@ bool plan_attention(PlanState& state, const Node& node) {
   AttentionParams params;
   try {
     params = attention_params(form.request.op);
-  } catch (const Error&) {
+  } catch (const Error& error) {
+    // No kernel was asked: the fused op itself does not take these shapes.
+    refuse_form(state, node.name, form.fused,
+                {Refusal{"planner", "", RefusalKind::unsupported_shape, error.what()}});
     return false;
   }
   form.outputs = {TensorInfo{DType::f32, params.output, {}}};
   const auto start = std::chrono::steady_clock::now();
-  KernelSelection selection = find_kernel(form.request, form.outputs, state.settings, &state.autotune_cache);
+  KernelSelection selection = find_kernel(form.request, form.outputs, state.settings);
   // The error's context names the node (plan.cpp).
   KILN_CHECK(selection.kernel != nullptr, not_implemented, "no attention kernel of sdpa_kernels (",
-             sdpa_kernel_list(state.settings), ") can run this attention: ", selection.refusals());
+             sdpa_kernel_list(state.settings),
+             ") can run this attention: ", selection.decision.refusals_text());
   const double elapsed_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   add_step(state, std::move(form), std::move(selection), elapsed_ms);

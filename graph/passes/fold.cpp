@@ -11,7 +11,8 @@ void fold(const OpSpec& spec, std::vector<TensorInfo>& outputs) {
   KernelRequest request;
   request.op = spec;
   KernelOrReason offer = native_backend().create_kernel(request, outputs);
-  KILN_CHECK(offer.kernel != nullptr, not_implemented, "cannot fold ", spec.op_type, ": ", offer.reason);
+  KILN_CHECK(offer.kernel != nullptr, not_implemented, "cannot fold ", spec.op_type, ": ",
+             offer.refusal.detail);
   std::vector<Tensor> inputs;
   for (const TensorInfo& info : spec.inputs) inputs.push_back(info.value);
   std::vector<Tensor> values(outputs.size());

@@ -15,15 +15,15 @@ int slot_in_layout(PlanState& state, int slot, Layout layout) {
       select_reorder(value.info.shape, value.info.dtype, value.layout, layout, state.settings);
   KILN_CHECK(selection.kernel != nullptr, not_implemented, "value '", value.name, "' is stored ",
              layout_name(value.layout), " but a reader needs ", layout_name(layout),
-             ", and no backend converts it (", selection.refusals(), ")");
+             ", and no backend converts it (", selection.decision.refusals_text(), ")");
   PlanStep step;
   StepRecord& record = step.record;
   record.node_name = str_cat(value.name, ":to_", layout_name(layout));
   record.op_type = "Reorder";
-  record.backend = std::string(kBackendRows[static_cast<size_t>(selection.backend)].name);
-  step.backend_index = selection.backend;
+  record.backend = std::string(kBackendRows[static_cast<size_t>(selection.decision.backend)].name);
+  step.backend_index = selection.decision.backend;
   record.kernel = std::string(selection.kernel->name());
-  record.rejected = std::move(selection.rejected);
+  record.decision = std::move(selection.decision);
   record.creation_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   record.input_shapes = {value.info.shape};

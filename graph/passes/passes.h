@@ -76,6 +76,10 @@ struct NodeForm {
   std::vector<const Node*> fused;          // the nodes planned inside this step, in order
   std::string note;                        // what planning changed from what the settings asked
   std::unique_ptr<Attributes> attributes;  // a synthesized node's own (request.op points at them)
+  // A fused form proposed for this node that no candidate took: the nodes it would have fused and
+  // the candidates' refusals (StepRecord::unfused).
+  std::vector<FusedNode> unfused;
+  std::vector<Refusal> fused_form_refusals;
 };
 
 // plan.cpp: plans the node producing `value` now, before its turn in the order, if everything it
@@ -125,9 +129,14 @@ std::optional<NodeForm> propose_fusion(PlanState& state, const Node& node, const
 void add_step(PlanState& state, NodeForm form, KernelSelection selection, double selection_ms);
 
 // steps.cpp: selects a kernel for `form` (find_kernel) and adds its step, timing the selection;
-// false, adding nothing, when no backend takes it. The multi-node passes (residual_norm_fusion,
-// channel_shuffle_fusion) then leave their nodes to be planned as exported.
+// false, adding nothing but the refusals (refuse_form), when no backend takes it. The multi-node
+// passes (residual_norm_fusion, channel_shuffle_fusion) then leave their nodes to be planned as
+// exported.
 bool add_step_if_taken(PlanState& state, NodeForm form);
+// Records that a whole-pattern form starting at node `head` and fusing `nodes` was refused, and
+// why: the step that then computes `head` carries it (StepRecord::unfused).
+void refuse_form(PlanState& state, const std::string& head, const std::vector<const Node*>& nodes,
+                 std::vector<Refusal> refusals);
 
 // layout.cpp: `slot`'s value stored in `layout`: the slot itself, or a slot a Reorder step fills
 // (one per slot and layout, shared by every reader); the Reorder kernel is selected like any other.

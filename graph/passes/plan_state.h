@@ -12,7 +12,6 @@
 #include <utility>
 #include <vector>
 
-#include "backends/autotune.h"
 #include "backends/settings.h"
 #include "graph/graph.h"
 #include "graph/plan.h"
@@ -21,20 +20,18 @@ namespace kiln {
 
 struct PlanState {
   PlanState(const Model& model, const std::vector<Shape>& input_shapes,
-            const std::vector<Tensor>& input_values, const Settings& settings, AutotuneCache& autotune_cache)
+            const std::vector<Tensor>& input_values, const Settings& settings)
       : model(model),
         graph(model.graph),
         input_shapes(input_shapes),
         input_values(input_values),
-        settings(settings),
-        autotune_cache(autotune_cache) {}
+        settings(settings) {}
 
   const Model& model;
   const Graph& graph;
   const std::vector<Shape>& input_shapes;
   const std::vector<Tensor>& input_values;  // empty, or one per graph input (bound values)
   const Settings& settings;
-  AutotuneCache& autotune_cache;
 
   // The plan's parts (Plan::build moves them into the Plan).
   std::vector<Slot> slots;
@@ -57,6 +54,13 @@ struct PlanState {
   std::unordered_set<const Node*> in_progress;                   // being planned now
   std::map<std::pair<int, Layout>, int> reordered;               // (slot, layout) -> converted slot
   std::map<std::string, std::string> node_notes;  // node name -> note its step carries (a model rewrite's)
+  // A whole-pattern form (attention, ResidualLayerNorm, ChannelShuffle) that was refused, by the name
+  // of the node it starts at: that node's step carries it as its unfused form.
+  struct RefusedForm {
+    std::vector<FusedNode> nodes;
+    std::vector<Refusal> refusals;
+  };
+  std::map<std::string, RefusedForm> refused_forms;
 
   // Adds a slot; a non-empty `name` becomes the value name readers find it by.
   int add_slot(const std::string& name, TensorInfo info, SlotOrigin origin, Layout layout = Layout::plain,

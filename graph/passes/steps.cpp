@@ -65,18 +65,25 @@ void add_step(PlanState& state, NodeForm form, KernelSelection selection, double
   StepRecord& record = step.record;
   record.node_name = form.request.op.node_name;
   record.op_type = form.op_type;
-  record.backend = std::string(kBackendRows[static_cast<size_t>(selection.backend)].name);
-  step.backend_index = selection.backend;
+  record.backend = std::string(kBackendRows[static_cast<size_t>(selection.decision.backend)].name);
+  step.backend_index = selection.decision.backend;
   record.kernel = std::string(selection.kernel->name());
-  record.rejected = std::move(selection.rejected);
-  record.note = std::move(selection.note);
-  if (!form.note.empty()) record.note = std::move(form.note);
+  record.decision = std::move(selection.decision);
+  record.unfused = std::move(form.unfused);
+  record.fused_form_refusals = std::move(form.fused_form_refusals);
+  if (const auto refused = state.refused_forms.find(record.node_name); refused != state.refused_forms.end()) {
+    record.unfused.insert(record.unfused.end(), refused->second.nodes.begin(), refused->second.nodes.end());
+    record.fused_form_refusals.insert(record.fused_form_refusals.end(), refused->second.refusals.begin(),
+                                      refused->second.refusals.end());
+    state.refused_forms.erase(refused);
+  }
+  for (std::string* note : {&form.note, &selection.note}) {
+    if (!note->empty()) record.notes.push_back(std::move(*note));
+  }
   if (const auto rewrite = state.node_notes.find(record.node_name); rewrite != state.node_notes.end())
-    record.note = record.note.empty() ? rewrite->second : str_cat(record.note, "; ", rewrite->second);
-  record.timed = std::move(selection.timed);
+    record.notes.push_back(rewrite->second);
   record.creation_ms = selection_ms;
-  for (const Node* follower : form.fused)
-    record.fused.push_back(str_cat(follower->op_type, " '", follower->name, "'"));
+  for (const Node* follower : form.fused) record.fused.push_back({follower->op_type, follower->name});
 
   const Kernel& kernel = *selection.kernel;
   const std::vector<TensorInfo>& inputs = form.request.op.inputs;
@@ -123,10 +130,20 @@ void add_step(PlanState& state, NodeForm form, KernelSelection selection, double
   state.steps.push_back(std::move(step));
 }
 
+void refuse_form(PlanState& state, const std::string& head, const std::vector<const Node*>& nodes,
+                 std::vector<Refusal> refusals) {
+  PlanState::RefusedForm& refused = state.refused_forms[head];
+  for (const Node* node : nodes) refused.nodes.push_back({node->op_type, node->name});
+  refused.refusals.insert(refused.refusals.end(), refusals.begin(), refusals.end());
+}
+
 bool add_step_if_taken(PlanState& state, NodeForm form) {
   const auto start = std::chrono::steady_clock::now();
-  KernelSelection selection = find_kernel(form.request, form.outputs, state.settings, &state.autotune_cache);
-  if (selection.kernel == nullptr) return false;
+  KernelSelection selection = find_kernel(form.request, form.outputs, state.settings);
+  if (selection.kernel == nullptr) {
+    refuse_form(state, form.request.op.node_name, form.fused, std::move(selection.decision.refusals));
+    return false;
+  }
   const double elapsed_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   add_step(state, std::move(form), std::move(selection), elapsed_ms);

@@ -110,19 +110,14 @@ class Session:
     def outputs(self):
         return self._session.outputs
 
-    def clear_autotune_cache(self):
-        """Forgets autotune's choices (kept per session, bounded): plans built afterwards time their
-        candidates again."""
-        self._session.clear_autotune_cache()
-
-    @property
-    def autotune_cache_size(self):
-        return self._session.autotune_cache_size
-
     def explain(self, inputs, profile=0):
         """The plan for these inputs, per step: op, node, backend, kernel, input/output shapes and
-        layouts, in_place, fused nodes, note, rejected (backend, reason) pairs, and with profile=N
-        the median ms over N runs (else None)."""
+        layouts, in_place, fused nodes ({op, node} dicts), notes, the rule that chose the kernel
+        ("first_offer" or "autotune"), reused (autotune's decision taken from the choice cache),
+        timed ((kernel, ms) pairs the rule timed), refusals ({backend, kernel, kind, detail} dicts:
+        every candidate not chosen, `kind` one of kiln.backends.refusal_kinds()), unfused and
+        fused_form_refusals (a fused form no candidate took: its nodes and refusals), and with
+        profile=N the median ms over N runs (else None)."""
         return self._session.explain(inputs, profile)
 
     def explain_text(self, inputs, profile=0):

@@ -38,6 +38,23 @@ def table():
     return [dict(row) for row in _ROWS]
 
 
+def clear_choice_cache():
+    """Forgets every decision autotune timed in this process: plans built afterwards (of any session)
+    time their candidates again. Plans already built keep their kernels."""
+    _b.clear_choice_cache()
+
+
+def choice_cache_size():
+    """How many timed decisions the process keeps (one per distinct node and settings, bounded)."""
+    return _b.choice_cache_size()
+
+
+def refusal_kinds():
+    """Every kind a refusal in explain or a trace may carry ("disabled", "unsupported_dtype", ...), in
+    kiln's catalog order; docs/backends.md says what each means."""
+    return list(_b.refusal_kinds())
+
+
 def settings(**values):
     """A context manager overriding settings on this thread, by table name (see table()), plus
     `precision` for both conv_precision and matmul_precision. verbose_sink is None (stdout), a path

@@ -293,7 +293,7 @@ def test_exported_multihead_attention_is_one_step_per_layer(kiln, tmp_path, form
                 # The constant causal mask becomes is_causal, which oneDNN refuses: the next kernel runs
                 # it and the plan says why. (MHA turns boolean masks into additive ones before the
                 # product, so oneDNN takes those.)
-                assert "math" in chosen and attention[0]["rejected"], attention[0]
+                assert "math" in chosen and attention[0]["refusals"], attention[0]
             else:
                 assert kernel in chosen, attention[0]
             actual = session.run(inputs)["y"]

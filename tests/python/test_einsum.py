@@ -132,9 +132,9 @@ def test_explain_shows_the_path_and_optimal_is_refused_above_eight_operands(kiln
     with kiln.backends.settings(einsum_strategy="greedy"):
         step = kiln.Session(path).explain(inputs)[0]
     assert step["op"] == "Einsum" and step["kernel"].startswith("native:einsum")
-    assert step["note"].startswith("contraction path ((1, 2), (0, 1)), greedy:"), step["note"]
+    assert step["notes"][0].startswith("contraction path ((1, 2), (0, 1)), greedy:"), step["notes"]
     with kiln.backends.settings(einsum_optimize=False):
-        assert "left to right" in kiln.Session(path).explain(inputs)[0]["note"]
+        assert "left to right" in kiln.Session(path).explain(inputs)[0]["notes"][0]
 
     chain = [rng.standard_normal((2, 2)).astype(np.float32) for _ in range(9)]
     equation = ",".join(LETTERS[i] + "abcdefghij"[i + 1] for i in range(8)) + ",ij->aj"

@@ -1,6 +1,8 @@
 """Backend settings on real models, through the Python module.
 
 - Deterministic mode: 20 runs at 2 threads and one at 1 thread give bitwise-identical outputs.
+- Reproducible by default: `kiln run` processes of googlenet and inception_v3 at --threads 2 print
+  one output hash per model (3 processes each; 10 in the slow tier).
 - Concurrent runs of the transformer (8 callers, each sdpa_kernels choice, 1 and 2 threads) give a
   single run's outputs bit for bit.
 - Parallel execution mode gives the sequential run's outputs bit for bit, at 1 and 2 threads (the
@@ -15,6 +17,7 @@ The deterministic and bf16 tests run every model they name in the default tier (
 but for the LARGE_CNNS (resnet101, resnet152, resnext101_32x8d), which run in the slow tier.
 """
 import contextlib
+import subprocess
 import threading
 
 import numpy as np
@@ -99,7 +102,7 @@ def test_bf16_runs_in_bf16_within_tolerance(name, kiln, model_cache):
     products = [s for s in session.explain(x) if s["op"] in ("Conv", "MatMul", "Gemm")]
     assert products
     for step in products:
-        assert "bf16" in step["kernel"], (step["node"], step["kernel"], step["note"])
+        assert "bf16" in step["kernel"], (step["node"], step["kernel"], step["notes"])
         if name in AMX_MODELS and isa == "amx":
             assert "amx" in step["kernel"], (step["node"], step["kernel"])
     error = relative_l2(bf16, fp32)
@@ -179,6 +182,29 @@ def test_concurrent_runs_of_the_transformer_give_single_run_bits(sdpa_kernels, k
     with no_thread_budget(kiln):
         run_callers(caller_runs, CONCURRENT_CALLERS)
     assert not failures, failures[:5]
+
+
+PROCESS_MODELS = ["googlenet", "inception_v3"]
+
+
+def process_runs():
+    for name in PROCESS_MODELS:
+        yield pytest.param(name, 3, id=f"{name}-3")
+        yield pytest.param(name, 10, marks=[pytest.mark.slow], id=f"{name}-10")
+
+
+@pytest.mark.parametrize("name, processes", process_runs())
+def test_processes_of_one_command_print_one_hash(kiln_bin, model_cache, name, processes):
+    """Default settings at a fixed thread count: every process plans the same kernels (no choice is
+    made by timing) and so computes the same bits."""
+    path = export_models.cached_export(name, model_cache, 13)
+    printed = set()
+    for _ in range(processes):
+        result = subprocess.run([str(kiln_bin), "run", str(path), "--threads", "2"], capture_output=True,
+                                text=True, timeout=600)
+        assert result.returncode == 0, result.stderr
+        printed.add(tuple(line for line in result.stdout.splitlines() if "hash=" in line))
+    assert len(printed) == 1, printed
 
 
 STRESS_MODELS = ["squeezenet1_1", "mobilenet_v2", export_models.TRANSFORMER]

@@ -84,7 +84,8 @@ def test_blas_threshold_and_preferred_linalg_library(kiln, product_model):
             steps = kiln.Session(product_model).explain({"x": x})
     product = next(step for step in steps if step["node"] == "product")
     assert product["kernel"].startswith("native:"), product
-    assert any("above blas_threshold 1000" in reason for _, reason in product["rejected"]), product
+    assert any(r["kind"] == "above_threshold" and "above blas_threshold 1000" in r["detail"]
+               for r in product["refusals"]), product
     assert kiln.backends.blas_threshold == 32768
     assert kiln.backends.preferred_linalg_library() == "default"
     try:

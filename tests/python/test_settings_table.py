@@ -1,7 +1,7 @@
 """The settings table through the faces Python and the CLI give it (the C++ guard is
 tests/unit/settings_table_test.cpp): every row as a keyword of settings() and Session(), in
 current(), as a `kiln info` option; KILN_VERBOSE; oneDNN's verbose level from ONEDNN_VERBOSE surviving
-a scope; --onednn-verbose and --blas-verbose; the allocator and the autotune cache from Python; the
+a scope; --onednn-verbose and --blas-verbose; the allocator and the choice cache from Python; the
 docs listing every setting."""
 import os
 import subprocess
@@ -203,12 +203,21 @@ def test_allocator_from_python(kiln):
         allocator.use("arena")
 
 
-def test_autotune_cache_per_session(kiln):
+def test_choice_cache_is_the_processs(kiln):
+    """Autotune's decisions outlive the session that timed them: another session of the model plans
+    without timing, and explains the same decisions."""
     x = {"input": np.zeros((1, 3, 64, 64), np.float32)}
+    kiln.backends.clear_choice_cache()
     session = kiln.Session(DEMO, autotune=True, autotune_limit=2)
-    session.run(x)
-    assert session.autotune_cache_size > 0
-    other = kiln.Session(DEMO)
-    assert other.autotune_cache_size == 0
-    session.clear_autotune_cache()
-    assert session.autotune_cache_size == 0
+    first = session.explain(x)
+    decided = kiln.backends.choice_cache_size()
+    assert decided > 0 and all(step["rule"] == "autotune" and not step["reused"] for step in first
+                               if step["timed"])
+    second = kiln.Session(DEMO, autotune=True, autotune_limit=2).explain(x)
+    assert kiln.backends.choice_cache_size() == decided
+    assert [s["kernel"] for s in second] == [s["kernel"] for s in first]
+    for was, now in zip(first, second):
+        assert now["refusals"] == was["refusals"] and now["timed"] == was["timed"], now["node"]
+        assert now["reused"] == bool(was["timed"]), now["node"]
+    kiln.backends.clear_choice_cache()
+    assert kiln.backends.choice_cache_size() == 0

@@ -91,8 +91,8 @@ def test_reorders_between_steps(kiln, models):
 
 
 def test_native_fallback_names_the_reason(kiln, models):
-    # Direct convolutions: on a CPU without bf16 (fp32 here) Winograd could take the 3x3 Convs where it
-    # measures faster, and they would not be fallbacks.
+    # Direct convolutions: on a CPU without bf16 (fp32 here) Winograd would take the 3x3 Convs its error
+    # bound allows (with oneDNN disabled, every one), and they would not be fallbacks.
     prof = profile_runs(kiln, models["clean"], onednn_enabled=False, precision=clean_precision(kiln),
                         conv_algorithm="direct")
     report = kiln.tidy.report(prof)
@@ -319,6 +319,46 @@ def test_cli_profile_tidy_and_tidy_benchmark_json(kiln_bin, models, tmp_path):
                                                             abs=1e-4 * (len(reorders) + 1))
     assert report["total_estimated_saving_ms"] >= estimate["estimated_saving_ms"] or \
         any((e["estimated_saving_ms"] or 0) < 0 for e in report["estimates"])
+
+
+def test_cli_tidy_decides_on_refusal_kinds_not_their_wording(kiln_bin, models, tmp_path):
+    """A deterministic-mode trace (oneDNN and BLAS refuse, native runs) with every refusal's detail
+    reworded: tidy finds the same steps, and --benchmark estimates the same fixes, on both files."""
+    trace = tmp_path / "trace.json"
+    subprocess.run([str(kiln_bin), "profile", str(models["clean"]), "--runs", "2", "--threads", "2",
+                    "--deterministic", "--conv-algorithm", "direct", "--trace", str(trace)],
+                   check=True, capture_output=True)
+    document = json.loads(trace.read_text())
+    rewritten = 0
+    for event in document["traceEvents"]:
+        for refusal in event.get("args", {}).get("refusals", []):
+            refusal["detail"] = f"reworded {rewritten}"
+            rewritten += 1
+    assert rewritten > 0
+    reworded = tmp_path / "reworded.json"
+    reworded.write_text(json.dumps(document))
+
+    def tidy(path):
+        result = subprocess.run([str(kiln_bin), "tidy", str(path), "--json", "--benchmark", "--runs", "2",
+                                 "--threads", "2", "--deterministic", "--conv-algorithm", "direct"],
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+        report = json.loads(result.stdout)
+        # What was found and what fixing it was measured against; not the timings (two runs of the
+        # model differ) nor the details (they quote the refusals' wording).
+        findings = sorted((m["pattern"], m["event_id"], m.get("estimated_saving_ms") is not None)
+                          for m in report["matches"])
+        estimates = sorted((e["pattern"], e["basis"]) for e in report["estimates"])
+        return report, findings, estimates
+
+    original, findings, estimates = tidy(trace)
+    again, reworded_findings, reworded_estimates = tidy(reworded)
+    assert original["counts"]["NativeFallbackPattern"] > 0
+    assert reworded_findings == findings and reworded_estimates == estimates
+    assert original["counts"] == again["counts"]
+    fallbacks = [m for m in again["matches"] if m["pattern"] == "NativeFallbackPattern"]
+    assert all("reworded" in m["detail"] for m in fallbacks)  # printed as recorded
+    assert all(m["estimated_saving_ms"] is not None for m in fallbacks)  # "deterministic off", by kind
 
 
 @pytest.mark.parametrize("args, message", [

@@ -36,6 +36,11 @@ def block(tmp_path_factory):
     return str(path), model
 
 
+def refusals_of(step, backend):
+    """(kind, detail) of each refusal by `backend` in an explain step."""
+    return [(r["kind"], r["detail"]) for r in step["refusals"] if r["backend"] == backend]
+
+
 def relative_error(actual, expected):
     return float(np.abs(actual - expected).max() / np.abs(expected).max())
 
@@ -74,17 +79,23 @@ def test_block_matches_pytorch(kiln, block, algorithm, batch):
     kernels = [s["kernel"] for s in steps]
     # The stride-2 conv is never Winograd's, and says why.
     assert not kernels[-1].startswith("winograd:")
-    why = "conv_algorithm is direct" if algorithm == "direct" else "stride 2x2, not 1"
-    assert ("winograd", why) in steps[-1]["rejected"]
+    why = ("excluded_by_setting", "conv_algorithm is direct") if algorithm == "direct" else \
+        ("unsupported_attribute", "stride 2x2, not 1")
+    assert why in refusals_of(steps[-1], "winograd")
     if algorithm == "winograd":
         assert all(k.startswith("winograd:f") for k in kernels[:-1])
-        assert all("transformed filters" in s["note"] for s in steps[:-1])
+        assert all("transformed filters" in " ".join(s["notes"]) for s in steps[:-1])
     if algorithm == "direct":
         assert not any(k.startswith("winograd:") for k in kernels)
     if algorithm == "auto":
-        # Each 3x3 stride-1 conv was timed: the losers say "measured: ...".
+        # Nothing timed: each 3x3 stride-1 conv is Winograd's where its cost model predicts it
+        # faster (the note says by how much), else refused with the prediction.
         for step in steps[:-1]:
-            assert any(reason.startswith("measured: ") for _, reason in step["rejected"])
+            assert step["rule"] == "first_offer" and not step["timed"], step
+            if step["kernel"].startswith("winograd:"):
+                assert "predicted at " in " ".join(step["notes"]), step["notes"]
+            else:
+                assert "predicted_slower" in [kind for kind, _ in refusals_of(step, "winograd")], step["refusals"]
 
 
 def test_disabled_backend_is_not_asked(kiln, block):
@@ -95,4 +106,4 @@ def test_disabled_backend_is_not_asked(kiln, block):
     for step in steps:
         if step["op"] == "Conv":
             assert not step["kernel"].startswith("winograd:")
-            assert ("winograd", "backend disabled") in step["rejected"]
+            assert ("disabled", "backend disabled") in refusals_of(step, "winograd")

@@ -38,7 +38,7 @@ float label(int64_t n, int64_t c, int64_t h, int64_t w) {
 
 std::unique_ptr<Kernel> native_kernel(const KernelRequest& request, const TensorInfo& output) {
   KernelOrReason offer = native_backend().create_kernel(request, std::span(&output, 1));
-  EXPECT_NE(offer.kernel, nullptr) << offer.reason;
+  EXPECT_NE(offer.kernel, nullptr) << offer.refusal.detail;
   return std::move(offer.kernel);
 }
 
@@ -98,7 +98,7 @@ TEST(ChannelShuffle, RefusesGroupsThatDoNotDivideTheChannels) {
   KernelOrReason offer =
       native_backend().create_kernel(shuffle_request(shape, 4, Layout::nhwc, attributes), std::span(&out, 1));
   EXPECT_EQ(offer.kernel, nullptr);
-  EXPECT_EQ(offer.reason, "ChannelShuffle's groups (4) must divide the channels (10)");
+  EXPECT_EQ(offer.refusal.detail, "ChannelShuffle's groups (4) must divide the channels (10)");
 }
 
 TEST(ChannelsLastSlice, MatchesTheLogicalSliceOnEveryAxis) {

@@ -79,7 +79,7 @@ Tensor run_einsum(const std::string& equation, const std::vector<Tensor>& inputs
   request.einsum_optimize = optimize;
   request.einsum_strategy = strategy;
   KernelOrReason offer = native_backend().create_kernel(request, e.outputs);
-  KILN_CHECK(offer.kernel != nullptr, not_implemented, offer.reason);
+  KILN_CHECK(offer.kernel != nullptr, not_implemented, offer.refusal.detail);
   if (note != nullptr) *note = offer.note;
   Tensor output = Tensor::empty(e.outputs[0].dtype, e.outputs[0].shape);
   offer.kernel->run(inputs, std::span(&output, 1));

@@ -264,10 +264,11 @@ TEST(Onednn, Float32ConcatIsLeftToNativeWithTheReason) {
     const StepRecord& step = step_for(*plan, "Concat");
     EXPECT_EQ(step.backend, "native") << axis;
     EXPECT_EQ(step.output_layouts.at(0), Layout::plain) << axis;
-    const auto onednn = std::find_if(step.rejected.begin(), step.rejected.end(),
+    const auto onednn = std::find_if(step.decision.refusals.begin(), step.decision.refusals.end(),
                                      [](const auto& refusal) { return refusal.backend == "onednn"; });
-    ASSERT_NE(onednn, step.rejected.end()) << axis;
-    EXPECT_EQ(onednn->reason, "float32 Concat runs on native (copies of contiguous runs, measured faster)");
+    ASSERT_NE(onednn, step.decision.refusals.end()) << axis;
+    EXPECT_EQ(onednn->kind, RefusalKind::unsupported_layout);
+    EXPECT_EQ(onednn->detail, "float32 Concat runs on native (copies of contiguous runs, measured faster)");
   }
 }
 
@@ -390,9 +391,10 @@ TEST(Blas, TinyProductsMatchNativeAndLargeOnesAreRefused) {
   Session session(large);
   const StepRecord& step = session.plan_for({{1, 64, 64}})->steps().at(0).record;
   EXPECT_EQ(step.backend, "onednn");
-  ASSERT_FALSE(step.rejected.empty());
-  EXPECT_EQ(step.rejected[0].backend, "blas");
-  EXPECT_EQ(step.rejected[0].reason,
+  ASSERT_FALSE(step.decision.refusals.empty());
+  EXPECT_EQ(step.decision.refusals[0].backend, "blas");
+  EXPECT_EQ(step.decision.refusals[0].kind, RefusalKind::above_threshold);
+  EXPECT_EQ(step.decision.refusals[0].detail,
             "M x N x K = 64 x 64 x 64 is above blas_threshold 32768 (oneDNN is faster on larger products)");
 }
 
@@ -409,11 +411,13 @@ TEST(Onednn, RejectionReasonsAreRecorded) {
     Session session(model);
     const StepRecord& step = session.plan_for({input})->steps().at(0).record;
     EXPECT_EQ(step.backend, "native");
-    ASSERT_EQ(step.rejected.size(), 2u);
-    EXPECT_EQ(step.rejected[0].backend, "winograd");
-    EXPECT_EQ(step.rejected[0].reason, "kernel 1x1, not 3x3");
-    EXPECT_EQ(step.rejected[1].backend, "onednn");
-    EXPECT_EQ(step.rejected[1].reason, "backend disabled");
+    ASSERT_EQ(step.decision.refusals.size(), 2u);
+    EXPECT_EQ(step.decision.refusals[0].backend, "winograd");
+    EXPECT_EQ(step.decision.refusals[0].kind, RefusalKind::unsupported_shape);
+    EXPECT_EQ(step.decision.refusals[0].detail, "kernel 1x1, not 3x3");
+    EXPECT_EQ(step.decision.refusals[1].backend, "onednn");
+    EXPECT_EQ(step.decision.refusals[1].kind, RefusalKind::disabled);
+    EXPECT_EQ(step.decision.refusals[1].detail, "backend disabled");
   }
 
   // A Conv whose weights are a graph input (not a constant) is refused by oneDNN with that reason.
@@ -432,9 +436,10 @@ TEST(Onednn, RejectionReasonsAreRecorded) {
   Session session(computed_weights);
   const StepRecord& step = session.plan_for({input, {4, 4, 1, 1}})->steps().at(0).record;
   EXPECT_EQ(step.backend, "native");
-  ASSERT_EQ(step.rejected.size(), 2u);  // Winograd's first (a 1x1 kernel), then oneDNN's
-  EXPECT_EQ(step.rejected[1].backend, "onednn");
-  EXPECT_EQ(step.rejected[1].reason, "weights are not a plan-time constant");
+  ASSERT_EQ(step.decision.refusals.size(), 2u);  // Winograd's first (a 1x1 kernel), then oneDNN's
+  EXPECT_EQ(step.decision.refusals[1].backend, "onednn");
+  EXPECT_EQ(step.decision.refusals[1].kind, RefusalKind::not_constant);
+  EXPECT_EQ(step.decision.refusals[1].detail, "weights are not a plan-time constant");
 
   EXPECT_THROW(Settings().set_by_name("native_enabled", 0), Error);
   EXPECT_THROW(Settings().set_by_name("cuda_enabled", 0), Error);

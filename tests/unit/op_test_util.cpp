@@ -32,7 +32,7 @@ std::vector<Tensor> run_op(const OpRun& run) {
   KernelRequest request;
   request.op = spec;
   KernelOrReason selection = native_backend().create_kernel(request, output_infos);
-  KILN_CHECK(selection.kernel != nullptr, not_implemented, "no native kernel: ", selection.reason);
+  KILN_CHECK(selection.kernel != nullptr, not_implemented, "no native kernel: ", selection.refusal.detail);
   std::vector<Tensor> outputs(output_infos.size());
   if (!selection.kernel->is_view()) {
     for (size_t i = 0; i < outputs.size(); ++i) {

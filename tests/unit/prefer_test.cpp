@@ -37,9 +37,10 @@ TensorInfo f32(Shape shape) {
 std::vector<std::string> described(const std::vector<Candidate>& list) {
   std::vector<std::string> text;
   for (const Candidate& candidate : list) {
-    const RejectedCandidate who{
-        std::string(kBackendRows[candidate.backend].name), {}, std::string(candidate.variant)};
-    text.push_back(who.label() + (candidate.refusal.empty() ? "" : " refused"));
+    Refusal who;
+    who.backend = std::string(kBackendRows[candidate.backend].name);
+    who.variant = std::string(candidate.variant);
+    text.push_back(who.label() + (candidate.refusal ? " refused" : ""));
   }
   return text;
 }
@@ -81,7 +82,9 @@ TEST(Prefer, ReordersAndFiltersTheFamilysCandidates) {
   EXPECT_EQ(described(candidates(request_for("Conv"), settings)),
             (std::vector<std::string>{"winograd", "onednn", "native"}));
   const std::vector<Candidate> list = candidates(request_for("MatMul"), settings);
-  EXPECT_EQ(list.back().refusal, "not in prefer_matmul (native,blas)");
+  ASSERT_TRUE(list.back().refusal.has_value());
+  EXPECT_EQ(list.back().refusal->kind, RefusalKind::not_preferred);
+  EXPECT_EQ(list.back().refusal->detail, "not in prefer_matmul (native,blas)");
 }
 
 TEST(Prefer, TheUnitOfChoiceIsABackendOrANamedKernel) {
@@ -119,7 +122,7 @@ TEST(Prefer, LeavingNativeOutPlansWithTheListedBackendOnlyOrFails) {
   EXPECT_EQ(native->steps()[0].record.backend, "native");
   // MatMul + Relu fuse only where a preferred backend applies post-ops: native does not.
   EXPECT_EQ(native->fused_nodes(), 0);
-  EXPECT_EQ(native->steps()[0].record.rejected.size(), 0u);
+  EXPECT_EQ(native->steps()[0].record.decision.refusals.size(), 0u);
 
   const auto blas_first = Plan::build(model, {{4, 64}}, {}, with_prefer({"blas", "native"}, {"matmul"}));
   EXPECT_EQ(blas_first->steps()[0].record.backend, backends::info("blas").built ? "blas" : "native");
@@ -213,8 +216,9 @@ TEST(Prefer, TheBlasThresholdIsASetting) {
   // 64 x 64 x 64 = 262144 multiply-adds: above the default.
   const auto by_default = Plan::build(model, {{64, 64}}, {}, settings);
   EXPECT_EQ(by_default->steps()[0].record.backend, "native");
-  ASSERT_FALSE(by_default->steps()[0].record.rejected.empty());
-  EXPECT_EQ(by_default->steps()[0].record.rejected[0].reason,
+  ASSERT_FALSE(by_default->steps()[0].record.decision.refusals.empty());
+  EXPECT_EQ(by_default->steps()[0].record.decision.refusals[0].kind, RefusalKind::above_threshold);
+  EXPECT_EQ(by_default->steps()[0].record.decision.refusals[0].detail,
             "M x N x K = 64 x 64 x 64 is above blas_threshold 32768 (oneDNN is faster on larger products)");
   settings.set(SettingKey("blas_threshold"), 64 * 64 * 64);
   EXPECT_EQ(Plan::build(model, {{64, 64}}, {}, settings)->steps()[0].record.backend, "blas");

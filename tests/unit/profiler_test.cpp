@@ -163,10 +163,11 @@ TEST(Profiler, PlanningIsAnEventAndStepsRecordTheDataFlowAndRefusals) {
   for (const TraceEvent& event : profile.stop().events) {
     if (event.kind != EventKind::step || event.name != "Conv") continue;
     EXPECT_EQ(event.backend, "native");
-    EXPECT_NE(std::find(event.rejected.begin(), event.rejected.end(), "onednn: backend disabled"),
-              event.rejected.end());
-    EXPECT_NE(std::find(event.rejected.begin(), event.rejected.end(), "winograd: backend disabled"),
-              event.rejected.end());
+    for (const char* backend : {"onednn", "winograd"}) {
+      const Refusal disabled{backend, "", RefusalKind::disabled, "backend disabled"};
+      EXPECT_NE(std::find(event.refusals.begin(), event.refusals.end(), disabled), event.refusals.end())
+          << backend;
+    }
     refused = true;
   }
   EXPECT_TRUE(refused);

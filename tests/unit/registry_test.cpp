@@ -72,15 +72,15 @@ TEST(Registry, DeterministicRefusalsComeFromTheRows) {
   const TensorInfo product_output = f32({2, 4});
   const KernelSelection selection = find_kernel(product, std::span(&product_output, 1), settings);
   ASSERT_NE(selection.kernel, nullptr);
-  EXPECT_EQ(selection.backend, kNative);
-  ASSERT_EQ(selection.rejected.size(), 2u);
-  EXPECT_EQ(selection.rejected[0].backend, "blas");
+  EXPECT_EQ(selection.decision.backend, kNative);
+  ASSERT_EQ(selection.decision.refusals.size(), 2u);
+  EXPECT_EQ(selection.decision.refusals[0].backend, "blas");
   // Both offer a kernel for this product where they are built; deterministic mode refuses it.
-  EXPECT_EQ(selection.rejected[0].reason, backends::info("blas").built
-                                              ? "deterministic mode: BLAS splits products by thread count"
-                                              : "not built (kiln was configured with KILN_WITH_BLAS=OFF)");
-  EXPECT_EQ(selection.rejected[1].backend, "onednn");
-  EXPECT_EQ(selection.rejected[1].reason,
+  EXPECT_EQ(selection.decision.refusals[0].detail,
+            backends::info("blas").built ? "deterministic mode: BLAS splits products by thread count"
+                                         : "not built (kiln was configured with KILN_WITH_BLAS=OFF)");
+  EXPECT_EQ(selection.decision.refusals[1].backend, "onednn");
+  EXPECT_EQ(selection.decision.refusals[1].detail,
             backends::info("onednn").built
                 ? "deterministic mode: oneDNN's MatMul may sum in another order on another thread count"
                 : "not built (kiln was configured with KILN_WITH_ONEDNN=OFF)");
@@ -90,10 +90,10 @@ TEST(Registry, DeterministicRefusalsComeFromTheRows) {
   transpose.op.attributes = &none;
   const TensorInfo transposed = f32({3, 2});
   const KernelSelection moved = find_kernel(transpose, std::span(&transposed, 1), settings);
-  ASSERT_EQ(moved.rejected.size(), 1u);
-  EXPECT_EQ(moved.rejected[0].reason, backends::info("onednn").built
-                                          ? "no oneDNN kernel for Transpose"
-                                          : "not built (kiln was configured with KILN_WITH_ONEDNN=OFF)");
+  ASSERT_EQ(moved.decision.refusals.size(), 1u);
+  EXPECT_EQ(moved.decision.refusals[0].detail,
+            backends::info("onednn").built ? "no oneDNN kernel for Transpose"
+                                           : "not built (kiln was configured with KILN_WITH_ONEDNN=OFF)");
 
   // An exact op stays on oneDNN where it is built; with a post-op it would not be exact.
   KernelRequest relu = request_for("Relu", {f32({1, 8, 4, 4})});
@@ -101,7 +101,7 @@ TEST(Registry, DeterministicRefusalsComeFromTheRows) {
   const TensorInfo relu_output = f32({1, 8, 4, 4});
   const KernelSelection exact = find_kernel(relu, std::span(&relu_output, 1), settings);
   ASSERT_NE(exact.kernel, nullptr);
-  EXPECT_EQ(exact.backend, backends::info("onednn").built ? kOnednn : kNative);
+  EXPECT_EQ(exact.decision.backend, backends::info("onednn").built ? kOnednn : kNative);
 }
 
 TEST(Registry, FusionIsOfferedByEnabledBackendsOnly) {
@@ -134,22 +134,25 @@ TEST(Registry, ReordersAreKernelsSelectedLikeAnyOther) {
   const KernelSelection of_int =
       select_reorder({1, 8, 4, 4}, DType::i64, Layout::plain, Layout::nhwc, settings);
   EXPECT_EQ(of_int.kernel, nullptr);
-  EXPECT_NE(of_int.refusals().find("native: native converts float32 values between plain and nhwc only"),
+  EXPECT_NE(of_int.decision.refusals_text().find(
+                "native: native converts float32 values between plain and nhwc only"),
             std::string::npos)
-      << of_int.refusals();
+      << of_int.decision.refusals_text();
   if (!backends::info("onednn").built) {
     // The native conversion takes it: channels-last kernels (Winograd's) still plan without oneDNN.
     ASSERT_NE(to_nhwc.kernel, nullptr);
-    EXPECT_EQ(to_nhwc.backend, kNative);
-    EXPECT_NE(to_nhwc.refusals().find("onednn: not built"), std::string::npos) << to_nhwc.refusals();
+    EXPECT_EQ(to_nhwc.decision.backend, kNative);
+    EXPECT_NE(to_nhwc.decision.refusals_text().find("onednn: not built"), std::string::npos)
+        << to_nhwc.decision.refusals_text();
     return;
   }
   ASSERT_NE(to_nhwc.kernel, nullptr);
-  EXPECT_EQ(to_nhwc.backend, kOnednn);
+  EXPECT_EQ(to_nhwc.decision.backend, kOnednn);
   EXPECT_EQ(to_nhwc.kernel->input_layout(0), Layout::plain);
   EXPECT_EQ(to_nhwc.kernel->output_layout(0), Layout::nhwc);
-  EXPECT_NE(of_int.refusals().find("onednn: layouts convert float32 values only"), std::string::npos)
-      << of_int.refusals();
+  EXPECT_NE(of_int.decision.refusals_text().find("onednn: layouts convert float32 values only"),
+            std::string::npos)
+      << of_int.decision.refusals_text();
 }
 
 TEST(Registry, ABackendLeftOutRefusesEveryNodeAndSaysSo) {

@@ -120,9 +120,10 @@ TEST(KilnPatterns, ReordersFallbacksAndChains) {
   builder.step(run, "Reorder", "c:to_plain", 100, 110, {"c"}, {"c:plain"}, "onednn:reorder_nhwc_to_plain");
   TraceEvent& hard =
       builder.step(run, "HardSigmoid", "hs", 110, 200, {"c:plain"}, {"h"}, "native:hardsigmoid");
-  hard.rejected = {"onednn: no oneDNN kernel for HardSigmoid"};
+  hard.refusals = {{"onednn", "", RefusalKind::no_kernel, "no oneDNN kernel for HardSigmoid"}};
   TraceEvent& mul = builder.step(run, "Mul", "mul", 200, 300, {"h", "h"}, {"m"}, "native:mul");
-  mul.rejected = {"onednn: backend disabled", "blas: no BLAS kernel for Mul"};
+  mul.refusals = {{"onednn", "", RefusalKind::disabled, "backend disabled"},
+                  {"blas", "", RefusalKind::no_kernel, "no BLAS kernel for Mul"}};
   builder.step(run, "Reorder", "m:free", 300, 301, {"m"}, {"m:view"}, "onednn:reorder_free_view");
   builder.step(run, "Relu", "relu", 301, 400, {"m:view"}, {"output"}, "native:relu");
   const tidy::TidyReport report = tidy::analyse(builder.trace(), "t");
@@ -244,7 +245,9 @@ TEST(KilnPatterns, MalformedKilnTracesAreAnalysedWithoutHarm) {
   // Steps without inputs, outputs or layouts; a Reorder with nothing before it; threads near INT_MAX
   // on steps running at once; a zero-length step; a plan without settings; a step outside any run.
   TraceEvent& bare = builder.step(run, "Relu", "bare", 0, 10, {}, {}, "native:relu", 1);
-  bare.rejected = {"nonsense", ": ", "x: backend disabled"};
+  bare.refusals = {{"", "", RefusalKind::no_kernel, "nonsense"},
+                   {"x", "", RefusalKind::disabled, ": "},
+                   {"", "x", RefusalKind::deterministic, ""}};
   builder.step(run, "Reorder", "lonely", 10, 20, {}, {}, "onednn:reorder_nhwc_to_plain");
   builder.step(run, "Conv", "huge_a", 20, 30, {"a"}, {"b"}, "onednn:conv", INT32_MAX);
   builder.step(run, "Conv", "huge_b", 20, 30, {"b"}, {"c"}, "onednn:conv", INT32_MAX);

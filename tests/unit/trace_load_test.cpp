@@ -231,7 +231,8 @@ TEST(TraceLoad, KilnsOwnTraceReadsBackAsTheTreeItWasWrittenFrom) {
     EXPECT_EQ(b.peak_bytes, a.peak_bytes);
     EXPECT_EQ(b.inputs, a.inputs);
     EXPECT_EQ(b.outputs, a.outputs);
-    EXPECT_EQ(b.rejected, a.rejected);
+    EXPECT_EQ(b.refusals, a.refusals);
+    EXPECT_EQ(b.fused, a.fused);
     EXPECT_EQ(b.settings, a.settings);
     EXPECT_EQ(b.plan_steps, a.plan_steps);
   }
@@ -288,6 +289,18 @@ TEST(TraceLoad, MalformedTracesAreClearErrors) {
       {"an unknown kiln kind",
        R"({"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1, "args": {"id": 1, "parent_id": 0, "kind": "nap"}}]})",
        "unknown event kind 'nap'"},
+      {"refusals of strings (an older kiln's text)",
+       R"({"traceEvents": [{"ph": "X", "name": "Conv", "ts": 1, "dur": 1, "args": {"id": 1, "parent_id": 0, "kind": "step", "refusals": ["onednn: backend disabled"]}}]})",
+       "args \"refusals\" must hold objects"},
+      {"a refusal without its kind",
+       R"({"traceEvents": [{"ph": "X", "name": "Conv", "ts": 1, "dur": 1, "args": {"id": 1, "parent_id": 0, "kind": "step", "refusals": [{"backend": "onednn", "kernel": "", "detail": "x"}]}}]})",
+       "args \"refusals\" objects must have a string \"kind\""},
+      {"a refusal of an unknown kind",
+       R"({"traceEvents": [{"ph": "X", "name": "Conv", "ts": 1, "dur": 1, "args": {"id": 1, "parent_id": 0, "kind": "step", "refusals": [{"backend": "onednn", "kernel": "", "kind": "tired", "detail": "x"}]}}]})",
+       "unknown kind 'tired' (known: not_built, disabled,"},
+      {"a fused node without its op",
+       R"({"traceEvents": [{"ph": "X", "name": "Conv", "ts": 1, "dur": 1, "args": {"id": 1, "parent_id": 0, "kind": "step", "fused": [{"node": "relu"}]}}]})",
+       "args \"fused\" objects must have a string \"op\""},
       {"invalid UTF-8", kineto(event + "\"ts\": 1, \"dur\": 1, \"args\": {\"x\": \"\xff\"}}"),
        "not valid JSON"},
       // Found by the fuzzer: RapidJSON read a cut-off sequence's continuation bytes past the text.

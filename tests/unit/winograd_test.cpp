@@ -14,8 +14,8 @@
 
 #include "backend_test_util.h"
 #include "backends/backends.h"
+#include "backends/choice_cache.h"
 #include "backends/native/ref/reference.h"
-#include "backends/prefer.h"
 #include "backends/selection.h"
 #include "backends/winograd/accuracy.h"
 #include "backends/winograd/winograd_backend.h"
@@ -312,7 +312,7 @@ KernelRequest conv_request(int64_t channels, int64_t size, Attributes attributes
 std::string refusal(const KernelRequest& request, const Shape& output) {
   const TensorInfo out{DType::f32, output, {}};
   KernelOrReason offer = winograd_backend().create_kernel(request, std::span(&out, 1));
-  return offer.kernel ? "" : offer.reason;
+  return offer.kernel ? "" : offer.refusal.detail;
 }
 
 TEST(WinogradBackend, SaysWhyItRefuses) {
@@ -350,7 +350,7 @@ TEST(WinogradBackend, SaysWhyItRefuses) {
             "conv_algorithm is direct");
 }
 
-TEST(WinogradBackend, OffersBothTilesAndMeasuresUnderAuto) {
+TEST(WinogradBackend, OffersEachAllowedTileToAutotune) {
   KILN_SKIP_UNLESS_BUILT("winograd");
   const Tensor w = he_weights(32, 32, 1);
   const TensorInfo out{DType::f32, {1, 32, 8, 8}, {}};
@@ -366,17 +366,18 @@ TEST(WinogradBackend, OffersBothTilesAndMeasuresUnderAuto) {
         algorithm == ConvAlgorithm::winograd ? std::vector<int>{4, 2} : within_bound;
     KernelRequest request =
         conv_request(32, 8, testing::conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}), w, algorithm);
+    request.timed = true;  // autotune asks for every tile; untimed, one is offered
     for (size_t i = 0; i < tiles.size(); ++i) {
       request.alternative = static_cast<int>(i);
       KernelOrReason offer = winograd_backend().create_kernel(request, std::span(&out, 1));
-      ASSERT_NE(offer.kernel, nullptr) << offer.reason;
+      ASSERT_NE(offer.kernel, nullptr) << offer.refusal.detail;
       const std::string name(offer.kernel->name());
       EXPECT_TRUE(name.starts_with(str_cat("winograd:f", tiles[i], "x", tiles[i], "_3x3:"))) << name;
       EXPECT_EQ(offer.kernel->input_layout(0), Layout::nhwc);
       EXPECT_EQ(offer.kernel->output_layout(0), Layout::nhwc);
       EXPECT_NE(offer.note.find("transformed filters"), std::string::npos);
       const bool automatic = algorithm == ConvAlgorithm::automatic;
-      EXPECT_EQ(offer.measure, automatic ? Measure::against_next : Measure::among_alternatives);
+      EXPECT_TRUE(offer.cold_caches);
       EXPECT_EQ(offer.note.find("probe error") != std::string::npos, automatic);
     }
     request.alternative = static_cast<int>(tiles.size());
@@ -390,7 +391,7 @@ TEST(WinogradBackend, OffersBothTilesAndMeasuresUnderAuto) {
   KernelOrReason offer = winograd_backend().create_kernel(request, std::span(&out, 1));
   ASSERT_EQ(offer.kernel, nullptr);
   EXPECT_EQ(
-      offer.reason,
+      offer.refusal.detail,
       "conv_algorithm auto: error on this layer's filters above 1.0e-06 of the output scale (F(4x4,3x3) inf, "
       "F(2x2,3x3) inf)");
   request.conv_algorithm = ConvAlgorithm::winograd;
@@ -431,7 +432,7 @@ TEST(WinogradBackend, ConvAlgorithmChoosesWhatPlansRun) {
   for (const PlanStep& step : session.plan_for(std::vector<Shape>{x.shape()})->steps()) {
     if (step.record.backend != "winograd") continue;
     ++winograd_steps;
-    EXPECT_TRUE(step.record.note.find("transformed filters") != std::string::npos) << step.record.note;
+    EXPECT_TRUE(has_note(step.record, "transformed filters")) << step.record.node_name;
   }
   EXPECT_EQ(winograd_steps, 2);  // the stride-2 conv stays direct
   double error = 0, scale = 0;
@@ -443,33 +444,69 @@ TEST(WinogradBackend, ConvAlgorithmChoosesWhatPlansRun) {
   EXPECT_LE(error, 1e-4 * scale);
 }
 
-TEST(WinogradBackend, AutoTimesWinogradAgainstTheDirectKernel) {
+// Under auto, untimed: the cost model takes Winograd where it predicts at most kAutoMaxShare of the
+// direct kernel's time, says so in the note, and refuses elsewhere with the prediction. A layer with
+// many tiles and few filters is Winograd's on every ISA; one with 16 tiles and 512 x 512 filters
+// (resnet's last stage) is the direct kernel's.
+TEST(WinogradBackend, AutoDecidesByThePredictedCostWithoutTiming) {
+  KILN_SKIP_UNLESS_BUILT("winograd");
+  const Attributes same = testing::conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1});
+  const Tensor small_filters = he_weights(64, 64, 1);
+  const TensorInfo wide_out{DType::f32, {1, 64, 56, 56}, {}};
+  KernelRequest wide_request = conv_request(64, 56, same, small_filters, ConvAlgorithm::automatic);
+  wide_request.optimized_candidate_follows = true;  // oneDNN's direct kernel would run it instead
+  KernelOrReason wide = winograd_backend().create_kernel(wide_request, std::span(&wide_out, 1));
+  ASSERT_NE(wide.kernel, nullptr) << wide.refusal.detail;
+  EXPECT_TRUE(std::string(wide.kernel->name()).starts_with("winograd:f2x2_3x3:")) << wide.kernel->name();
+  EXPECT_NE(wide.note.find("predicted at "), std::string::npos) << wide.note;
+
+  const Tensor large_filters = he_weights(512, 512, 2);
+  const TensorInfo deep_out{DType::f32, {1, 512, 7, 7}, {}};
+  KernelRequest deep_request = conv_request(512, 7, same, large_filters, ConvAlgorithm::automatic);
+  deep_request.optimized_candidate_follows = true;
+  KernelOrReason deep = winograd_backend().create_kernel(deep_request, std::span(&deep_out, 1));
+  ASSERT_EQ(deep.kernel, nullptr);
+  EXPECT_EQ(deep.refusal.kind, RefusalKind::predicted_slower);
+  EXPECT_NE(deep.refusal.detail.find("of a direct convolution's time on this layer"), std::string::npos)
+      << deep.refusal.detail;
+  // Against the reference convolution alone (oneDNN disabled, or refused in deterministic mode) it
+  // takes the layer.
+  deep_request.optimized_candidate_follows = false;
+  EXPECT_NE(winograd_backend().create_kernel(deep_request, std::span(&deep_out, 1)).kernel, nullptr);
+
+  // Planning times nothing and names its rule.
+  const auto plan = Plan::build(residual_block(), {{1, 32, 12, 12}});
+  for (const PlanStep& step : plan->steps()) {
+    EXPECT_TRUE(step.record.decision.timed.empty()) << step.record.node_name;
+    EXPECT_EQ(step.record.decision.rule, DecisionRule::first_offer);
+  }
+}
+
+// Under autotune Winograd's tiles are timed with the direct kernels, from cold caches, and the
+// slower ones say so; deterministic mode takes no choice by timing.
+TEST(WinogradBackend, AutotuneTimesWinogradAgainstTheDirectKernel) {
   KILN_SKIP_UNLESS_BUILT("winograd");
   const Model model = residual_block();
-  const auto plan = Plan::build(model, {{1, 32, 12, 12}});
+  choice_cache().clear();
+  Settings autotune = current_settings();
+  autotune.set_by_name("autotune", 1).set_by_name("autotune_limit", 0);
+  const auto plan = Plan::build(model, {{1, 32, 12, 12}}, {}, autotune);
   const PlanStep& first = plan->steps()[plan->steps()[0].record.op_type == "Reorder" ? 1 : 0];
   ASSERT_EQ(first.record.op_type, "Conv");
-  // Whichever won, the others were timed and say so.
-  EXPECT_GE(first.record.timed.size(), 2u);
-  bool measured = false;
-  for (const RejectedCandidate& rejected : first.record.rejected)
-    measured = measured || rejected.reason.starts_with("measured: ");
-  EXPECT_TRUE(measured);
-  // A Winograd offer never wins untimed: with nothing else allowed to run the conv, it is refused.
-  Settings winograd_only = current_settings();
-  const std::string_view winograd_name = "winograd", conv_family = "conv";
-  winograd_only.overlay(backends::prefer_setting(std::span(&winograd_name, 1), std::span(&conv_family, 1)));
-  const std::string error = testing::error_of([&] {
-    Plan::build(model, {{1, 32, 12, 12}}, {}, winograd_only);
-  });
-  EXPECT_NE(error.find("winograd: measured: no other candidate offered a kernel to time it against"),
-            std::string::npos)
-      << error;
-  // Deterministic mode takes no choice by timing.
-  const auto deterministic = Plan::build(model, {{1, 32, 12, 12}}, {},
-                                         Settings(current_settings()).set(SettingKey("deterministic"), 1));
+  EXPECT_EQ(first.record.decision.rule, DecisionRule::autotune);
+  bool winograd_timed = false;
+  for (const TimedCandidate& timed : first.record.decision.timed)
+    winograd_timed = winograd_timed || timed.kernel.starts_with("winograd:");
+  EXPECT_TRUE(winograd_timed);
+  bool slower = false;
+  for (const Refusal& refusal : first.record.decision.refusals)
+    slower = slower || refusal.kind == RefusalKind::autotune_slower;
+  EXPECT_TRUE(slower);
+  const auto deterministic =
+      Plan::build(model, {{1, 32, 12, 12}}, {}, Settings(autotune).set(SettingKey("deterministic"), 1));
   for (const PlanStep& step : deterministic->steps())
-    EXPECT_TRUE(step.record.timed.empty()) << step.record.node_name;
+    EXPECT_TRUE(step.record.decision.timed.empty()) << step.record.node_name;
+  choice_cache().clear();
 }
 
 }  // namespace

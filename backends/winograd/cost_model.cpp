@@ -1,0 +1,38 @@
+#include "backends/winograd/cost_model.h"
+
+#include "runtime/cpu_info.h"
+
+namespace kiln::winograd {
+namespace {
+
+// Fitted constants (cost_model.h says what each is; docs/performance.md, "Winograd's cost model", the
+// layers and the fit). kElementCost is per ISA tier: a filter element read from memory, in direct
+// multiply-adds. avx2's are fitted to every benchmark layer on an AVX2 EPYC; avx512's element cost to
+// four resnet18 layers timed on an AVX-512 machine, with avx2's other two.
+constexpr double kProductEfficiency = 1.38;
+constexpr double kTransformCost = 11.0;
+constexpr double kElementCostAvx2 = 60.0;
+constexpr double kElementCostAvx512 = 100.0;
+
+double ceil_div(int64_t a, int64_t b) {
+  return static_cast<double>((a + b - 1) / b);
+}
+
+}  // namespace
+
+CostEstimate estimate_cost(const ConvShape& shape, int tile) {
+  const double element = isa_in_effect() >= Isa::avx512 ? kElementCostAvx512 : kElementCostAvx2;
+  const double alpha2 = static_cast<double>((tile + 2) * (tile + 2));
+  const double c = static_cast<double>(shape.in_channels);
+  const double k = static_cast<double>(shape.out_channels);
+  const double pixels = static_cast<double>(shape.batch * shape.out_h * shape.out_w);
+  const double tiles =
+      static_cast<double>(shape.batch) * ceil_div(shape.out_h, tile) * ceil_div(shape.out_w, tile);
+  CostEstimate cost;
+  cost.direct = 9 * c * k * pixels + element * 9 * c * k;
+  cost.winograd = alpha2 * c * k * tiles / kProductEfficiency + kTransformCost * alpha2 * tiles * (c + k) +
+                  element * alpha2 * c * k;
+  return cost;
+}
+
+}  // namespace kiln::winograd
