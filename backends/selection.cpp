@@ -358,9 +358,8 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
   KernelRequest timed_request = request;
   timed_request.timed = true;
   const std::string key = choice_key(timed_request, outputs, settings);
-  // A decision whose kernel cannot be created again is timed afresh: oneDNN's list of
-  // implementations is not always as long (a conv's alternative #200 it listed once, it did not the
-  // next time).
+  // A decision whose kernel cannot be created again (a library refusing what it offered before) is
+  // timed afresh.
   if (std::optional<KernelDecision> decision = choice_cache().find(key)) {
     KernelOrReason offer =
         create(decision->backend, decision->variant, decision->alternative, timed_request, outputs);

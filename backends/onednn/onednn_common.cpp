@@ -91,6 +91,10 @@ Layout float32_layout(Layout layout) {
   return layout;
 }
 
+ImplementationSignature implementation_signature(const dnnl::primitive_desc_base& pd) {
+  return {pd.impl_info_str(), pd.query_md(dnnl::query::weights_md), pd.scratchpad_desc()};
+}
+
 std::string alternative_suffix(int alternative) {
   return alternative > 0 ? str_cat("#", alternative) : std::string();
 }

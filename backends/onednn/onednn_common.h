@@ -3,6 +3,7 @@
 // primitive with its run context's scratchpad.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <span>
@@ -36,12 +37,29 @@ dnnl::memory::desc plain_desc(const Shape& shape,
 // under reduced precision (softmax, normalization) read and write it.
 Layout float32_layout(Layout layout);
 
-// Moves `pd` on to oneDNN's `alternative`-th implementation of the same primitive (0: its first
-// choice), for autotune; throws dnnl::error when oneDNN lists fewer.
+// What tells oneDNN's implementations of one primitive apart: its name, weights and scratchpad.
+struct ImplementationSignature {
+  std::string name;
+  dnnl::memory::desc weights;
+  dnnl::memory::desc scratchpad;
+  bool operator==(const ImplementationSignature& other) const {
+    return name == other.name && weights == other.weights && scratchpad == other.scratchpad;
+  }
+};
+ImplementationSignature implementation_signature(const dnnl::primitive_desc_base& pd);
+
+// Moves `pd` on to oneDNN's `alternative`-th distinct implementation of the same primitive (0: its
+// first choice), for autotune; throws dnnl::error when oneDNN lists fewer. Distinct, because oneDNN
+// 2.6's iterator looks each position up in the primitive cache first: once primitives exist for
+// earlier positions (autotune creates each alternative's), a later position can return a cached copy
+// of the first implementation instead of advancing, as many times as the cache has slots.
 template <typename PrimitiveDesc>
 void select_alternative(PrimitiveDesc& pd, int alternative) {
-  for (int i = 0; i < alternative; ++i) {
+  std::vector<ImplementationSignature> seen{implementation_signature(pd)};
+  while (static_cast<int>(seen.size()) <= alternative) {
     if (!pd.next_impl()) throw dnnl::error(dnnl_unimplemented, "oneDNN lists no further implementation");
+    ImplementationSignature signature = implementation_signature(pd);
+    if (std::find(seen.begin(), seen.end(), signature) == seen.end()) seen.push_back(std::move(signature));
   }
 }
 

@@ -183,7 +183,7 @@ TEST(RefusalKinds, AutotuneLosersAndTheDecisionAnotherPlanReuses) {
       g.add("Conv", {"x", g.weights({16, 16, 3, 3})}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}));
   const Model model = g.finish({conv});
   Settings settings = current_settings();
-  settings.set_by_name("autotune", 1).set_by_name("autotune_limit", 4);
+  settings.set_by_name("autotune", 1).set_by_name("autotune_limit", 0);
   choice_cache().clear();
   const StepRecord first = planned_step(model, {1, 16, 12, 12}, settings, conv);
   EXPECT_EQ(first.decision.rule, DecisionRule::autotune);
@@ -205,6 +205,32 @@ TEST(RefusalKinds, AutotuneLosersAndTheDecisionAnotherPlanReuses) {
     EXPECT_EQ(again.decision.timed[i].kernel, first.decision.timed[i].kernel);
     EXPECT_EQ(again.decision.timed[i].milliseconds, first.decision.timed[i].milliseconds);
   }
+  choice_cache().clear();
+}
+
+// oneDNN 2.6's implementation iterator can return cached copies of its first implementation once
+// primitives exist for earlier positions (autotune creates each alternative's): every
+// implementation is offered once, in the same order however full the primitive cache is.
+TEST(RefusalKinds, AutotuneOffersEachOnednnImplementationOnce) {
+  if (!backends::info("onednn").built) GTEST_SKIP() << "oneDNN is not built";
+  GraphBuilder g({1, 16, 12, 12});
+  const std::string conv =
+      g.add("Conv", {"x", g.weights({16, 16, 3, 3})}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}));
+  const Model model = g.finish({conv});
+  Settings settings = current_settings();
+  settings.set_by_name("autotune", 1).set_by_name("autotune_limit", 0);
+  const auto onednn_implementations = [&] {
+    choice_cache().clear();
+    std::vector<std::string> names;
+    for (const TimedCandidate& timed : planned_step(model, {1, 16, 12, 12}, settings, conv).decision.timed) {
+      if (timed.kernel.starts_with("onednn:")) names.push_back(timed.kernel.substr(0, timed.kernel.find('#')));
+    }
+    return names;
+  };
+  const std::vector<std::string> first = onednn_implementations();
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(std::set<std::string>(first.begin(), first.end()).size(), first.size());
+  EXPECT_EQ(onednn_implementations(), first);  // with every alternative's primitive now cached
   choice_cache().clear();
 }
 
