@@ -127,9 +127,10 @@ double time_candidate(const Kernel& kernel, const KernelRequest& request, std::s
 std::string choice_key(const KernelRequest& request, std::span<const TensorInfo> outputs,
                        const Settings& settings) {
   const OpSpec& spec = request.op;
-  // Kernels are timed at the current thread count; another count may favour another kernel.
-  std::string key =
-      str_cat(spec.domain, "::", spec.op_type, "/", spec.opset, ";", settings.describe_plan_settings());
+  // Every setting that changes plans, as the plan key takes them: the thread count among them (kernels
+  // are timed at it; another count may favour another kernel).
+  std::string key = str_cat(spec.domain, "::", spec.op_type, "/", spec.opset, ";settings:");
+  for (const int32_t value : settings.plan_values()) key += str_cat(value, ",");
   if (spec.attributes != nullptr) {
     for (const auto& [name, attribute] : spec.attrs().all())
       key += str_cat(";", name, "=", describe_attribute(attribute));

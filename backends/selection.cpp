@@ -358,12 +358,13 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
   KernelRequest timed_request = request;
   timed_request.timed = true;
   const std::string key = choice_key(timed_request, outputs, settings);
-  // A decision whose kernel cannot be created again (a library refusing what it offered before) is
-  // timed afresh.
+  // A decision whose kernel cannot be created again, or is created as another implementation (oneDNN
+  // numbers its alternatives by what its primitive cache holds), is timed afresh: the plan runs what
+  // was timed or times what it runs.
   if (std::optional<KernelDecision> decision = choice_cache().find(key)) {
     KernelOrReason offer =
         create(decision->backend, decision->variant, decision->alternative, timed_request, outputs);
-    if (offer.kernel) {
+    if (offer.kernel && offer.kernel->name() == decision->kernel) {
       KernelSelection selection;
       selection.kernel = std::move(offer.kernel);
       selection.note = std::move(offer.note);

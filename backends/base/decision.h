@@ -31,7 +31,7 @@ struct KernelDecision {
   // empty) and which of its implementations (autotune's alternatives; 0 is its first choice).
   // backend is -1 when no candidate offered a kernel: `refusals` then says why.
   int backend = -1;
-  std::string_view variant;
+  std::string variant;
   int alternative = 0;
   std::string kernel;  // the chosen kernel's name
   DecisionRule rule = DecisionRule::first_offer;
