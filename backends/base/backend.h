@@ -1,6 +1,7 @@
-// The backend interface: a named provider of kernels. Kernel selection asks the candidates for a
-// node in the order the backend registry gives (backends/registry.h); the first that returns a
-// kernel wins, the others' reasons are kept.
+// The backend interface: a named provider of kernels. Kernel selection (backends/selection.h) asks
+// the candidates for a node in the order the backend registry gives (backends/registry.h); each
+// answers with a kernel or a typed refusal (backends/base/refusal.h), and a rule chooses among the
+// kernels offered: the first, or under autotune the fastest.
 #pragma once
 
 #include <span>

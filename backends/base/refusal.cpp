@@ -72,11 +72,6 @@ std::optional<RefusalKind> refusal_kind_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-bool refused_by_setting(RefusalKind kind) {
-  return kind == RefusalKind::disabled || kind == RefusalKind::not_preferred ||
-         kind == RefusalKind::deterministic || kind == RefusalKind::excluded_by_setting;
-}
-
 std::string Refusal::label() const {
   return variant.empty() || variant == backend ? backend : str_cat(variant, " (", backend, ")");
 }

@@ -14,13 +14,15 @@
 namespace kiln {
 
 enum class RefusalKind : uint8_t {
-  // The backend was never asked: a setting or the build keeps it away.
+  // The build, a setting or the machine keeps the backend out. Selection refuses these itself,
+  // without asking the backend, except deterministic: the backend is asked first, so one with no
+  // kernel for the node says so instead.
   not_built,      // configured out (KILN_WITH_<NAME>=OFF)
   disabled,       // its `<backend>_enabled` setting is off
   not_preferred,  // the op family's prefer_* setting leaves it out
   unavailable,    // this CPU or the library it wraps lacks what it needs
   deterministic,  // deterministic mode: its results may differ between runs or thread counts
-  // The backend was asked and refused.
+  // The backend was asked and refused (excluded_by_setting too: the backend reads the setting).
   no_kernel,              // it implements no kernel for the op type (or none by the name asked for)
   unsupported_dtype,      // an input's or output's element type
   unsupported_shape,      // a rank, a dimension, an empty tensor
@@ -46,9 +48,6 @@ std::string_view refusal_kind_name(RefusalKind kind);
 std::string refusal_kind_names();
 // The kind named `name`, or nothing for a name this build does not know.
 std::optional<RefusalKind> refusal_kind_from_name(std::string_view name);
-// Whether a setting removes it: the backend was not asked because of a setting (disabled,
-// not_preferred, deterministic, excluded_by_setting).
-bool refused_by_setting(RefusalKind kind);
 
 struct Refusal {
   std::string backend;  // "onednn"; set by kernel selection, not by the backend refusing
