@@ -4,6 +4,8 @@ which must catch each kind of broken trace."""
 import copy
 import json
 
+import pytest
+
 from chrome_trace_check import validate
 from kiln_cli import run
 
@@ -134,6 +136,14 @@ def test_profile_load_reads_a_kineto_trace_and_says_what_it_lacks(kiln_bin):
     assert any("Python frames" in item for item in summary["unavailable"])
     rows = {row["key"]: row for row in summary["key_averages"]["rows"]}
     assert rows["aten::linear"]["total_ns"] == 306_000 and rows["aten::linear"]["self_ns"] == 306_000 - 74_000
+
+
+@pytest.mark.parametrize("seed", ["kiln.json", "kiln_plan_dataflow.json"])
+def test_kiln_fuzz_seeds_are_traces_this_kiln_reads(kiln_bin, seed):
+    """The fuzzer starts from these; a seed the loader refuses (a format change) fuzzes only errors."""
+    result = run(kiln_bin, "profile", "--load", SEEDS / seed, "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["source"] == "kiln_json"
 
 
 def test_profile_load_errors_name_the_option_and_the_cap(kiln_bin, tmp_path):

@@ -444,6 +444,22 @@ TEST(WinogradBackend, ConvAlgorithmChoosesWhatPlansRun) {
   EXPECT_LE(error, 1e-4 * scale);
 }
 
+// Under auto, filters whose probe error no tile keeps within the bound (a NaN: no finite error) are
+// refused as above it; conv_algorithm winograd takes them.
+TEST(WinogradBackend, AutoRefusesFiltersAboveTheErrorBound) {
+  KILN_SKIP_UNLESS_BUILT("winograd");
+  const Attributes same = testing::conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1});
+  Tensor nan = he_weights(32, 32, 13);
+  nan.data<float>()[100] = NAN;
+  const TensorInfo out{DType::f32, {1, 32, 12, 12}, {}};
+  const KernelOrReason automatic =
+      winograd_backend().create_kernel(conv_request(32, 12, same, nan, ConvAlgorithm::automatic), std::span(&out, 1));
+  ASSERT_EQ(automatic.kernel, nullptr);
+  EXPECT_EQ(automatic.refusal.kind, RefusalKind::above_error_bound);
+  EXPECT_NE(automatic.refusal.detail.find("above"), std::string::npos) << automatic.refusal.detail;
+  EXPECT_NE(winograd_backend().create_kernel(conv_request(32, 12, same, nan), std::span(&out, 1)).kernel, nullptr);
+}
+
 // Under auto, untimed: the cost model takes Winograd where it predicts at most kAutoMaxShare of the
 // direct kernel's time, says so in the note, and refuses elsewhere with the prediction. A layer with
 // many tiles and few filters is Winograd's on every ISA; one with 16 tiles and 512 x 512 filters
