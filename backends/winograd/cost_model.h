@@ -7,8 +7,8 @@
 //   winograd  alpha^2 C K per tile in the element-wise products, run at kProductEfficiency times
 //             the direct kernel's rate (above 1: a few large, regular products); the input and
 //             output transforms, kTransformCost per tile element and channel; and reading alpha^2 C K
-//             transformed filters, which a small output cannot amortize (resnet's 7x7 layers: 16 MiB
-//             of filters for 16 tiles).
+//             transformed filters, which a small output cannot amortize (resnet's 512-channel layers
+//             on 7x7 outputs: 16 MiB of filters for 16 tiles).
 // A filter element read from memory costs kElementCost multiply-adds: the direct kernel's rate over
 // memory bandwidth, higher with wider vectors. The constants are fitted to plan-time timings, from
 // cold caches, of 3x3 stride-1 layers (docs/performance.md, "Winograd's cost model").
