@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/json_writer.h"
+#include "graph/record_json.h"
 #include "profiler/key_averages.h"
 
 namespace kiln::profiler {
@@ -36,25 +37,13 @@ void write_event_args(JsonWriter& json, const Trace& trace, const TraceEvent& ev
     json.member("node", event.node);
     json.member("backend", event.backend);
     json.member("kernel", event.kernel);
-    json.key("fused").begin_array();
-    for (const FusedNode& fused : event.fused)
-      json.begin_object().member("op", fused.op_type).member("node", fused.node).end_object();
-    json.end_array();
+    write_fused(json, "fused", event.fused);
     json.member("threads", event.threads);
     json.member("flops", event.flops);
     json.member("bytes", event.bytes);
     json.member("inputs", event.inputs);
     json.member("outputs", event.outputs);
-    json.key("refusals").begin_array();
-    for (const Refusal& refusal : event.refusals) {
-      json.begin_object()
-          .member("backend", refusal.backend)
-          .member("kernel", refusal.variant)
-          .member("kind", refusal_kind_name(refusal.kind))
-          .member("detail", refusal.detail)
-          .end_object();
-    }
-    json.end_array();
+    write_refusals(json, "refusals", event.refusals);
     if (trace.shapes_recorded) {
       json.member("input_shapes", event.input_shapes);
       json.member("input_dtypes", event.input_dtypes);

@@ -8,6 +8,7 @@
 #include "backends/settings.h"
 #include "core/json_writer.h"
 #include "graph/flops.h"
+#include "graph/record_json.h"
 #include "runtime/thread_budget.h"
 
 namespace kiln {
@@ -26,26 +27,6 @@ std::string format(const char* pattern, Args... args) {
 std::string refusal_line(const std::string& who, const Refusal& refusal) {
   return format("      %s: %s [%s]\n", who.c_str(), refusal.detail.c_str(),
                 std::string(refusal_kind_name(refusal.kind)).c_str());
-}
-
-void write_refusals(JsonWriter& json, std::string_view key, const std::vector<Refusal>& refusals) {
-  json.key(key).begin_array();
-  for (const Refusal& refusal : refusals) {
-    json.begin_object()
-        .member("backend", refusal.backend)
-        .member("kernel", refusal.variant)
-        .member("kind", refusal_kind_name(refusal.kind))
-        .member("detail", refusal.detail)
-        .end_object();
-  }
-  json.end_array();
-}
-
-void write_fused(JsonWriter& json, std::string_view key, const std::vector<FusedNode>& nodes) {
-  json.key(key).begin_array();
-  for (const FusedNode& node : nodes)
-    json.begin_object().member("op", node.op_type).member("node", node.node).end_object();
-  json.end_array();
 }
 
 }  // namespace
