@@ -79,4 +79,21 @@ inline Attributes conv_attrs(std::vector<int64_t> kernel, std::vector<int64_t> s
   return attributes;
 }
 
+// A 1x1 Conv "conv" of input "x" [1, 4, 5, 5] whose weights are the second graph input "w"
+// [4, 4, 1, 1], not a constant: kernels that need plan-time weights refuse it.
+inline Model computed_weights_conv() {
+  Model model;
+  model.opsets[""] = 13;
+  model.graph.inputs = {ValueInfo{"x", DType::f32, true, {Dim{1, ""}, Dim{4, ""}, Dim{5, ""}, Dim{5, ""}}},
+                        ValueInfo{"w", DType::f32, true, {Dim{4, ""}, Dim{4, ""}, Dim{1, ""}, Dim{1, ""}}}};
+  Node node;
+  node.name = "conv";
+  node.op_type = "Conv";
+  node.inputs = {"x", "w"};
+  node.outputs = {"y"};
+  model.graph.nodes = {node};
+  model.graph.outputs = {ValueInfo{"y", DType::f32, false, {}}};
+  return model;
+}
+
 }  // namespace kiln::testing

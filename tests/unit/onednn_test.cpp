@@ -421,19 +421,7 @@ TEST(Onednn, RejectionReasonsAreRecorded) {
   }
 
   // A Conv whose weights are a graph input (not a constant) is refused by oneDNN with that reason.
-  Model computed_weights;
-  computed_weights.opsets[""] = 13;
-  computed_weights.graph.inputs = {
-      ValueInfo{"x", DType::f32, true, {Dim{1, ""}, Dim{4, ""}, Dim{5, ""}, Dim{5, ""}}},
-      ValueInfo{"w", DType::f32, true, {Dim{4, ""}, Dim{4, ""}, Dim{1, ""}, Dim{1, ""}}}};
-  Node node;
-  node.name = "conv";
-  node.op_type = "Conv";
-  node.inputs = {"x", "w"};
-  node.outputs = {"y"};
-  computed_weights.graph.nodes = {node};
-  computed_weights.graph.outputs = {ValueInfo{"y", DType::f32, false, {}}};
-  Session session(computed_weights);
+  Session session(testing::computed_weights_conv());
   const StepRecord& step = session.plan_for({input, {4, 4, 1, 1}})->steps().at(0).record;
   EXPECT_EQ(step.backend, "native");
   ASSERT_EQ(step.decision.refusals.size(), 2u);  // Winograd's first (a 1x1 kernel), then oneDNN's

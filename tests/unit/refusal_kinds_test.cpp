@@ -99,18 +99,7 @@ TEST(RefusalKinds, SettingsKeepBackendsAway) {
 TEST(RefusalKinds, BackendsSayWhatTheyDoNotTake) {
   // A stride-2 1x1 Conv whose weights are computed: Winograd refuses its kernel size, oneDNN its
   // weights.
-  Model computed;
-  computed.opsets[""] = 13;
-  computed.graph.inputs = {
-      ValueInfo{"x", DType::f32, true, {Dim{1, ""}, Dim{4, ""}, Dim{5, ""}, Dim{5, ""}}},
-      ValueInfo{"w", DType::f32, true, {Dim{4, ""}, Dim{4, ""}, Dim{1, ""}, Dim{1, ""}}}};
-  Node node;
-  node.name = "conv";
-  node.op_type = "Conv";
-  node.inputs = {"x", "w"};
-  node.outputs = {"y"};
-  computed.graph.nodes = {node};
-  computed.graph.outputs = {ValueInfo{"y", DType::f32, false, {}}};
+  const Model computed = testing::computed_weights_conv();
   const auto plan = Plan::build(computed, {{1, 4, 5, 5}, {4, 4, 1, 1}}, {}, current_settings());
   const std::vector<Refusal>& refusals = plan->steps().at(0).record.decision.refusals;
   EXPECT_EQ(kind_of(refusals, "winograd"), RefusalKind::unsupported_shape);
