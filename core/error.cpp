@@ -12,6 +12,8 @@ std::string_view error_kind_name(ErrorKind kind) {
     case ErrorKind::not_implemented: return "not implemented";
     case ErrorKind::invalid_model: return "invalid model";
     case ErrorKind::runtime: return "runtime error";
+    case ErrorKind::cancelled: return "cancelled";
+    case ErrorKind::deadline_exceeded: return "deadline exceeded";
   }
   return "error";
 }

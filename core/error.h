@@ -17,6 +17,8 @@ enum class ErrorKind {
   not_implemented,   // valid request that kiln does not support (unknown op, dtype)
   invalid_model,     // the model file is malformed or inconsistent
   runtime,           // anything else (I/O failure, internal limit)
+  cancelled,         // the caller cancelled the run (runtime/run_control.h)
+  deadline_exceeded, // the run's deadline passed before it finished
 };
 
 std::string_view error_kind_name(ErrorKind kind);

@@ -13,6 +13,7 @@
 #include "graph/plan.h"
 #include "graph/verbose.h"
 #include "runtime/interop.h"
+#include "runtime/run_control.h"
 #include "runtime/threads.h"
 
 #ifndef KILN_RUNTIME_VERBOSE
@@ -138,7 +139,20 @@ struct RunScope {
   const CallLog* call_log;  // non-null when verbose
   bool profiling;           // a profile was recording when the run started (core/events.h)
   uint32_t generation;      // ... and which one: the one that keeps the plan alive
+  const RunControl* control;  // the caller's cancel flag and deadline, or null
 };
+
+// Stops the run before step `s` when its caller cancelled it or its deadline passed.
+void check_control(const RunScope& run, size_t s) {
+  if (run.control == nullptr) return;
+  try {
+    run.control->check("between steps");
+  } catch (Error& error) {
+    error.add_context(str_cat("before step ", s, " of ", run.plan.steps().size(), " ('",
+                              run.plan.steps()[s].record.node_name, "')"));
+    throw;
+  }
+}
 
 // Binds step `s`'s inputs and outputs in the run context, runs its kernel (reporting to observers
 // and verbose) and publishes its outputs, on the calling thread.
@@ -203,6 +217,7 @@ void run_sequentially(const RunScope& run) {
   const std::vector<PlanStep>& steps = run.plan.steps();
   for (size_t s = 0; s < steps.size(); ++s) {
     if (run.context.done[s]) continue;
+    check_control(run, s);
     run_step(run, s);
     // Computed storage that is not the context's own is let go as soon as no later step reads it.
     // (The caller's inputs stay referenced: resetting them would reallocate their shape next run.)
@@ -345,6 +360,7 @@ class ParallelRun : public std::enable_shared_from_this<ParallelRun> {
       try {
         const ScopedIntraOpThreads threads(run_.plan.steps()[s].threads);
         const ScopedCallLog call_log(run_.call_log);
+        check_control(run_, static_cast<size_t>(s));
         run_step(run_, static_cast<size_t>(s));
       } catch (...) {
         error = std::current_exception();
@@ -393,7 +409,7 @@ class ParallelRun : public std::enable_shared_from_this<ParallelRun> {
 
 std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor* const> inputs,
                                  std::span<Observer* const> observers, const Settings& settings,
-                                 int thread_capacity) {
+                                 int thread_capacity, const RunControl* control) {
   // The run's event covers all of it, a new context's arena included; the profile keeps the plan its
   // events point into alive until it has read them.
   const uint32_t generation = events::generation();  // before the flag: a later profile drops these events
@@ -423,7 +439,7 @@ std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor* const
   if (verbose) library_verbose.emplace(settings);
   for (Observer* observer : observers) observer->on_run_begin(plan);
   const RunScope run{plan,      *context,  observers, settings, verbose, verbose ? &call_log : nullptr,
-                     profiling, generation};
+                     profiling, generation, control};
   if (plan.parallel()) {
     const int capacity =
         thread_capacity > 0 ? std::min(thread_capacity, plan.thread_capacity()) : plan.thread_capacity();

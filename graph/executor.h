@@ -17,6 +17,7 @@ namespace kiln {
 class Observer;
 class Settings;
 class Plan;
+class RunControl;
 struct RunContext;
 
 // The run contexts a plan has created and that no run is using.
@@ -37,8 +38,10 @@ class RunContextPool {
 // the run was started with (its verbose levels decide which steps are reported). A parallel plan
 // (Plan::parallel) runs independent steps at the same time on the inter-op pool, their threads
 // together within `thread_capacity` (0: the plan's); observers are then called from those threads.
+// `control`, when given, is checked before every step: a cancelled or expired run throws there
+// (runtime/run_control.h) and the steps already running finish first.
 std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor* const> inputs,
                                  std::span<Observer* const> observers, const Settings& settings,
-                                 int thread_capacity = 0);
+                                 int thread_capacity = 0, const RunControl* control = nullptr);
 
 }  // namespace kiln

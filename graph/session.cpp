@@ -179,16 +179,22 @@ void Session::remove_observer(Observer* observer) {
 
 TensorMap Session::run(const TensorMap& inputs) {
   // The whole run, planning included, sees the settings in force now on this thread.
-  return run_with(inputs, settings());
+  return run_with(inputs, settings(), nullptr);
 }
 
-Future<TensorMap> Session::run_async(TensorMap inputs, std::shared_ptr<const void> keep_alive) {
-  return fork([this, inputs = std::move(inputs), settings = settings(),
-               keep_alive = std::move(keep_alive)] { return run_with(inputs, settings); },
+TensorMap Session::run(const TensorMap& inputs, const RunControl& control) {
+  return run_with(inputs, settings(), &control);
+}
+
+Future<TensorMap> Session::run_async(TensorMap inputs, std::shared_ptr<const void> keep_alive,
+                                     std::shared_ptr<const RunControl> control) {
+  return fork([this, inputs = std::move(inputs), settings = settings(), keep_alive = std::move(keep_alive),
+               control = std::move(control)] { return run_with(inputs, settings, control.get()); },
               "run_async");
 }
 
-TensorMap Session::run_with(const TensorMap& inputs, Settings settings) {
+TensorMap Session::run_with(const TensorMap& inputs, Settings settings, const RunControl* control) {
+  if (control != nullptr) control->check("before it started");
   // Up to kInlineInputs inputs are bound without allocating.
   constexpr size_t kInlineInputs = 16;
   std::array<const Tensor*, kInlineInputs> inline_bound{};
@@ -218,6 +224,7 @@ TensorMap Session::run_with(const TensorMap& inputs, Settings settings) {
   // may use together (Plan::thread_capacity). With fewer granted it runs the plan for what it got.
   const int asked = parallel ? std::max(configured, cores) : configured;
   const ThreadLease lease(parallel ? std::max(threads, usable_cores) : threads);
+  if (control != nullptr) control->check("after waiting for threads");
   const int granted = std::min(threads, lease.threads());
   if (granted < configured) settings.set("threads", granted);
   if ((lease.threads() != asked || lease.waited()) && settings.max_verbose() >= 1) {
@@ -256,7 +263,8 @@ TensorMap Session::run_with(const TensorMap& inputs, Settings settings) {
     }
   }
   TensorMap outputs;
-  std::vector<Tensor> results = execute_plan(*plan, bound, observers, settings, lease.threads());
+  if (control != nullptr) control->check("after planning");
+  std::vector<Tensor> results = execute_plan(*plan, bound, observers, settings, lease.threads(), control);
   for (size_t i = 0; i < results.size(); ++i) outputs[this->outputs()[i].name] = std::move(results[i]);
   return outputs;
 }

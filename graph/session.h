@@ -17,6 +17,7 @@
 #include "graph/plan.h"
 #include "graph/plan_key.h"
 #include "runtime/future.h"
+#include "runtime/run_control.h"
 
 namespace kiln {
 
@@ -45,12 +46,19 @@ class Session {
   // its threads from the process's thread budget (runtime/thread_budget.h): while other runs are in
   // flight it may get fewer than `threads` asks for, and then uses the plan built for what it got.
   TensorMap run(const TensorMap& inputs);
+  // run(), stopped by `control` (runtime/run_control.h): checked when the run starts, after it has
+  // waited for threads, after planning and before every step; a stopped run throws an Error of
+  // kind cancelled or deadline_exceeded and leaves the session ready for the next run.
+  TensorMap run(const TensorMap& inputs, const RunControl& control);
 
   // run() on the inter-op pool (runtime/interop.h), with the settings in force on the calling thread
   // now. The future holds the outputs or the exception the run threw, bad inputs included; it keeps
   // `inputs` (their storage) and `keep_alive` referenced until the run has finished, and releases
   // them before it is ready. The session must outlive the run.
-  Future<TensorMap> run_async(TensorMap inputs, std::shared_ptr<const void> keep_alive = {});
+  // `control`, when given, stops it as it stops run(); a run cancelled before its task starts
+  // fails as soon as the task does.
+  Future<TensorMap> run_async(TensorMap inputs, std::shared_ptr<const void> keep_alive = {},
+                              std::shared_ptr<const RunControl> control = {});
 
   // This session's own setting changes.
   const Settings& session_settings() const { return session_settings_; }
@@ -71,7 +79,7 @@ class Session {
 
  private:
   // run() under `settings`, the snapshot its caller took (run_async takes it on the calling thread).
-  TensorMap run_with(const TensorMap& inputs, Settings settings);
+  TensorMap run_with(const TensorMap& inputs, Settings settings, const RunControl* control);
   // Checks `inputs` against the declared ones; bound[i] points at graph input i's tensor.
   void bind_inputs(const TensorMap& inputs, std::span<const Tensor*> bound) const;
   // The plan of the previous run when it fits these inputs and the current settings (checked

@@ -8,6 +8,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -293,7 +294,7 @@ ExplainInputs explain_inputs(const Session& session, const py::dict& inputs) {
   return explained;
 }
 
-py::dict run_session(Session& session, const py::dict& inputs) {
+py::dict run_session(Session& session, const py::dict& inputs, const std::shared_ptr<RunControl>& control) {
   TensorMap tensors;
   std::vector<py::object> keep;
   for (const auto& [key, value] : inputs) {
@@ -304,7 +305,7 @@ py::dict run_session(Session& session, const py::dict& inputs) {
   TensorMap outputs;
   {
     py::gil_scoped_release release;  // runs on other threads, and verbose callbacks, may proceed
-    outputs = session.run(tensors);
+    outputs = control ? session.run(tensors, *control) : session.run(tensors);
   }
   py::dict result;
   for (const ValueInfo& info : session.outputs())
@@ -373,7 +374,8 @@ struct PythonRunFuture {
   }
 };
 
-PythonRunFuture run_session_async(const py::object& self, const py::dict& inputs) {
+PythonRunFuture run_session_async(const py::object& self, const py::dict& inputs,
+                                  std::shared_ptr<RunControl> control) {
   Session& session = self.cast<Session&>();
   TensorMap tensors;
   std::vector<py::object> keep{self};  // the session and every input array outlive the run
@@ -383,7 +385,7 @@ PythonRunFuture run_session_async(const py::object& self, const py::dict& inputs
     tensors[name] = tensor_from_array(value, str_cat("input '", name, "'"), keep);
   }
   auto references = std::make_shared<PythonReferences>(std::move(keep));
-  return PythonRunFuture{session.run_async(std::move(tensors), std::move(references)), self};
+  return PythonRunFuture{session.run_async(std::move(tensors), std::move(references), std::move(control)), self};
 }
 
 }  // namespace
@@ -393,6 +395,10 @@ PYBIND11_MODULE(_kiln, m) {
   using namespace kiln;
   m.doc() = "kiln's C++ library; use the `kiln` package";
 
+  // A cancelled run raises kiln.CancelledError (a RuntimeError); an expired one TimeoutError.
+  static PyObject* const cancelled_error = PyErr_NewExceptionWithDoc(
+      "kiln.CancelledError", "A run was cancelled through its RunControl.", PyExc_RuntimeError, nullptr);
+  m.attr("CancelledError") = py::handle(cancelled_error);
   py::register_exception_translator([](std::exception_ptr pointer) {
     try {
       if (pointer) std::rethrow_exception(pointer);
@@ -410,6 +416,12 @@ PYBIND11_MODULE(_kiln, m) {
           return;
         case ErrorKind::runtime:
           PyErr_SetString(PyExc_RuntimeError, error.what());
+          return;
+        case ErrorKind::cancelled:
+          PyErr_SetString(cancelled_error, error.what());
+          return;
+        case ErrorKind::deadline_exceeded:
+          PyErr_SetString(PyExc_TimeoutError, error.what());
           return;
       }
     }
@@ -434,6 +446,23 @@ PYBIND11_MODULE(_kiln, m) {
       .def("done", [](const PythonRunFuture& future) { return future.future.ready(); });
   m.def("cli", &run_cli, py::arg("arguments"), "runs `kiln ARGUMENTS...`; returns the exit code");
 
+  py::class_<RunControl, std::shared_ptr<RunControl>>(
+      m, "RunControl",
+      "Stops runs given it as control=: cancel() from any thread, or set_timeout(seconds). A run checks it "
+      "when it starts, after planning and before every step, and raises kiln.CancelledError or TimeoutError.")
+      .def(py::init<>())
+      .def("cancel", &RunControl::cancel, "Stops every run using this control at its next step; safe from any thread.")
+      .def("cancelled", &RunControl::cancelled)
+      .def(
+          "set_timeout",
+          [](RunControl& control, double seconds) {
+            KILN_CHECK(seconds >= 0 && seconds < 1e9, invalid_argument,
+                       "a timeout is a number of seconds from 0 to 1e9, got ", seconds);
+            control.set_timeout(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::duration<double>(seconds)));
+          },
+          py::arg("seconds"), "Runs using this control fail once `seconds` from now have passed.");
+
   py::class_<Session>(m, "Session")
       .def(py::init([](const std::string& path, const py::dict& settings) {
              const Settings changes = settings_from_python(settings);
@@ -441,8 +470,8 @@ PYBIND11_MODULE(_kiln, m) {
              return std::make_unique<Session>(path, changes);
            }),
            py::arg("path"), py::arg("settings") = py::dict())
-      .def("run", &run_session, py::arg("inputs"))
-      .def("run_async", &run_session_async, py::arg("inputs"))
+      .def("run", &run_session, py::arg("inputs"), py::arg("control") = nullptr)
+      .def("run_async", &run_session_async, py::arg("inputs"), py::arg("control") = nullptr)
       .def_property_readonly("inputs", [](const Session& session) { return value_infos(session.inputs()); })
       .def_property_readonly("outputs", [](const Session& session) { return value_infos(session.outputs()); })
       .def(

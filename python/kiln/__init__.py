@@ -12,7 +12,9 @@
 C-contiguous input arrays are read without a copy (others are copied into contiguous ones); outputs
 are arrays over the storage kiln computed them into, cloned first only when that storage is shared
 (a constant, an input, reused run buffers). kiln errors raise ValueError (bad input or model),
-TypeError (wrong dtype), NotImplementedError (unsupported op or dtype) or RuntimeError.
+TypeError (wrong dtype), NotImplementedError (unsupported op or dtype) or RuntimeError; a run
+stopped through a kiln.RunControl (control.cancel() from any thread, control.set_timeout(seconds))
+raises kiln.CancelledError (a RuntimeError) or TimeoutError at its next step boundary.
 """
 import atexit as _atexit
 import os as _os
@@ -29,6 +31,8 @@ from kiln._kiln import (
     get_thread_budget,
     num_interop_threads_source,
     num_threads_source,
+    CancelledError,
+    RunControl,
     parallel_info,
     set_num_interop_threads,
     set_num_threads,
@@ -44,6 +48,8 @@ _atexit.register(_kiln.wait_for_async_runs)
 __all__ = [
     "Session",
     "Future",
+    "RunControl",
+    "CancelledError",
     "backends",
     "profiler",
     "tidy",
@@ -58,6 +64,12 @@ __all__ = [
     "thread_budget_source",
     "parallel_info",
 ]
+
+
+def _control(control):
+    if control is not None and not isinstance(control, RunControl):
+        raise TypeError(f"control must be a kiln.RunControl, got {type(control).__name__}")
+    return control
 
 
 class Future:
@@ -88,18 +100,19 @@ class Session:
     def __init__(self, path, **settings):
         self._session = _kiln.Session(_os.fspath(path), settings)
 
-    def run(self, inputs):
-        """Runs the model on {name: numpy array}; returns {output name: numpy array}."""
+    def run(self, inputs, control=None):
+        """Runs the model on {name: numpy array}; returns {output name: numpy array}. A RunControl
+        given as `control` stops the run (CancelledError, TimeoutError) at its next step boundary."""
         if not isinstance(inputs, dict):
             raise TypeError(f"inputs must be a dict of name -> numpy array, got {type(inputs).__name__}")
-        return self._session.run(inputs)
+        return self._session.run(inputs, _control(control))
 
-    def run_async(self, inputs):
+    def run_async(self, inputs, control=None):
         """Starts a run on kiln's inter-op pool with the settings in force now; returns a Future.
-        Errors, bad inputs included, are raised by Future.wait()."""
+        Errors, bad inputs and cancellation included, are raised by Future.wait()."""
         if not isinstance(inputs, dict):
             raise TypeError(f"inputs must be a dict of name -> numpy array, got {type(inputs).__name__}")
-        return Future(self._session.run_async(inputs))
+        return Future(self._session.run_async(inputs, _control(control)))
 
     @property
     def inputs(self):

@@ -97,6 +97,32 @@ def test_errors_map_to_python_exceptions(kiln):
         kiln.backends.onednn.settings(speed=1)
 
 
+def test_a_run_control_cancels_or_times_out_runs(kiln):
+    name, x = demo_input(kiln)
+    session = kiln.Session(DEMO)
+    expected = session.run({name: x}, control=kiln.RunControl())
+    cancelled = kiln.RunControl()
+    cancelled.cancel()
+    assert cancelled.cancelled()
+    with pytest.raises(kiln.CancelledError, match="cancelled"):
+        session.run({name: x}, control=cancelled)
+    with pytest.raises(kiln.CancelledError):
+        session.run_async({name: x}, control=cancelled).wait()
+    assert issubclass(kiln.CancelledError, RuntimeError)
+    expired = kiln.RunControl()
+    expired.set_timeout(0)
+    with pytest.raises(TimeoutError, match="deadline passed"):
+        session.run({name: x}, control=expired)
+    generous = kiln.RunControl()
+    generous.set_timeout(3600)
+    out = session.run_async({name: x}, control=generous).wait()
+    assert all(np.array_equal(out[k], expected[k]) for k in expected)
+    with pytest.raises(ValueError, match="timeout"):
+        generous.set_timeout(-1)
+    with pytest.raises(TypeError, match="kiln.RunControl"):
+        session.run({name: x}, control=True)
+
+
 def test_backend_information(kiln):
     b = kiln.backends
     assert b.onednn.is_built() and b.onednn.is_available() and b.onednn.version().startswith("2.")

@@ -1,0 +1,18 @@
+#include "runtime/run_control.h"
+
+#include "core/error.h"
+
+namespace kiln {
+
+void RunControl::check(const char* where) const {
+  if (cancelled()) fail(ErrorKind::cancelled, "the run was cancelled (stopped ", where, ")");
+  const Clock::rep deadline = deadline_ns_.load(std::memory_order_relaxed);
+  if (deadline == kNoDeadline) return;
+  const Clock::rep now = Clock::now().time_since_epoch().count();
+  if (now > deadline) {
+    const double late_ms = std::chrono::duration<double, std::milli>(Clock::duration(now - deadline)).count();
+    fail(ErrorKind::deadline_exceeded, "the run's deadline passed ", late_ms, " ms ago (stopped ", where, ")");
+  }
+}
+
+}  // namespace kiln
