@@ -31,7 +31,7 @@ if [ "$tier" = default ]; then
   cmake --preset default >/dev/null
   cmake --build --preset default -j "$jobs"
   cmake --preset asan >/dev/null
-  cmake --build --preset asan -j "$jobs" --target kiln kiln_unit_tests
+  cmake --build --preset asan -j "$jobs" --target kiln_cli kiln_unit_tests
   # The sanitizer subset first (its summary is not the last line), then the whole default suite.
   ctest --preset asan -L 'unit|bad_input' -j "$jobs"
   ctest --preset default -j "$jobs"

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/version.h"
 #include "tools/commands.h"
 
 namespace kiln {
@@ -41,7 +42,7 @@ constexpr Command kCommands[] = {
 };
 
 void print_usage(std::FILE* stream) {
-  std::fprintf(stream, "usage: kiln COMMAND [ARGS]\n\ncommands:\n");
+  std::fprintf(stream, "usage: kiln COMMAND [ARGS]\n       kiln --version\n\ncommands:\n");
   for (const Command& command : kCommands) {
     std::fprintf(stream, "  %-13s %.*s\n", std::string(command.name).c_str(),
                  static_cast<int>(command.summary.size()), command.summary.data());
@@ -67,6 +68,10 @@ int run_cli(const std::vector<std::string>& arguments) {
   const std::string& name = arguments[0];
   if (name == "--help" || name == "-h" || name == "help") {
     print_usage(stdout);
+    return 0;
+  }
+  if (name == "--version" || name == "-V") {
+    std::printf("kiln %.*s\n", static_cast<int>(kiln_version().size()), kiln_version().data());
     return 0;
   }
   const std::vector<std::string> args(arguments.begin() + 1, arguments.end());

@@ -26,8 +26,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = "/usr/bin/python3"
-# The programs the README's commands and scripts/test.sh run (clang++-14: the fuzz preset).
-TOOLS = ("cmake", "ninja", "ccache", "ctest", PYTHON, "clang++-14")
+# The programs the README's commands, scripts/test.sh and the packaging tests run (clang++-14: the fuzz preset).
+TOOLS = ("cmake", "ninja", "ccache", "ctest", PYTHON, "clang++-14", "pkg-config", "nm", "readelf")
 # What the Python tests import.
 PYTHON_MODULES = ("numpy", "pytest", "torch", "torchvision", "onnx")
 CONFORMANCE_DATA = "/usr/share/libonnx-testdata/data/node"
