@@ -1,8 +1,14 @@
-"""`python3 -m kiln ARGS` runs the kiln command line (`kiln info|run|bench|explain|conformance`)."""
+"""`python3 -m kiln ARGS`, and the `kiln` command pip installs, run the kiln command line
+(`kiln info|run|bench|explain|profile|tidy|...`)."""
 import sys
 
 from kiln import _kiln
 
-if __name__ == "__main__":
+
+def main():
     sys.stdout.flush()
-    sys.exit(_kiln.cli(sys.argv[1:]))
+    return _kiln.cli(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

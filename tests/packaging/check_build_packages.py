@@ -29,7 +29,7 @@ PYTHON = "/usr/bin/python3"
 # The programs the README's commands, scripts/test.sh and the packaging tests run (clang++-14: the fuzz preset).
 TOOLS = ("cmake", "ninja", "ccache", "ctest", PYTHON, "clang++-14", "pkg-config", "nm", "readelf")
 # What the Python tests import.
-PYTHON_MODULES = ("numpy", "pytest", "torch", "torchvision", "onnx")
+PYTHON_MODULES = ("numpy", "pytest", "torch", "torchvision", "onnx", "ensurepip", "pip", "setuptools", "wheel", "build")
 CONFORMANCE_DATA = "/usr/share/libonnx-testdata/data/node"
 # Cache entries that hold paths configure does not read: where `cmake --install` writes.
 UNREAD_CACHE_ENTRIES = {"CMAKE_INSTALL_PREFIX"}
