@@ -66,7 +66,8 @@ KILN_API void kiln_string_free(char* text);
 
 /* "MAJOR.MINOR.PATCH" of the library loaded (KILN_VERSION_STRING is the headers'). Static storage. */
 KILN_API const char* kiln_version(void);
-/* Build type, compiler, OpenMP, sanitizers, and the backends built in. Static storage. */
+/* Build type, compiler, OpenMP and sanitizers ("Release, GNU 12.2.0, OpenMP ON, sanitizers OFF"); which
+ * backends were built: kiln_backend_info. Static storage. */
 KILN_API const char* kiln_build_info(void);
 
 /* ---- Element types --------------------------------------------------------------------------- */

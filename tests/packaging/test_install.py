@@ -1,18 +1,22 @@
 """kiln as a dependency: `cmake --install` into a temporary prefix, then, out of kiln's tree, an
 application built with find_package(kiln), one built with pkg-config and the README's C example,
-each running the demo model to the hash `kiln run` prints. Also: libkiln.so exports the C API only,
-under its versioned SONAME; every installed header compiles alone; every face reports one version.
+each running the demo model to the hash `kiln run` prints, and the README's C++ example. Also:
+libkiln.so exports the C API only, under its versioned SONAME; every installed header compiles
+alone; every face reports one version.
 
 Reuses the configured build (KILN_BUILD_DIR): it installs what the default build made."""
 
 import os
 import re
-import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import readme_examples  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("KILN_BUILD_DIR", REPO / "build"))
@@ -107,25 +111,26 @@ def test_an_application_built_with_pkg_config(prefix, tmp_path, expected_line):
     assert out.strip() == expected_line
 
 
-def readme_c_example():
-    """The ```c block under the README heading that names C."""
-    readme = (REPO / "README.md").read_text()
-    section = re.search(r"^## [^\n]*\bC\b(?!\+)[^\n]*\n(.*?)(?=^## )", readme, re.M | re.S)
-    assert section, "README has no heading naming C"
-    block = re.search(r"```c\n(.*?)```", section.group(1), re.S)
-    assert block, "the C section has no ```c block"
-    return block.group(1)
-
-
 def test_the_readme_c_example(prefix, tmp_path, expected_line):
     source = tmp_path / "demo.c"
-    source.write_text(readme_c_example())
+    source.write_text(readme_examples.example("C", "c"))
     program = tmp_path / "demo"
     libdir = pkg_config(prefix, "--variable=libdir")[0]
     run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", str(source), "-o", str(program),
          *pkg_config(prefix, "--cflags", "--libs"), f"-Wl,-rpath,{libdir}"])
     out = run([str(program)], cwd=REPO)  # no arguments, from the repository root
     assert out.strip() == expected_line
+
+
+def test_the_readme_cpp_example(prefix, tmp_path):
+    source = tmp_path / "app.cpp"
+    source.write_text(readme_examples.example("C++", "cpp"))
+    program = tmp_path / "app"
+    libdir = pkg_config(prefix, "--variable=libdir")[0]
+    run(["c++", "-std=c++17", "-Wall", "-Wextra", "-Werror", str(source), "-o", str(program),
+         *pkg_config(prefix, "--cflags", "--libs"), f"-Wl,-rpath,{libdir}"])
+    out = run([str(program)], cwd=REPO)
+    assert readme_examples.printed_logit(out) == readme_examples.first_logit_at_one_half(KILN, tmp_path)
 
 
 def test_every_face_reports_one_version(prefix):

@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).parent))
+import readme_examples  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("KILN_BUILD_DIR", REPO / "build"))
 KILN = os.environ.get("KILN_BIN", str(BUILD / "kiln"))
@@ -64,6 +67,14 @@ def test_the_kiln_command_runs_the_demo(venv, tmp_path):
     assert run([str(command), "--version"], cwd=tmp_path).strip() == f"kiln {VERSION}"
     out = run([str(command), "run", str(REPO / "models" / "demo.onnx")], cwd=tmp_path)
     assert re.search(r"^logits: .*$", out, re.M).group(0) == kiln_run_line()
+
+
+def test_the_readme_python_example(venv, tmp_path):
+    script = tmp_path / "example.py"
+    script.write_text(readme_examples.example("Python", "python"))
+    out = run([str(venv / "bin" / "python"), str(script)], cwd=REPO)
+    assert "Conv" in out, out  # the profile's table
+    assert readme_examples.printed_logit(out) == readme_examples.first_logit_at_one_half(KILN, tmp_path)
 
 
 def test_a_wheel_is_built_without_isolation(tmp_path):
