@@ -10,7 +10,7 @@
 #include "backends/settings.h"
 #include "core/error.h"
 #include "graph/session.h"
-#include "include/kiln/kiln_c.h"
+#include "kiln/kiln_c.h"
 #include "runtime/run_control.h"
 
 struct kiln_status {

@@ -1,7 +1,6 @@
 // Sessions: loading, describing inputs and outputs, and running, at once or on the inter-op pool.
 #include <cmath>
 #include <cstring>
-#include <fstream>
 
 #include "capi/handles.h"
 #include "graph/onnx_import.h"

@@ -3,7 +3,8 @@
 # against PyTorch, bad-input tests, and a sanitizer subset (ASan+UBSan build running the unit tests
 # and the bad-input tests). Installs what it needs first.
 #
-#   scripts/test.sh          default tier (about 24 minutes from a cold clone on 2 cores)
+#   scripts/test.sh          default tier (about 31 minutes from a cold clone on 2 cores without
+#                            ccache; 23 when ccache holds the Release objects)
 #   scripts/test.sh --slow   slow tier: sanitizers over the whole suite, vgg16/inception_v3 at batch 4,
 #                            a bounded libFuzzer run over model loading and planning, and a build
 #                            with only the native backend (oneDNN and BLAS configured out) running

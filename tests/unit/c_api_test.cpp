@@ -6,15 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <limits>
 #include <mutex>
 #include <string>
-#include <limits>
 #include <thread>
 #include <vector>
 
