@@ -31,18 +31,12 @@ struct kiln_run_options {
   std::shared_ptr<kiln::RunControl> control = std::make_shared<kiln::RunControl>();
 };
 
-// A graph input or output as the C API describes it: dims as int64 (-1 symbolic), owned here.
-struct kiln_value_description {
-  kiln_dtype dtype;
-  int64_t rank;  // -1: unknown
-  std::vector<int64_t> dims;
-};
-
 struct kiln_session {
   // Shared with runs in flight, which may outlive the handle.
   std::shared_ptr<kiln::Session> session;
-  std::vector<kiln_value_description> inputs;
-  std::vector<kiln_value_description> outputs;
+  // Per graph input and output, its dims as the C API hands them out (-1 symbolic): owned here.
+  std::vector<std::vector<int64_t>> input_dims;
+  std::vector<std::vector<int64_t>> output_dims;
 };
 
 namespace kiln::capi {

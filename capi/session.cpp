@@ -9,35 +9,34 @@
 namespace kiln::capi {
 namespace {
 
-std::vector<kiln_value_description> describe(const std::vector<ValueInfo>& values) {
-  std::vector<kiln_value_description> described;
-  for (const ValueInfo& value : values) {
-    kiln_value_description d{dtype_to_c(value.dtype), value.has_shape ? static_cast<int64_t>(value.shape.size()) : -1, {}};
-    for (const Dim& dim : value.shape) d.dims.push_back(dim.is_known() ? dim.value : -1);
-    described.push_back(std::move(d));
+std::vector<std::vector<int64_t>> dims_of(const std::vector<ValueInfo>& values) {
+  std::vector<std::vector<int64_t>> dims(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    for (const Dim& dim : values[i].shape) dims[i].push_back(dim.is_known() ? dim.value : -1);
   }
-  return described;
+  return dims;
 }
 
 kiln_session* new_session(std::shared_ptr<Session> session) {
   auto handle = std::make_unique<kiln_session>();
-  handle->inputs = describe(session->inputs());
-  handle->outputs = describe(session->outputs());
+  handle->input_dims = dims_of(session->inputs());
+  handle->output_dims = dims_of(session->outputs());
   handle->session = std::move(session);
   return handle.release();
 }
 
 Settings settings_of(const kiln_settings* settings) { return settings ? settings->settings : Settings(); }
 
-void describe_value(const std::vector<ValueInfo>& infos, const std::vector<kiln_value_description>& described,
+void describe_value(const std::vector<ValueInfo>& infos, const std::vector<std::vector<int64_t>>& all_dims,
                     size_t index, const char* kind, const char** name, kiln_dtype* dtype, int64_t* rank,
                     const int64_t** dims) {
   KILN_CHECK(index < infos.size(), invalid_argument, kind, " index ", index, " is out of range (the model has ",
              infos.size(), " ", kind, "s)");
-  if (name != nullptr) *name = infos[index].name.c_str();
-  if (dtype != nullptr) *dtype = described[index].dtype;
-  if (rank != nullptr) *rank = described[index].rank;
-  if (dims != nullptr) *dims = described[index].dims.data();
+  const ValueInfo& info = infos[index];
+  if (name != nullptr) *name = info.name.c_str();
+  if (dtype != nullptr) *dtype = dtype_to_c(info.dtype);
+  if (rank != nullptr) *rank = info.has_shape ? static_cast<int64_t>(info.shape.size()) : -1;
+  if (dims != nullptr) *dims = all_dims[index].data();
 }
 
 // The caller's inputs by name: named by `names`, or, without names, the model's inputs in order.
@@ -124,15 +123,15 @@ kiln_status* kiln_session_create_from_bytes(const void* model, size_t byte_size,
 
 void kiln_session_free(kiln_session* session) { delete session; }
 
-size_t kiln_session_input_count(const kiln_session* session) { return session ? session->inputs.size() : 0; }
+size_t kiln_session_input_count(const kiln_session* session) { return session ? session->input_dims.size() : 0; }
 
-size_t kiln_session_output_count(const kiln_session* session) { return session ? session->outputs.size() : 0; }
+size_t kiln_session_output_count(const kiln_session* session) { return session ? session->output_dims.size() : 0; }
 
 kiln_status* kiln_session_input_info(const kiln_session* session, size_t index, const char** name, kiln_dtype* dtype,
                                      int64_t* rank, const int64_t** dims) {
   return guarded([&] {
     const kiln_session& s = *required(session, "session");
-    capi::describe_value(s.session->inputs(), s.inputs, index, "input", name, dtype, rank, dims);
+    capi::describe_value(s.session->inputs(), s.input_dims, index, "input", name, dtype, rank, dims);
   });
 }
 
@@ -140,7 +139,7 @@ kiln_status* kiln_session_output_info(const kiln_session* session, size_t index,
                                       int64_t* rank, const int64_t** dims) {
   return guarded([&] {
     const kiln_session& s = *required(session, "session");
-    capi::describe_value(s.session->outputs(), s.outputs, index, "output", name, dtype, rank, dims);
+    capi::describe_value(s.session->outputs(), s.output_dims, index, "output", name, dtype, rank, dims);
   });
 }
 
@@ -172,8 +171,8 @@ kiln_status* kiln_session_run(kiln_session* session, const kiln_run_options* opt
   return guarded([&] {
     kiln_session& s = *required(session, "session");
     required(outputs, "outputs");
-    KILN_CHECK(output_count == s.outputs.size(), invalid_argument, "output_count is ", output_count,
-               " but the model has ", s.outputs.size(), " outputs");
+    KILN_CHECK(output_count == s.output_dims.size(), invalid_argument, "output_count is ", output_count,
+               " but the model has ", s.output_dims.size(), " outputs");
     const TensorMap map = capi::input_map(s, input_names, inputs, input_count);
     TensorMap results = options ? s.session->run(map, *options->control) : s.session->run(map);
     capi::deliver_outputs(*s.session, results, outputs, output_count);
