@@ -1,7 +1,6 @@
 #include "backends/parallel_info.h"
 
 #include <link.h>
-#include <sched.h>
 
 #include <cstdlib>
 #include <string_view>
@@ -12,6 +11,7 @@
 #include "runtime/core_load.h"
 #include "runtime/interop.h"
 #include "runtime/thread_budget.h"
+#include "runtime/topology.h"
 
 namespace kiln {
 namespace {
@@ -21,27 +21,13 @@ constexpr const char* kThreadVariables[] = {
     "KILN_NUM_THREADS",   "MKL_NUM_THREADS",   "OMP_NUM_THREADS",      "KILN_NUM_INTEROP_THREADS",
     "KILN_THREAD_BUDGET", "OMP_WAIT_POLICY",   "GOMP_SPINCOUNT",       "OMP_PROC_BIND",
     "OMP_PLACES",         "GOMP_CPU_AFFINITY", "OPENBLAS_NUM_THREADS", "DNNL_VERBOSE",
-    "KILN_ADAPT_TO_LOAD"};
+    "KILN_ADAPT_TO_LOAD", "KILN_TOPOLOGY_ROOT"};
 
 std::string environment_value(const char* name) {
   const char* value = std::getenv(name);
   return value != nullptr ? value : "";
 }
 
-// "0-1,4": the CPUs this process may run on.
-std::string affinity_ranges() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return "unknown";
-  std::string text;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (!CPU_ISSET(cpu, &set)) continue;
-    int last = cpu;
-    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
-    text += str_cat(text.empty() ? "" : ",", cpu, last > cpu ? str_cat("-", last) : "");
-    cpu = last;
-  }
-  return text;
-}
 
 // The OpenMP runtime mapped into this process: "libgomp.so.1", "libomp.so" or "libiomp5.so".
 std::string loaded_openmp_runtime() {
@@ -86,7 +72,9 @@ ParallelInfo parallel_info() {
   info.leased_threads = leased_threads();
   info.budget_shared = thread_budget_shared();
   info.cores = available_cores();
-  info.core_ids = affinity_ranges();
+  info.cores_reason = available_cores_reason();
+  info.topology = process_topology().describe();
+  info.core_ids = format_cpu_list(process_topology().current_mask());
   const std::string runtime = loaded_openmp_runtime();
   info.openmp = backends::openmp::is_available()
                     ? str_cat(runtime.empty() ? "runtime not loaded" : runtime, " (built for OpenMP ",
@@ -122,7 +110,8 @@ std::string parallel_info_text(const ParallelInfo& info) {
               info.thread_budget == 0 ? std::string("off") : str_cat(info.thread_budget, " threads"),
               " (from ", info.thread_budget_source, "), ", info.leased_threads, " leased by runs in flight",
               info.budget_shared ? ", shared among concurrent callers now" : "", "\n");
-  text += str_cat("cores: ", info.cores, " (affinity: cpus ", info.core_ids, ")\n");
+  text += str_cat("cores: ", info.cores, " (", info.cores_reason, "; affinity: cpus ", info.core_ids, ")\n");
+  text += info.topology;
   const std::string measure =
       !info.load_readable
           ? std::string("unavailable (/proc/stat could not be read; tried again every window)")

@@ -18,8 +18,10 @@ struct ParallelInfo {
   std::string thread_budget_source;
   int leased_threads = 0;  // held by runs in flight now
   bool budget_shared = false;  // runs share it now (see runtime/thread_budget.h)
-  int cores = 1;           // by this process's affinity mask
+  int cores = 1;           // available_cores(): physical cores in the mask, capped by the quota
+  std::string cores_reason;
   std::string core_ids;    // "0-1"
+  std::string topology;    // Topology::describe(), several lines
   bool load_measured = false;  // runtime/core_load.h
   bool load_readable = true;
   double busy_elsewhere = 0;   // cores' worth of other processes' work

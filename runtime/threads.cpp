@@ -1,14 +1,12 @@
 #include "runtime/threads.h"
 
-#include <sched.h>
-
 #include <atomic>
 #include <charconv>
 #include <cstdlib>
 #include <string_view>
-#include <thread>
 
 #include "core/error.h"
+#include "runtime/topology.h"
 
 namespace kiln {
 namespace {
@@ -30,13 +28,13 @@ int parse_thread_count(std::string_view text, std::string_view source) {
 }
 
 int available_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    const int count = CPU_COUNT(&set);
-    if (count > 0) return count;
-  }
-  const unsigned hardware = std::thread::hardware_concurrency();
-  return hardware > 0 ? static_cast<int>(hardware) : 1;
+  const Topology& topology = process_topology();
+  return topology.default_threads(topology.current_mask()).threads;
+}
+
+std::string available_cores_reason() {
+  const Topology& topology = process_topology();
+  return topology.default_threads(topology.current_mask()).reason;
 }
 
 ThreadCount thread_count_from_environment(EnvironmentLookup lookup) {

@@ -5,7 +5,7 @@
 //   3. the MKL_NUM_THREADS environment variable (kiln links no MKL: the variable is honoured
 //      because deployments tuned for MKL-based runtimes set it),
 //   4. the OMP_NUM_THREADS environment variable (first entry of a nested list),
-//   5. the number of cores this process may run on.
+//   5. the cores this process may run on (available_cores()).
 // The environment is read once. A run installs its count for its thread (ScopedIntraOpThreads), so
 // parallel_for, oneDNN and the native kernels all use the count the run started with.
 #pragma once
@@ -35,8 +35,11 @@ ThreadCount thread_count_from_environment(EnvironmentLookup lookup);
 // every call, so each caller reports it).
 const ThreadCount& environment_thread_count();
 
-// Cores available to this process (its affinity mask).
+// The cores this process may compute on, which every default thread count starts from: the
+// physical cores in the calling thread's affinity mask, capped by the cgroup CPU quota
+// (runtime/topology.h, Topology::default_threads), and why.
 int available_cores();
+std::string available_cores_reason();
 
 // The count intra-op work on the calling thread uses: the innermost ScopedIntraOpThreads on this
 // thread, else the process's count.

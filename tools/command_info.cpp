@@ -8,6 +8,7 @@
 #include "ops/op_schema.h"
 #include "runtime/cpu_info.h"
 #include "runtime/threads.h"
+#include "runtime/topology.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/setting_options.h"
@@ -102,11 +103,14 @@ int command_info(const std::vector<std::string>& args) {
     std::printf("isa in effect: %s\n", describe_isa_choice().c_str());
   }
 #ifdef _OPENMP
-  std::printf("threads: %d (from %s; %d cores available), OpenMP %d\n", get_num_threads(),
-              num_threads_source().c_str(), available_cores(), _OPENMP);
+  std::printf("threads: %d (from %s; %d cores available: %s), OpenMP %d\n", get_num_threads(),
+              num_threads_source().c_str(), available_cores(), available_cores_reason().c_str(), _OPENMP);
 #else
   std::printf("threads: 1 (built without OpenMP)\n");
 #endif
+  // --parallel prints it among the rest.
+  if (!parsed.has("parallel")) std::printf("%s", process_topology().describe().c_str());
+  std::printf("memory policy: %s\n", memory_policy().c_str());
   if (parsed.has("parallel")) {
     std::string text = parallel_info_text(parallel_info());
     std::printf("parallel:\n");
