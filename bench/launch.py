@@ -1,13 +1,14 @@
 #!/usr/bin/python3
 """`kiln launch` layouts compared: one single-core instance per core against one instance on every
-core, at batch 1, with and without jemalloc.
+core, at batch 1, with each allocator it can preload (tcmalloc, its default; jemalloc; the C library's).
 
     /usr/bin/python3 bench/launch.py [--models resnet50,mobilenet_v2] [--rounds 3] [--iters 30]
         [--kiln build/kiln]
 
-Per round and model, runs `kiln launch --throughput -- kiln bench MODEL --json` and `kiln launch
---latency -- kiln bench MODEL --json` (each also with --jemalloc), order rotated per round, and
-reads the aggregate throughput and each instance's median latency. Prints a markdown table (medians
+Per round and model, runs `kiln launch --ncores-per-instance 1 -- kiln bench MODEL --json` and
+`kiln launch -- kiln bench MODEL --json` (each with --enable-tcmalloc, --enable-jemalloc and
+--use-default-allocator), order rotated per round, and reads the aggregate throughput and each
+instance's median latency. Prints a markdown table (medians
 over rounds) after the machine lines of `kiln info`.
 """
 import argparse
@@ -19,7 +20,9 @@ import subprocess
 from machine import machine_lines
 from run_all import REPO, export_models, log
 
-LAYOUTS = [("--throughput", False), ("--latency", False), ("--throughput", True), ("--latency", True)]
+SPLITS = {"one instance per core, 1 thread each": ["--ncores-per-instance", "1"], "one instance, every core": []}
+ALLOCATORS = {"tcmalloc": "--enable-tcmalloc", "jemalloc": "--enable-jemalloc", "C library": "--use-default-allocator"}
+LAYOUTS = [(split, allocator) for allocator in ALLOCATORS for split in SPLITS]
 
 
 def parse_args():
@@ -31,9 +34,9 @@ def parse_args():
     return parser.parse_args()
 
 
-def run_layout(kiln, path, preset, jemalloc, iters):
+def run_layout(kiln, path, split, allocator, iters):
     """(aggregate samples/s, median of the instances' median latencies in ms), or None on failure."""
-    command = [kiln, "launch", preset, *(["--jemalloc"] if jemalloc else []), "--", kiln, "bench", path,
+    command = [kiln, "launch", *SPLITS[split], ALLOCATORS[allocator], "--", kiln, "bench", path,
                "--warmup", "5", "--iters", str(iters), "--json"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     total = re.search(r"aggregate throughput ([0-9.]+) samples/s", done.stdout)
@@ -53,10 +56,10 @@ def main():
     for round_index in range(args.rounds):
         for name in models:
             shift = round_index % len(LAYOUTS)
-            for preset, jemalloc in LAYOUTS[shift:] + LAYOUTS[:shift]:
-                log(f"round {round_index + 1}/{args.rounds}: {name} {preset}{' --jemalloc' if jemalloc else ''}")
-                results.setdefault((name, preset, jemalloc), []).append(
-                    run_layout(args.kiln, paths[name], preset, jemalloc, args.iters))
+            for split, allocator in LAYOUTS[shift:] + LAYOUTS[:shift]:
+                log(f"round {round_index + 1}/{args.rounds}: {name}, {split}, {allocator}")
+                results.setdefault((name, split, allocator), []).append(
+                    run_layout(args.kiln, paths[name], split, allocator, args.iters))
 
     def median_of(values, index):
         values = [v[index] for v in values if v is not None]
@@ -66,14 +69,12 @@ def main():
     print()
     print(f"Batch 1; medians over {args.rounds} rounds; each instance times {args.iters} runs.")
     print()
-    print("| model | layout | jemalloc | samples/s (all instances) | median latency ms |")
+    print("| model | layout | allocator | samples/s (all instances) | median latency ms |")
     print("|---|---|---|---:|---:|")
     for name in models:
-        for preset, jemalloc in LAYOUTS:
-            values = results[(name, preset, jemalloc)]
-            layout = "one instance per core, 1 thread each" if preset == "--throughput" else "one instance, every core"
-            print(f"| {name} | {layout} | {'yes' if jemalloc else 'no'} | {median_of(values, 0)} | "
-                  f"{median_of(values, 1)} |")
+        for split, allocator in LAYOUTS:
+            values = results[(name, split, allocator)]
+            print(f"| {name} | {split} | {allocator} | {median_of(values, 0)} | {median_of(values, 1)} |")
 
 
 if __name__ == "__main__":
