@@ -6,6 +6,7 @@
 // log file; lines reporting a throughput (`kiln bench`'s text or JSON) are summed into the aggregate
 // printed at the end. The exit code is the first failing instance's (128 + the signal for one killed
 // by a signal), else 0. SIGINT and SIGTERM are passed on to the instances.
+#include <fcntl.h>
 #include <linux/mempolicy.h>
 #include <poll.h>
 #include <sched.h>
@@ -15,14 +16,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
-#include <regex>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -42,13 +45,23 @@ void pass_signal_on(int signal_number) {
   for (pid_t pid : running_instances()) kill(pid, signal_number);
 }
 
-// The throughput a line of `kiln bench` output reports (text or JSON), if it reports one.
+// The throughput a line of `kiln bench` output reports, if it reports one: text
+// ("throughput: 12.5 samples/s" at the start of the line) or JSON ("throughput_per_s": 12.5).
 std::optional<double> reported_throughput(const std::string& line) {
-  static const std::regex text(R"(^throughput: ([0-9.]+) samples/s)");
-  static const std::regex json(R"("throughput_per_s": ([0-9.]+))");
-  std::smatch match;
-  if (std::regex_search(line, match, text) || std::regex_search(line, match, json))
-    return std::stod(match[1]);
+  const auto number_at = [&](size_t begin) -> std::optional<std::pair<double, size_t>> {
+    double value = 0;
+    const auto [end, error] = std::from_chars(line.data() + begin, line.data() + line.size(), value);
+    if (error != std::errc{}) return std::nullopt;
+    return std::pair{value, static_cast<size_t>(end - line.data())};
+  };
+  constexpr std::string_view text = "throughput: ", json = "\"throughput_per_s\": ";
+  if (line.rfind(text, 0) == 0) {
+    const auto number = number_at(text.size());
+    if (number && line.compare(number->second, 10, " samples/s") == 0) return number->first;
+  }
+  if (const size_t at = line.find(json); at != std::string::npos) {
+    if (const auto number = number_at(at + json.size())) return number->first;
+  }
   return std::nullopt;
 }
 
@@ -242,12 +255,15 @@ int command_launch(const std::vector<std::string>& args) {
     Instance& instance = launched[i];
     instance.plan = plan.instances[i];
     if (!instance.plan.log_file.empty()) {
-      instance.log = std::fopen(instance.plan.log_file.c_str(), "w");
+      instance.log = std::fopen(instance.plan.log_file.c_str(), "we");
       KILN_CHECK(instance.log != nullptr, invalid_argument, "--log-path: cannot write '", instance.plan.log_file,
                  "': ", std::strerror(errno));
     }
+    // Close-on-exec, so no instance inherits another's pipes or log file (dup2 clears the flag on
+    // the instance's own stdout and stderr).
     int out[2], err[2];
-    KILN_CHECK(pipe(out) == 0 && pipe(err) == 0, runtime, "kiln launch: cannot create a pipe: ", std::strerror(errno));
+    KILN_CHECK(pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0, runtime,
+               "kiln launch: cannot create a pipe: ", std::strerror(errno));
     instance.pid = fork();
     KILN_CHECK(instance.pid >= 0, runtime, "kiln launch: cannot start instance ", instance.plan.index, ": ",
                std::strerror(errno));

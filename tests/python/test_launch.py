@@ -114,6 +114,17 @@ def test_output_goes_to_log_files_too(kiln_bin, tmp_path):
     assert f"log {logs}/job_instance_0.log" in result.stdout
 
 
+def test_an_instance_inherits_no_other_instances_pipes_or_logs(kiln_bin, tmp_path):
+    result = launch(kiln_bin, "--ncores-per-instance", 1, "--log-path", tmp_path, "--", "sh", "-c", "ls -l /proc/$$/fd")
+    assert result.returncode == 0, result.stderr
+    for index in range(len(CORES)):
+        links = dict(line.split(" -> ")[0].split()[-1:] + line.split(" -> ")[1:]
+                     for line in instance_lines(result.stdout, index) if " -> " in line)
+        assert links["1"].startswith("pipe:") and links["2"].startswith("pipe:")
+        extra = {fd: target for fd, target in links.items() if int(fd) > 2}
+        assert not extra, f"instance {index} inherited {extra}"
+
+
 def test_throughput_is_reported_per_instance_and_in_total(kiln_bin):
     result = launch_kiln(kiln_bin, "--ncores-per-instance", 1, "--", kiln_bin, "bench", DEMO, "--warmup", 1,
                          "--iters", 5, "--json")
