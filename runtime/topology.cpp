@@ -268,6 +268,10 @@ std::string memory_policy() {
   }
 }
 
+int CpuQuota::whole_cpus() const {
+  return std::max(1, static_cast<int>(std::floor(cpus + 1e-9)));
+}
+
 const LogicalCpu* Topology::cpu(int id) const {
   const auto found = std::lower_bound(cpus.begin(), cpus.end(), id,
                                       [](const LogicalCpu& cpu, int value) { return cpu.id < value; });
@@ -282,11 +286,16 @@ std::vector<int> Topology::current_mask() const {
 }
 
 int Topology::cores_in(const std::vector<int>& mask) const {
-  std::set<int> seen;
+  std::vector<bool> seen(cores.size());
+  int count = 0;
   for (int id : mask) {
-    if (const LogicalCpu* logical = cpu(id)) seen.insert(logical->core);
+    const LogicalCpu* logical = cpu(id);
+    if (logical != nullptr && !seen[logical->core]) {
+      seen[logical->core] = true;
+      ++count;
+    }
   }
-  return static_cast<int>(seen.size());
+  return count;
 }
 
 DefaultThreads Topology::default_threads(const std::vector<int>& mask) const {
@@ -295,20 +304,17 @@ DefaultThreads Topology::default_threads(const std::vector<int>& mask) const {
   DefaultThreads result;
   if (physical == 1 && logical > 1) {
     result = {logical, str_cat(logical, " CPUs: every CPU in the affinity mask is an SMT sibling of one "
-                                        "physical core, and there a thread per CPU measured faster")};
+                                        "physical core; a VM's vCPUs need not share a host core, so each gets "
+                                        "a thread")};
   } else if (physical == logical) {
     result = {physical, str_cat(physical, " physical cores in the affinity mask")};
   } else {
     result = {physical, str_cat(physical, " physical cores in the affinity mask (", logical,
                                 " CPUs; SMT siblings would share a core's FMA units)")};
   }
-  if (quota) {
-    const int quota_threads = std::max(1, static_cast<int>(std::floor(quota->cpus + 1e-9)));
-    if (quota_threads < result.threads) {
-      result = {quota_threads,
-                str_cat("the cgroup CPU quota of ", two_places(quota->cpus), " CPUs (", quota->source,
-                        ") caps the ", result.threads, " the affinity mask gives")};
-    }
+  if (quota && quota->whole_cpus() < result.threads) {
+    result = {quota->whole_cpus(), str_cat("the cgroup CPU quota of ", two_places(quota->cpus), " CPUs (",
+                                           quota->source, ") caps the ", result.threads, " the affinity mask gives")};
   }
   return result;
 }

@@ -48,6 +48,10 @@ struct CpuCache {
 struct CpuQuota {
   double cpus = 0;     // quota / period
   std::string source;  // the file and its text, e.g. "cgroup v2 /sys/fs/cgroup/cpu.max: 200000 100000"
+
+  // The threads that fit it: rounded down (a team computing at once would be throttled at the end
+  // of every period otherwise), at least 1.
+  int whole_cpus() const;
 };
 
 struct DefaultThreads {

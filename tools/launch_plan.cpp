@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <set>
 
@@ -112,6 +111,10 @@ std::vector<std::vector<int>> layout_for(const Topology& topology, const std::ve
   }
 
   int instances = options.instances, per_instance = options.cores_per_instance;
+  KILN_CHECK(!options.skip_cross_node_cores || (per_instance != -1 && instances == -1 && !options.core_list),
+             invalid_argument,
+             "kiln launch: --skip-cross-node-cores works with --ncores-per-instance alone (it decides the number of "
+             "instances itself; not with --ninstances or --core-list)");
   if (options.core_list) {
     std::vector<int> cores = *options.core_list;
     std::sort(cores.begin(), cores.end());
@@ -250,13 +253,10 @@ LaunchPlan plan_launch(const Topology& topology, const LaunchOptions& options, E
     }
     plan.instances.push_back(std::move(instance));
   }
-  if (topology.quota) {
-    const int quota_threads = std::max(1, static_cast<int>(std::floor(topology.quota->cpus + 1e-9)));
-    if (total_threads > quota_threads) {
-      plan.warnings.push_back(str_cat("the instances run ", total_threads, " threads on a cgroup CPU quota of ",
-                                      quota_threads, " CPUs (", topology.quota->source,
-                                      "): they will be throttled; fewer instances or cores fit it"));
-    }
+  if (topology.quota && total_threads > topology.quota->whole_cpus()) {
+    plan.warnings.push_back(str_cat("the instances run ", total_threads, " threads on a cgroup CPU quota of ",
+                                    topology.quota->whole_cpus(), " CPUs (", topology.quota->source,
+                                    "): they will be throttled; fewer instances or cores fit it"));
   }
   return plan;
 }
