@@ -250,34 +250,41 @@ int command_launch(const std::vector<std::string>& args) {
     KILN_CHECK(!error, invalid_argument, "--log-path: cannot create directory '", log_path, "': ", error.message());
   }
   std::vector<Instance> launched(plan.instances.size());
-  std::fflush(stdout);
+  // Every log file opens before any instance starts, so a bad one stops the launch with none running.
   for (size_t i = 0; i < launched.size(); ++i) {
     Instance& instance = launched[i];
     instance.plan = plan.instances[i];
-    if (!instance.plan.log_file.empty()) {
-      instance.log = std::fopen(instance.plan.log_file.c_str(), "we");
-      KILN_CHECK(instance.log != nullptr, invalid_argument, "--log-path: cannot write '", instance.plan.log_file,
-                 "': ", std::strerror(errno));
+    if (instance.plan.log_file.empty()) continue;
+    instance.log = std::fopen(instance.plan.log_file.c_str(), "we");
+    KILN_CHECK(instance.log != nullptr, invalid_argument, "--log-path: cannot write '", instance.plan.log_file,
+               "': ", std::strerror(errno));
+  }
+  std::fflush(stdout);
+  try {
+    for (Instance& instance : launched) {
+      // Close-on-exec, so no instance inherits another's pipes or log file (dup2 clears the flag on
+      // the instance's own stdout and stderr).
+      int out[2], err[2];
+      KILN_CHECK(pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0, runtime,
+                 "kiln launch: cannot create a pipe: ", std::strerror(errno));
+      instance.pid = fork();
+      KILN_CHECK(instance.pid >= 0, runtime, "kiln launch: cannot start instance ", instance.plan.index, ": ",
+                 std::strerror(errno));
+      if (instance.pid == 0) {
+        close(out[0]);
+        close(err[0]);
+        exec_instance(instance.plan, command, out[1], err[1]);
+      }
+      close(out[1]);
+      close(err[1]);
+      instance.streams[0] = {out[0], "", stdout};
+      instance.streams[1] = {err[0], "", stderr};
+      running_instances().push_back(instance.pid);
+      std::printf("kiln launch: instance %d started (pid %d)\n", instance.plan.index, static_cast<int>(instance.pid));
     }
-    // Close-on-exec, so no instance inherits another's pipes or log file (dup2 clears the flag on
-    // the instance's own stdout and stderr).
-    int out[2], err[2];
-    KILN_CHECK(pipe2(out, O_CLOEXEC) == 0 && pipe2(err, O_CLOEXEC) == 0, runtime,
-               "kiln launch: cannot create a pipe: ", std::strerror(errno));
-    instance.pid = fork();
-    KILN_CHECK(instance.pid >= 0, runtime, "kiln launch: cannot start instance ", instance.plan.index, ": ",
-               std::strerror(errno));
-    if (instance.pid == 0) {
-      close(out[0]);
-      close(err[0]);
-      exec_instance(instance.plan, command, out[1], err[1]);
-    }
-    close(out[1]);
-    close(err[1]);
-    instance.streams[0] = {out[0], "", stdout};
-    instance.streams[1] = {err[0], "", stderr};
-    running_instances().push_back(instance.pid);
-    std::printf("kiln launch: instance %d started (pid %d)\n", instance.plan.index, static_cast<int>(instance.pid));
+  } catch (...) {
+    pass_signal_on(SIGTERM);  // no instance outlives a launch that failed to start them all
+    throw;
   }
   std::fflush(stdout);
   struct sigaction pass_on {};

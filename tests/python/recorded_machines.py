@@ -6,7 +6,7 @@ The layouts follow how Linux numbers CPUs on these machines: on Xeon and EPYC se
 thread of every core comes first (CPU c is core c), then the second threads (CPU c + cores); on the
 laptop model siblings are numbered next to each other (CPUs 0 and 1 are core 0), as some firmware
 does. lscpu's Core column numbers cores in the order their first CPU appears."""
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 

@@ -135,6 +135,14 @@ def test_output_goes_to_log_files_too(kiln_bin, tmp_path):
     assert f"log {logs}/job_instance_0.log" in result.stdout
 
 
+def test_a_log_file_that_cannot_be_written_stops_the_launch_before_any_instance(kiln_bin, tmp_path):
+    (tmp_path / "run_instance_0.log").mkdir()
+    ran = tmp_path / "ran"
+    result = launch(kiln_bin, "--log-path", tmp_path, "--", "touch", ran)
+    assert result.returncode != 0 and "--log-path: cannot write" in result.stderr, result.stderr
+    assert not ran.exists()
+
+
 def test_an_instance_inherits_no_other_instances_pipes_or_logs(kiln_bin, tmp_path):
     result = launch(kiln_bin, *PER_CPU, "--log-path", tmp_path, "--", "sh", "-c", "ls -l /proc/$$/fd")
     assert result.returncode == 0, result.stderr
