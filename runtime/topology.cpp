@@ -319,6 +319,27 @@ DefaultThreads Topology::default_threads(const std::vector<int>& mask) const {
   return result;
 }
 
+std::vector<CpuCache> Topology::read_caches() const {
+  // A core's siblings share each of its caches, so its first CPU lists them all.
+  std::vector<CpuCache> caches;
+  std::set<std::tuple<int, std::string, std::vector<int>>> seen;
+  for (const PhysicalCore& core : cores) {
+    const fs::path directory = fs::path(root) / str_cat("sys/devices/system/cpu/cpu", core.cpus.front());
+    for (int index = 0;; ++index) {
+      const fs::path cache = directory / str_cat("cache/index", index);
+      const std::optional<int> level = read_int(cache / "level");
+      if (!level) break;
+      CpuCache entry{*level, read_file_text(cache / "type").value_or("Unified"), 0, {}};
+      if (std::optional<std::string> size = read_file_text(cache / "size")) {
+        entry.bytes = cache_bytes(*size, cache / "size");
+      }
+      entry.cpus = read_cpu_list(cache / "shared_cpu_list").value_or(core.cpus);
+      if (seen.insert({entry.level, entry.type, entry.cpus}).second) caches.push_back(std::move(entry));
+    }
+  }
+  return caches;
+}
+
 std::string Topology::describe() const {
   std::set<int> allowed_nodes;
   for (int id : allowed) {
@@ -339,6 +360,7 @@ std::string Topology::describe() const {
   }
   // One line per cache level and type: its size, how many there are and how many CPUs share one.
   std::map<std::pair<int, std::string>, std::vector<const CpuCache*>> by_kind;
+  const std::vector<CpuCache> caches = read_caches();
   for (const CpuCache& cache : caches) by_kind[{cache.level, cache.type}].push_back(&cache);
   std::string summary;
   for (const auto& [kind, instances] : by_kind) {
@@ -396,7 +418,6 @@ Topology read_topology(const std::string& root) {
   // Cores: a CPU's siblings (core_cpus_list, or thread_siblings_list before Linux 5.7) form one core.
   std::map<int, int> core_of_first_cpu;
   std::set<int> packages;
-  std::set<std::tuple<int, std::string, std::vector<int>>> seen_caches;
   for (int id : online) {
     const fs::path directory = cpu_directory / str_cat("cpu", id);
     LogicalCpu logical{id, 0, read_int(directory / "topology/physical_package_id").value_or(0),
@@ -412,15 +433,6 @@ Topology read_topology(const std::string& root) {
     logical.core = found->second;
     topology.cpus.push_back(logical);
 
-    for (int index = 0;; ++index) {
-      const fs::path cache = directory / str_cat("cache/index", index);
-      const std::optional<int> level = read_int(cache / "level");
-      if (!level) break;
-      CpuCache entry{*level, read_file_text(cache / "type").value_or("Unified"), 0, {}};
-      if (std::optional<std::string> size = read_file_text(cache / "size")) entry.bytes = cache_bytes(*size, cache / "size");
-      entry.cpus = read_cpu_list(cache / "shared_cpu_list").value_or(std::vector<int>{id});
-      if (seen_caches.insert({entry.level, entry.type, entry.cpus}).second) topology.caches.push_back(std::move(entry));
-    }
   }
   topology.packages = static_cast<int>(packages.size());
 

@@ -64,7 +64,6 @@ struct Topology {
   std::vector<LogicalCpu> cpus;    // online CPUs, ascending id
   std::vector<PhysicalCore> cores; // in the order of their first CPU
   std::vector<NumaNode> nodes;     // ascending id
-  std::vector<CpuCache> caches;    // each distinct cache once, by level
   int packages = 1;
   std::vector<int> allowed;        // the affinity mask when read, ascending (online CPUs only)
   std::optional<CpuQuota> quota;   // none: no cgroup CPU limit found
@@ -75,6 +74,9 @@ struct Topology {
   // Physical cores with at least one CPU in `mask`.
   int cores_in(const std::vector<int>& mask) const;
   DefaultThreads default_threads(const std::vector<int>& mask) const;
+  // Each distinct cache once, read from sysfs when asked: only `kiln info` and parallel_info()
+  // want them, and on a large machine they are most of the files, which no run should wait for.
+  std::vector<CpuCache> read_caches() const;
   // Lines ("topology: ...", "numa node 0: ...", "caches: ...", "default threads: ...") for
   // `kiln info` and parallel_info(), each ending in '\n'.
   std::string describe() const;
