@@ -9,6 +9,7 @@
 
 #include "backends/base/function_kernel.h"
 #include "backends/native/element_math.h"
+#include "backends/native/element_visit.h"
 #include "backends/native/native_backend.h"
 #include "backends/native/strided_copy.h"
 #include "core/error.h"
@@ -25,35 +26,6 @@ constexpr int64_t kMaxPieces = 4096;
 // Side of the square tiles of the transpose loop, in elements: two 32x32 tiles of 8-byte elements
 // are 16 KiB, inside any L1 cache.
 constexpr int64_t kTransposeTile = 32;
-
-int64_t product(const Shape& shape, size_t begin, size_t end) {
-  int64_t result = 1;
-  for (size_t d = begin; d < end; ++d) result *= shape[d];
-  return result;
-}
-
-// Calls fn(U{}) with an unsigned integer type as wide as one element (1, 2, 4 or 8 bytes), so a
-// copy loop moves whole elements; other widths reach fallback().
-template <typename Fn, typename Fallback>
-void visit_element_size(size_t element_size, Fn&& fn, Fallback&& fallback) {
-  switch (element_size) {
-    case 1:
-      fn(uint8_t{});
-      break;
-    case 2:
-      fn(uint16_t{});
-      break;
-    case 4:
-      fn(uint32_t{});
-      break;
-    case 8:
-      fn(uint64_t{});
-      break;
-    default:
-      fallback();
-      break;
-  }
-}
 
 // ---- Strided views -------------------------------------------------------------------------------
 
