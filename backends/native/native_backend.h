@@ -28,6 +28,8 @@ std::span<const KernelEntry> softmax_kernels();
 std::span<const KernelEntry> reduce_kernels();
 std::span<const KernelEntry> shape_kernels();
 std::span<const KernelEntry> data_movement_kernels();
+std::span<const KernelEntry> resize_kernels();
+std::span<const KernelEntry> indexing_kernels();
 
 // Attention's kernels are chosen by name (request.variant: "math" or "flash", attention.cpp), so
 // their factory takes the whole request.
