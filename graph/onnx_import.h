@@ -19,7 +19,7 @@ namespace kiln {
 
 // Supported default-domain opsets.
 inline constexpr int64_t kMinOpset = 7;
-inline constexpr int64_t kMaxOpset = 17;
+inline constexpr int64_t kMaxOpset = 21;
 
 // Loads `path`; external data files are resolved against (and confined to) its folder.
 Model load_onnx_model(const std::filesystem::path& path);

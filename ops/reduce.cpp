@@ -39,12 +39,12 @@ ReduceParams reduce_params(const OpSpec& spec) {
   bool reduce_all = false;
   if (arg) {
     axes = {spec.attrs().get_int("axis", 0)};
-  } else if (spec.op_type == "ReduceSum" && spec.opset >= 13) {
-    // From opset 13 ReduceSum takes axes as an optional input (other Reduce ops follow at 18).
+  } else if ((spec.op_type == "ReduceSum" && spec.opset >= 13) || spec.opset >= 18) {
+    // From opset 13 ReduceSum takes axes as an optional input; the other Reduce ops follow at 18.
     if (spec.has_input(1)) {
       expect_dtype(spec, 1, DType::i64);
-      KILN_CHECK(spec.input(1).shape.size() <= 1, invalid_argument, "ReduceSum axes must be a 1-D tensor, got shape ",
-                 shape_to_string(spec.input(1).shape));
+      KILN_CHECK(spec.input(1).shape.size() <= 1, invalid_argument, spec.op_type,
+                 " axes must be a 1-D tensor, got shape ", shape_to_string(spec.input(1).shape));
       axes = spec.constant_input(1, "axes").to_int64_vector();
     }
     if (axes.empty()) {

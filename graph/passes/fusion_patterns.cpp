@@ -57,7 +57,7 @@ std::vector<const Node*> match_gelu(const PlanState& state, const std::string& x
 }
 
 std::optional<LayerNormMatch> match_layer_norm(const PlanState& state, const Node& mean) {
-  if (mean.inputs.size() != 1) return std::nullopt;
+  if (mean.inputs.empty()) return std::nullopt;
   const Slot* planned_x = state.planned(mean.inputs[0]);
   if (planned_x == nullptr || planned_x->layout != Layout::plain) return std::nullopt;
   return match_layer_norm(state, mean, planned_x->info);
@@ -65,12 +65,19 @@ std::optional<LayerNormMatch> match_layer_norm(const PlanState& state, const Nod
 
 std::optional<LayerNormMatch> match_layer_norm(const PlanState& state, const Node& mean,
                                                const TensorInfo& x) {
-  if (mean.op_type != "ReduceMean" || !is_default_domain(mean.domain) || mean.inputs.size() != 1)
-    return std::nullopt;
+  if (mean.op_type != "ReduceMean" || !is_default_domain(mean.domain) || mean.inputs.empty()) return std::nullopt;
   if (x.dtype != DType::f32 || x.shape.empty()) return std::nullopt;
   const int64_t rank = static_cast<int64_t>(x.shape.size());
   auto over_last_axis = [&](const Node& reduce) {
-    const std::vector<int64_t> axes = reduce.attributes.get_ints("axes");
+    // An attribute before opset 18, a constant input from then on.
+    std::vector<int64_t> axes = reduce.attributes.get_ints("axes");
+    if (reduce.inputs.size() == 2) {
+      const Slot* planned_axes = state.planned(reduce.inputs[1]);
+      if (planned_axes == nullptr || !planned_axes->info.is_constant()) return false;
+      axes = planned_axes->info.value.to_int64_vector();
+    } else if (reduce.inputs.size() != 1) {
+      return false;
+    }
     return axes.size() == 1 && (axes[0] == -1 || axes[0] == rank - 1) &&
            reduce.attributes.get_int("keepdims", 1) == 1;
   };
