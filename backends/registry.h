@@ -111,7 +111,7 @@ inline constexpr std::string_view kOnednnSdpaKernels[] = {"onednn"};
 // op type belongs to the first family listing it; "other" takes every op type no family lists.
 // kiln's Reorder (a conversion between layouts) belongs to none: no preference may leave a value
 // stranded in a layout nothing can convert.
-inline constexpr std::string_view kConvFamily[] = {"Conv"};
+inline constexpr std::string_view kConvFamily[] = {"Conv", "ConvTranspose"};
 inline constexpr std::string_view kMatmulFamily[] = {"MatMul", "Gemm", "Einsum"};
 inline constexpr std::string_view kAttentionFamily[] = {"ScaledDotProductAttention"};  // kAttentionOp
 struct OpFamily {

@@ -1,6 +1,9 @@
 // Conv: N-d convolution with groups, dilations, strides, pads and auto_pad.
 #include "ops/conv.h"
 
+#include <algorithm>
+#include <string>
+
 #include "core/error.h"
 #include "ops/op_schema.h"
 
@@ -14,8 +17,29 @@ std::vector<TensorInfo> infer_conv(const OpSpec& spec) {
   return {TensorInfo{spec.input(0).dtype, shape, {}}};
 }
 
+std::vector<TensorInfo> infer_conv_transpose(const OpSpec& spec) {
+  const ConvTransposeParams params = conv_transpose_params(spec);
+  Shape shape = {params.batch, params.out_channels};
+  shape.insert(shape.end(), params.output.begin(), params.output.end());
+  checked_numel(shape);
+  return {TensorInfo{spec.input(0).dtype, shape, {}}};
+}
+
+std::vector<int64_t> per_dim_attribute(const OpSpec& spec, const char* name, size_t rank, int64_t fallback,
+                                       int64_t minimum) {
+  std::vector<int64_t> values = spec.attrs().get_ints(name, std::vector<int64_t>(rank, fallback));
+  KILN_CHECK(values.size() == rank, invalid_model, spec.op_type, " attribute '", name, "' has ", values.size(),
+             " values for ", rank, " spatial dims");
+  for (int64_t value : values) {
+    KILN_CHECK(value >= minimum, invalid_model, spec.op_type, " attribute '", name, "' must be >= ", minimum,
+               ", got ", value);
+  }
+  return values;
+}
+
 constexpr OpSchema kSchemas[] = {
     {"Conv", infer_conv},
+    {"ConvTranspose", infer_conv_transpose},
 };
 
 }  // namespace
@@ -54,6 +78,100 @@ ConvParams conv_params(const OpSpec& spec) {
     expect_dtype(spec, 2, x.dtype);
     KILN_CHECK(spec.input(2).shape == Shape{params.out_channels}, invalid_argument, "Conv bias must have shape [",
                params.out_channels, "], got ", shape_to_string(spec.input(2).shape));
+  }
+  return params;
+}
+
+ConvTransposeParams conv_transpose_params(const OpSpec& spec) {
+  expect_inputs(spec, 2, 3);
+  expect_floating(spec, 0);
+  const TensorInfo& x = spec.input(0);
+  const TensorInfo& w = spec.input(1);
+  KILN_CHECK(x.shape.size() >= 3, invalid_argument,
+             "ConvTranspose input X must have rank >= 3 (N, C, spatial...), got shape ", shape_to_string(x.shape));
+  KILN_CHECK(w.shape.size() == x.shape.size(), invalid_argument, "ConvTranspose weights W ",
+             shape_to_string(w.shape), " must have the same rank as X ", shape_to_string(x.shape));
+  expect_dtype(spec, 1, x.dtype);
+  ConvTransposeParams params;
+  params.batch = x.shape[0];
+  params.in_channels = x.shape[1];
+  params.group = spec.attrs().get_int("group", 1);
+  KILN_CHECK(params.group >= 1 && params.in_channels % params.group == 0, invalid_model, "ConvTranspose group ",
+             params.group, " must divide input channels ", params.in_channels);
+  KILN_CHECK(w.shape[0] == params.in_channels, invalid_argument, "ConvTranspose weights ", shape_to_string(w.shape),
+             " must have X's ", params.in_channels, " input channels in dim 0");
+  params.out_channels = w.shape[1] * params.group;
+  const size_t rank = x.shape.size() - 2;
+  params.input_spatial.assign(x.shape.begin() + 2, x.shape.end());
+  params.kernel.assign(w.shape.begin() + 2, w.shape.end());
+  if (spec.attrs().has("kernel_shape")) {
+    KILN_CHECK(spec.attrs().get_ints("kernel_shape") == params.kernel, invalid_model, "ConvTranspose kernel_shape ",
+               shape_to_string(spec.attrs().get_ints("kernel_shape")), " disagrees with weights ",
+               shape_to_string(w.shape));
+  }
+  params.strides = per_dim_attribute(spec, "strides", rank, 1, 1);
+  params.dilations = per_dim_attribute(spec, "dilations", rank, 1, 1);
+  params.output_padding = per_dim_attribute(spec, "output_padding", rank, 0, 0);
+  for (size_t d = 0; d < rank; ++d) {
+    KILN_CHECK(params.output_padding[d] < std::max(params.strides[d], params.dilations[d]), invalid_model,
+               "ConvTranspose output_padding ", params.output_padding[d], " in dim ", d,
+               " must be smaller than the stride or the dilation");
+  }
+  const std::string auto_pad = spec.attrs().get_string("auto_pad", "NOTSET");
+  KILN_CHECK(auto_pad == "NOTSET" || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER" || auto_pad == "VALID",
+             invalid_model, "ConvTranspose auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '",
+             auto_pad, "'");
+  std::vector<int64_t> pads = per_dim_attribute(spec, "pads", 2 * rank, 0, 0);
+  const bool explicit_pads = spec.attrs().has("pads");
+  // The output without any cropping: every input pixel's patch, plus output_padding.
+  std::vector<int64_t> full(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    full[d] = params.strides[d] * (params.input_spatial[d] - 1) + params.output_padding[d] +
+              (params.kernel[d] - 1) * params.dilations[d] + 1;
+  }
+  std::vector<int64_t> wanted = spec.attrs().get_ints("output_shape");
+  if (wanted.size() == rank + 2) wanted.erase(wanted.begin(), wanted.begin() + 2);  // N and C given too
+  KILN_CHECK(wanted.empty() || wanted.size() == rank, invalid_model, "ConvTranspose output_shape has ",
+             wanted.size(), " values for ", rank, " spatial dims");
+  if (wanted.empty() && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")) {
+    for (size_t d = 0; d < rank; ++d) wanted.push_back(params.input_spatial[d] * params.strides[d]);
+  }
+  params.pads_begin.assign(rank, 0);
+  params.pads_end.assign(rank, 0);
+  params.output.assign(rank, 0);
+  for (size_t d = 0; d < rank; ++d) {
+    if (wanted.empty()) {
+      if (auto_pad == "NOTSET") {
+        params.pads_begin[d] = pads[d];
+        params.pads_end[d] = pads[d + rank];
+      }
+      params.output[d] = full[d] - params.pads_begin[d] - params.pads_end[d];
+      KILN_CHECK(params.output[d] >= 1, invalid_argument, "ConvTranspose pads ", params.pads_begin[d], "+",
+                 params.pads_end[d], " crop all ", full[d], " outputs of spatial dim ", d);
+      continue;
+    }
+    // output_shape decides the pads: the difference from the full output is cropped (negative:
+    // extended, where only the bias reaches), the odd one at the end except under SAME_LOWER.
+    KILN_CHECK(wanted[d] >= 1, invalid_argument, "ConvTranspose output_shape ", wanted[d], " in spatial dim ", d,
+               " must be >= 1");
+    const int64_t total = full[d] - wanted[d];
+    params.pads_begin[d] = auto_pad == "SAME_LOWER" ? total - total / 2 : total / 2;
+    params.pads_end[d] = total - params.pads_begin[d];
+    if (explicit_pads && auto_pad == "NOTSET") {
+      KILN_CHECK(pads[d] + pads[d + rank] == total, invalid_argument, "ConvTranspose output_shape ", wanted[d],
+                 " in spatial dim ", d, " contradicts pads ", pads[d], "+", pads[d + rank], " (they give ",
+                 full[d] - pads[d] - pads[d + rank], ")");
+      params.pads_begin[d] = pads[d];
+      params.pads_end[d] = pads[d + rank];
+    }
+    params.output[d] = wanted[d];
+  }
+  params.has_bias = spec.has_input(2);
+  if (params.has_bias) {
+    expect_dtype(spec, 2, x.dtype);
+    KILN_CHECK(spec.input(2).shape == Shape{params.out_channels}, invalid_argument,
+               "ConvTranspose bias must have shape [", params.out_channels, "], got ",
+               shape_to_string(spec.input(2).shape));
   }
   return params;
 }

@@ -17,4 +17,24 @@ struct ConvParams {
 
 ConvParams conv_params(const OpSpec& spec);
 
+// ConvTranspose: X [N, C, spatial...], W [C, M / group, kernel...], B [M]. Each input pixel scatters
+// its kernel-sized patch into the output, `strides` apart; pads crop the full result.
+struct ConvTransposeParams {
+  int64_t batch = 0;
+  int64_t in_channels = 0;
+  int64_t out_channels = 0;
+  int64_t group = 1;
+  std::vector<int64_t> input_spatial;
+  std::vector<int64_t> kernel;
+  std::vector<int64_t> strides;
+  std::vector<int64_t> dilations;
+  std::vector<int64_t> pads_begin;
+  std::vector<int64_t> pads_end;
+  std::vector<int64_t> output_padding;  // extra output at the end of each dim (only bias reaches it)
+  std::vector<int64_t> output;          // output size per spatial dim
+  bool has_bias = false;
+};
+
+ConvTransposeParams conv_transpose_params(const OpSpec& spec);
+
 }  // namespace kiln

@@ -20,6 +20,7 @@ using KernelEntry = kiln::KernelEntry<OpSpec>;
 
 // Family tables, one per file under backends/native/ (mirroring ops/).
 std::span<const KernelEntry> conv_kernels();
+std::span<const KernelEntry> conv_transpose_kernels();
 std::span<const KernelEntry> pool_kernels();
 std::span<const KernelEntry> matmul_kernels();
 std::span<const KernelEntry> elementwise_kernels();

@@ -220,6 +220,7 @@ using KernelEntry = kiln::KernelEntry<KernelRequest>;
 
 // Family tables, one per file under backends/onednn/.
 std::span<const KernelEntry> conv_kernels();
+std::span<const KernelEntry> conv_transpose_kernels();
 std::span<const KernelEntry> pool_kernels();
 std::span<const KernelEntry> matmul_kernels();
 std::span<const KernelEntry> elementwise_kernels();
