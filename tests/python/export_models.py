@@ -3,13 +3,16 @@
 
     /usr/bin/python3 tests/python/export_models.py NAME... [--opset 13 ...] [--out DIR] [--static-batch]
 
-NAME is one of CNNS, LARGE_CNNS, TRANSFORMERS ("transformer" and the attention benchmark's encoders), or "all". Each model is written as
+NAME is one of CNNS, LARGE_CNNS, TRANSFORMERS ("transformer" and the attention benchmark's encoders),
+SEGMENTATION, "unet", "gpt_decoder", or "all". Each model is written as
 DIR/<name>_opset<N>_v<EXPORT_VERSION>.onnx (DIR defaults to $KILN_MODEL_CACHE, else /tmp/kiln-models);
 an existing file is reused, so bump EXPORT_VERSION after changing how a model is built or exported.
-Axis 0 of "input" and "output" is dynamic ("batch") unless --static-batch, which writes
-<name>_opset<N>_static_v<EXPORT_VERSION>.onnx with batch 1.
+The opset defaults to the model's MIN_OPSET (13; gpt_decoder 14). Axis 0 of "input" and "output" is
+dynamic ("batch") unless --static-batch, which writes <name>_opset<N>_static_v<EXPORT_VERSION>.onnx
+with batch 1.
 """
 import argparse
+import math
 import os
 import pathlib
 import time
@@ -17,6 +20,7 @@ import time
 import torch
 import torchvision
 from torch import nn
+from torch.nn import functional as F
 
 CNNS = ["resnet18", "resnet50", "resnext50_32x4d", "mobilenet_v2", "squeezenet1_1", "shufflenet_v2_x1_0",
         "googlenet", "alexnet", "vgg16", "inception_v3", "mobilenet_v1"]
@@ -34,6 +38,21 @@ TRANSFORMERS = {
     "transformer768_s512": (768, 12, 3072, 512),
 }
 ALL = CNNS + LARGE_CNNS + list(TRANSFORMERS)
+# Dense prediction (torchvision.models.segmentation: 21 classes, no auxiliary head, 224x224), each
+# upsampling its logits bilinearly to the input's size (Resize). fcn_resnet50 is 26.5 G multiply-adds
+# per image (torchvision's "GFLOPS", as above; a dilated ResNet-50 at output stride 8), vgg16 15.5.
+SEGMENTATION = ["fcn_resnet50", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large"]
+# A small U-Net defined here (ConvTranspose, Resize linear, skip Concats), 128x128, 2 classes.
+UNET = "unet"
+# A GPT-style decoder defined here (CumSum positions, Trilu causal mask): int64 token ids in, logits out.
+GPT_DECODER = "gpt_decoder"
+GPT = {"vocab": 1000, "sequence": 32, "d_model": 128, "heads": 4, "layers": 2, "feed_forward": 512}
+# Models with ops kiln is still gaining (Resize, ConvTranspose, Trilu, CumSum): the parity test runs
+# them, but they are not in ALL, whose every model test_model_settings and the benchmarks run.
+NEW_OPS = SEGMENTATION + [UNET, GPT_DECODER]
+MODELS = ALL + NEW_OPS
+# The lowest opset a model exports at, where not 13: PyTorch 1.13 exports triu as Trilu (opset 14).
+MIN_OPSET = {GPT_DECODER: 14}
 SEED = 0
 # Part of every cached file name: bump it whenever a change here changes an exported graph or weights,
 # so caches from older versions are not reused.
@@ -63,10 +82,119 @@ def mobilenet_v1():
     return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, 1000))
 
 
+def conv_block(inputs, outputs):
+    """U-Net's unit: two 3x3 convs, each followed by BatchNorm and ReLU."""
+    return nn.Sequential(
+        nn.Conv2d(inputs, outputs, 3, padding=1, bias=False), nn.BatchNorm2d(outputs), nn.ReLU(inplace=True),
+        nn.Conv2d(outputs, outputs, 3, padding=1, bias=False), nn.BatchNorm2d(outputs), nn.ReLU(inplace=True))
+
+
+class UNet(nn.Module):
+    """A small U-Net (Ronneberger et al. 2015): 3 levels of 16/32/64 channels at 128/64/32 pixels.
+
+    Down: conv blocks and 2x2 max pooling. Up: a transposed conv, the same level's encoder output
+    concatenated on channels, a conv block; then a 1x1 conv to `classes`. The two upsamplings cover
+    ConvTranspose's attributes: kernel 2 stride 2 (the usual one), and kernel 3 stride 2 padding 1
+    output_padding 1. A side path upsamples the bottom level bilinearly (F.interpolate, scale 2: Resize
+    linear, half_pixel) and is summed into the first upsampling."""
+
+    def __init__(self, channels=(16, 32, 64), classes=2):
+        super().__init__()
+        c1, c2, c3 = channels
+        self.down1, self.down2, self.bottom = conv_block(3, c1), conv_block(c1, c2), conv_block(c2, c3)
+        self.pool = nn.MaxPool2d(2)
+        self.up2 = nn.ConvTranspose2d(c3, c2, 2, stride=2)
+        self.side = nn.Conv2d(c3, c2, 1)
+        self.decode2 = conv_block(2 * c2, c2)
+        self.up1 = nn.ConvTranspose2d(c2, c1, 3, stride=2, padding=1, output_padding=1)
+        self.decode1 = conv_block(2 * c1, c1)
+        self.head = nn.Conv2d(c1, classes, 1)  # the last layer with a weight, which calibrate scales
+
+    def forward(self, x):
+        skip1 = self.down1(x)
+        skip2 = self.down2(self.pool(skip1))
+        bottom = self.bottom(self.pool(skip2))
+        side = F.interpolate(self.side(bottom), scale_factor=2, mode="bilinear", align_corners=False)
+        x = self.decode2(torch.cat([self.up2(bottom) + side, skip2], dim=1))
+        x = self.decode1(torch.cat([self.up1(x), skip1], dim=1))
+        return self.head(x)
+
+
+class CausalSelfAttention(nn.Module):
+    """Masked multi-head self-attention written out (q/k/v and output Linears, MatMul, Softmax), so the
+    export has no fused attention."""
+
+    def __init__(self, d_model, heads):
+        super().__init__()
+        self.heads = heads
+        self.scale = 1 / math.sqrt(d_model // heads)
+        self.query, self.key, self.value = (nn.Linear(d_model, d_model) for _ in range(3))
+        self.projection = nn.Linear(d_model, d_model)
+
+    def forward(self, x, mask):
+        batch, sequence, _ = x.shape
+
+        def heads(t):  # [batch, sequence, d_model] -> [batch, heads, sequence, d_model / heads]
+            return t.reshape(batch, sequence, self.heads, -1).transpose(1, 2)
+
+        q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
+        weights = torch.softmax(q @ k.transpose(-2, -1) * self.scale + mask, dim=-1)
+        return self.projection((weights @ v).transpose(1, 2).reshape(batch, sequence, -1))
+
+
+class DecoderBlock(nn.Module):
+    """GPT-2's pre-LayerNorm block: x + attention(LN(x)), then x + MLP(LN(x)), the MLP's activation GELU."""
+
+    def __init__(self, d_model, heads, feed_forward):
+        super().__init__()
+        self.norm1, self.attention = nn.LayerNorm(d_model), CausalSelfAttention(d_model, heads)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, feed_forward), nn.GELU(), nn.Linear(feed_forward, d_model))
+
+    def forward(self, x, mask):
+        x = x + self.attention(self.norm1(x), mask)
+        return x + self.mlp(self.norm2(x))
+
+
+class GPTDecoder(nn.Module):
+    """A GPT-style decoder-only model: int64 token ids [batch, sequence] -> logits [batch, sequence, vocab].
+
+    Token and learned position embeddings, `layers` DecoderBlocks, a final LayerNorm and a Linear to the
+    vocabulary. Positions and the causal mask are computed in the graph from the input, as models that
+    take variable lengths do: positions as cumsum(ones_like(ids)) - 1 (ONNX CumSum on int64), the mask
+    as triu(full((s, s), -inf), 1) with s the input's length (ConstantOfShape, then Trilu)."""
+
+    def __init__(self, vocab, sequence, d_model, heads, layers, feed_forward):
+        super().__init__()
+        self.tokens, self.positions = nn.Embedding(vocab, d_model), nn.Embedding(sequence, d_model)
+        self.blocks = nn.ModuleList(DecoderBlock(d_model, heads, feed_forward) for _ in range(layers))
+        self.norm, self.head = nn.LayerNorm(d_model), nn.Linear(d_model, vocab)
+
+    def forward(self, ids):
+        positions = torch.cumsum(torch.ones_like(ids), dim=1) - 1
+        sequence = ids.shape[1]
+        mask = torch.triu(torch.full((sequence, sequence), float("-inf")), diagonal=1)
+        x = self.tokens(ids) + self.positions(positions)
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.head(self.norm(x))
+
+
+class OutputOnly(nn.Module):
+    """A torchvision segmentation model that returns its "out" tensor alone (they return {"out": ...})."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)["out"]
+
+
 def build(name):
     """The eval-mode module and an example input (batch 1) for `name`; deterministic (seeded)."""
-    if name not in ALL:
-        raise ValueError(f"unknown model '{name}' (known: {', '.join(ALL)})")
+    if name not in MODELS:
+        raise ValueError(f"unknown model '{name}' (known: {', '.join(MODELS)})")
     torch.manual_seed(SEED)
     if name in TRANSFORMERS:
         d_model, heads, feed_forward, _ = TRANSFORMERS[name]
@@ -76,13 +204,24 @@ def build(name):
     elif name == "mobilenet_v1":
         model = mobilenet_v1()
         calibrate(model, name)
+    elif name in SEGMENTATION:
+        kwargs = {"weights": None, "weights_backbone": None}
+        if name != "lraspp_mobilenet_v3_large":  # LRASPP has no auxiliary head
+            kwargs.update(aux_loss=False)
+        model = OutputOnly(getattr(torchvision.models.segmentation, name)(**kwargs))
+        calibrate(model, name)
+    elif name == UNET:
+        model = UNet()
+        calibrate(model, name)
+    elif name == GPT_DECODER:
+        model = GPTDecoder(**GPT).eval()
     else:
         kwargs = {"weights": None}
         if name in ("googlenet", "inception_v3"):
             kwargs.update(aux_logits=False, init_weights=True)
         model = getattr(torchvision.models, name)(**kwargs)
         calibrate(model, name)
-    return model.eval(), torch.randn(input_shape(name))
+    return model.eval(), random_input(name)
 
 
 def calibrate(model, name):
@@ -91,11 +230,11 @@ def calibrate(model, name):
     Straight from init, BatchNorm's running statistics (mean 0, variance 1) normalise nothing: outputs
     come out at ~1e-9 (mobilenet_v2), where a 1e-4 tolerance passes anything, or ~1e12 (inception_v3).
     So: recompute every BatchNorm's statistics as the plain average over two seeded random batches,
-    then scale the last layer that carries a weight (classifier Linear, or squeezenet's final Conv) so
-    the output's standard deviation is ~1. Deterministic; costs a few forward passes."""
+    then scale the output layers (see output_layers) so the output's standard deviation is ~1.
+    Deterministic; costs a few forward passes."""
     norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     generator = torch.Generator().manual_seed(SEED + 1)
-    batch = torch.randn(input_shape(name, 2), generator=generator)
+    batch = random_input(name, 2, generator)
     with torch.no_grad():
         if norms:
             for norm in norms:
@@ -103,14 +242,25 @@ def calibrate(model, name):
                 norm.momentum = None  # cumulative average
             model.train()
             for _ in range(2):
-                model(torch.randn(input_shape(name, 2), generator=generator))
+                model(random_input(name, 2, generator))
         model.eval()
-        last = [m for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv2d))][-1]
         std = float(model(batch).std())
         if std > 0:
-            last.weight /= std
-            if last.bias is not None:
-                last.bias /= std
+            for layer in output_layers(model):
+                layer.weight /= std
+                if layer.bias is not None:
+                    layer.bias /= std
+
+
+def output_layers(model):
+    """The layers whose outputs sum to the model's output, up to layers without a weight (pooling,
+    activations, Resize): scaling their weights and biases scales the output. That is the last layer
+    carrying a weight (classifier Linear, squeezenet's final Conv, a segmentation head's last 1x1 Conv),
+    but for LRASPP, whose output is the sum of two classifiers (low_classifier(low) + high_classifier(x))."""
+    heads = [m for m in model.modules() if isinstance(m, torchvision.models.segmentation.lraspp.LRASPPHead)]
+    if heads:
+        return [heads[0].low_classifier, heads[0].high_classifier]
+    return [[m for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv2d))][-1]]
 
 
 def input_shape(name, batch=1):
@@ -118,17 +268,33 @@ def input_shape(name, batch=1):
     if name in TRANSFORMERS:
         d_model, _, _, sequence = TRANSFORMERS[name]
         return (batch, sequence, d_model)
-    size = 299 if name == "inception_v3" else 224
+    if name == GPT_DECODER:
+        return (batch, GPT["sequence"])
+    size = {"inception_v3": 299, UNET: 128}.get(name, 224)
     return (batch, 3, size, size)
+
+
+def random_input(name, batch=1, generator=None):
+    """A random "input" for `name` at `batch` from `generator` (default: the global one): int64 token
+    ids uniform in [0, vocab) for gpt_decoder, standard normal float32 otherwise."""
+    if name == GPT_DECODER:
+        return torch.randint(0, GPT["vocab"], input_shape(name, batch), generator=generator)
+    return torch.randn(input_shape(name, batch), generator=generator)
+
+
+def min_opset(name):
+    return MIN_OPSET.get(name, 13)
 
 
 def export(name, path, opset=13, batch_dynamic=True, model=None):
     """Exports `name` (or the already built `model` of that name) to `path`; returns the module.
 
     Axis 0 of "input" and "output" is dynamic and named "batch" when batch_dynamic."""
+    if opset < min_opset(name):
+        raise ValueError(f"{name} exports at opset {min_opset(name)} or later, not {opset}")
     if model is None:
         model, _ = build(name)
-    example = torch.randn(input_shape(name), generator=torch.Generator().manual_seed(SEED))
+    example = random_input(name, generator=torch.Generator().manual_seed(SEED))
     dynamic_axes = {"input": {0: "batch"}, "output": {0: "batch"}} if batch_dynamic else None
     # Grad stays enabled: under no_grad PyTorch 1.13 runs TransformerEncoder on a fused fast path that
     # the exporter cannot trace.
@@ -162,15 +328,20 @@ def cached_export(name, cache_dir=None, opset=13, batch_dynamic=True, model=None
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("names", nargs="+", choices=ALL + ["all"], metavar="NAME")
-    parser.add_argument("--opset", type=int, action="append", help="opset (repeatable; default 13)")
+    parser.add_argument("names", nargs="+", choices=MODELS + ["all"], metavar="NAME")
+    parser.add_argument("--opset", type=int, action="append",
+                        help="opset (repeatable; default: the model's MIN_OPSET, 13 for most)")
     parser.add_argument("--out", default=None, help="output folder (default: $KILN_MODEL_CACHE or /tmp/kiln-models)")
     parser.add_argument("--static-batch", action="store_true", help="batch fixed at 1 instead of a dynamic axis")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    names = ALL if "all" in args.names else args.names
+    names = MODELS if "all" in args.names else args.names
+    for name in args.names:
+        if name != "all" and min(args.opset or [min_opset(name)]) < min_opset(name):
+            parser.error(f"{name} exports at opset {min_opset(name)} or later")
     for name in names:
-        for opset in args.opset or [13]:
+        # "all" with --opset below a model's MIN_OPSET skips that opset for it.
+        for opset in [opset for opset in args.opset or [min_opset(name)] if opset >= min_opset(name)]:
             start = time.perf_counter()
             path = cached_export(name, args.out, opset, not args.static_batch)
             print(f"{path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - start:.1f} s)", flush=True)
