@@ -130,6 +130,22 @@ std::vector<TensorInfo> infer_bitshift(const OpSpec& spec) {
   return {TensorInfo{dtype, broadcast_all_inputs(spec), {}}};
 }
 
+std::vector<TensorInfo> infer_bitwise(const OpSpec& spec) {
+  const bool unary = spec.op_type == "BitwiseNot";
+  expect_inputs(spec, unary ? 1 : 2, unary ? 1 : 2);
+  expect_same_dtypes(spec);
+  const DType dtype = spec.input(0).dtype;
+  KILN_CHECK(is_integer(dtype), type_mismatch, spec.op_type, " inputs must be integers, got ", dtype_name(dtype));
+  return {TensorInfo{dtype, broadcast_all_inputs(spec), {}}};
+}
+
+std::vector<TensorInfo> infer_gelu(const OpSpec& spec) {
+  const std::string approximate = spec.attrs().get_string("approximate", "none");
+  KILN_CHECK(approximate == "none" || approximate == "tanh", invalid_model,
+             "Gelu attribute 'approximate' must be none or tanh, got '", approximate, "'");
+  return infer_float_unary(spec);
+}
+
 std::vector<TensorInfo> infer_where(const OpSpec& spec) {
   expect_inputs(spec, 3, 3);
   expect_dtype(spec, 0, DType::boolean);
@@ -212,6 +228,11 @@ constexpr OpSchema kSchemas[] = {
     {"Or", infer_logical},
     {"Xor", infer_logical},
     {"BitShift", infer_bitshift, 11},
+    {"BitwiseAnd", infer_bitwise, 18},
+    {"BitwiseOr", infer_bitwise, 18},
+    {"BitwiseXor", infer_bitwise, 18},
+    {"BitwiseNot", infer_bitwise, 18},
+    {"Gelu", infer_gelu, 20},
     {"Where", infer_where, 9},
     {"Cast", infer_cast},
     {"CastLike", infer_cast_like, 15},

@@ -70,6 +70,8 @@ std::optional<PostOp> activation_post_op(const OpSpec& spec) {
     result = post_op_of(PostOp::Kind::sigmoid);
   } else if (op == "Tanh") {
     result = post_op_of(PostOp::Kind::tanh);
+  } else if (op == "Gelu" && spec.attrs().get_string("approximate", "none") == "none") {
+    result = post_op_of(PostOp::Kind::gelu_erf);  // opset 20's op, the 5-node pattern's result
   }
   if (result) {
     result->node_name = spec.node_name;

@@ -569,6 +569,29 @@ KernelOrReason make_bitshift(const OpSpec& spec, Outputs outputs) {
   });
 }
 
+// BitwiseAnd, BitwiseOr, BitwiseXor on any integer type (opset 18).
+template <typename Fn>
+KernelOrReason bitwise_kernel(const OpSpec& spec, std::span<const TensorInfo> outputs, Fn f) {
+  return visit_dtype(spec.input(0).dtype, [&](auto tag) -> KernelOrReason {
+    using T = decltype(tag);
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      return binary_kernel<T, T, T>(spec, outputs, kCheapCost, [f](T x, T y) { return static_cast<T>(f(x, y)); });
+    } else {
+      return unsupported_dtype(spec, spec.input(0).dtype);
+    }
+  });
+}
+
+KernelOrReason make_bitwise_and(const OpSpec& spec, Outputs outputs) {
+  return bitwise_kernel(spec, outputs, [](auto x, auto y) { return x & y; });
+}
+KernelOrReason make_bitwise_or(const OpSpec& spec, Outputs outputs) {
+  return bitwise_kernel(spec, outputs, [](auto x, auto y) { return x | y; });
+}
+KernelOrReason make_bitwise_xor(const OpSpec& spec, Outputs outputs) {
+  return bitwise_kernel(spec, outputs, [](auto x, auto y) { return x ^ y; });
+}
+
 KernelOrReason make_where(const OpSpec& spec, Outputs outputs) {
   if (spec.input(0).dtype != DType::boolean) return unsupported_dtype(spec, spec.input(0).dtype);
   switch (dtype_size(spec.input(1).dtype)) {

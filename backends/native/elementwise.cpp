@@ -88,6 +88,11 @@ constexpr KernelEntry kKernels[] = {
     {"Or", make_or},
     {"Xor", make_xor},
     {"BitShift", make_bitshift},
+    {"BitwiseAnd", make_bitwise_and},
+    {"BitwiseOr", make_bitwise_or},
+    {"BitwiseXor", make_bitwise_xor},
+    {"BitwiseNot", make_bitwise_not},
+    {"Gelu", make_gelu},
     {"Where", make_where},
     // cast.cpp
     {"Cast", make_cast},

@@ -117,6 +117,11 @@ KernelOrReason make_and(const OpSpec& spec, Outputs outputs);
 KernelOrReason make_or(const OpSpec& spec, Outputs outputs);
 KernelOrReason make_xor(const OpSpec& spec, Outputs outputs);
 KernelOrReason make_bitshift(const OpSpec& spec, Outputs outputs);
+KernelOrReason make_bitwise_and(const OpSpec& spec, Outputs outputs);
+KernelOrReason make_bitwise_or(const OpSpec& spec, Outputs outputs);
+KernelOrReason make_bitwise_xor(const OpSpec& spec, Outputs outputs);
+KernelOrReason make_bitwise_not(const OpSpec& spec, Outputs outputs);
+KernelOrReason make_gelu(const OpSpec& spec, Outputs outputs);
 KernelOrReason make_where(const OpSpec& spec, Outputs outputs);
 
 // cast.cpp (Cast and CastLike: the output dtype is whatever shape inference decided)

@@ -238,6 +238,33 @@ KernelOrReason make_tanh(const OpSpec& spec, Outputs) {
 KernelOrReason make_erf(const OpSpec& spec, Outputs) {
   return float_unary(spec, kTranscendentalCost, [](auto x) { return erf_of(x); });
 }
+// Gelu (opset 20): exact through erf, or PyTorch's tanh approximation.
+KernelOrReason make_gelu(const OpSpec& spec, Outputs) {
+  if (spec.attrs().get_string("approximate", "none") == "tanh") {
+    return float_unary(spec, kTranscendentalCost, [](auto x) {
+      using C = decltype(x);
+      const C sqrt_2_over_pi = C(0.7978845608028654);
+      return C(0.5) * x * (C(1) + tanh_of(sqrt_2_over_pi * (x + C(0.044715) * x * x * x)));
+    });
+  }
+  return float_unary(spec, kTranscendentalCost, [](auto x) {
+    using C = decltype(x);
+    return C(0.5) * x * (C(1) + erf_of(x * C(0.7071067811865476)));
+  });
+}
+
+KernelOrReason make_bitwise_not(const OpSpec& spec, Outputs) {
+  if (spec.input(0).dtype == DType::boolean || !is_integer(spec.input(0).dtype))
+    return unsupported_dtype(spec, spec.input(0).dtype);
+  return numeric_unary(spec, [](auto x) {
+    if constexpr (std::is_integral_v<decltype(x)>) {
+      return static_cast<decltype(x)>(~x);
+    } else {
+      return x;  // not reached: integers only (checked above)
+    }
+  });
+}
+
 KernelOrReason make_exp(const OpSpec& spec, Outputs) {
   return float_unary(spec, kTranscendentalCost, [](auto x) { return exp_of(x); });
 }
