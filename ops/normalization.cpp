@@ -1,4 +1,9 @@
-// BatchNormalization (inference), LayerNormalization, InstanceNormalization.
+// BatchNormalization (inference), LayerNormalization, InstanceNormalization, GroupNormalization, LRN,
+// LpNormalization, MeanVarianceNormalization.
+#include "ops/normalization.h"
+
+#include <string>
+
 #include "core/error.h"
 #include "ops/op_schema.h"
 
@@ -83,13 +88,76 @@ std::vector<TensorInfo> infer_instance_norm(const OpSpec& spec) {
   return {TensorInfo{spec.input(0).dtype, x, {}}};
 }
 
+std::vector<TensorInfo> infer_group_norm(const OpSpec& spec) {
+  expect_inputs(spec, 3, 3);
+  expect_floating(spec, 0);
+  const Shape& x = spec.input(0).shape;
+  KILN_CHECK(x.size() >= 2, invalid_argument, "GroupNormalization input must have rank >= 2, got ",
+             shape_to_string(x));
+  const int64_t groups = group_norm_groups(spec);
+  // Opset 18 scales and shifts per group, opset 21 per channel.
+  const int64_t parameters = spec.opset >= 21 ? x[1] : groups;
+  expect_channel_vector(spec, 1, parameters, "scale");
+  expect_channel_vector(spec, 2, parameters, "bias");
+  return {TensorInfo{spec.input(0).dtype, x, {}}};
+}
+
+std::vector<TensorInfo> infer_lrn(const OpSpec& spec) {
+  expect_inputs(spec, 1, 1);
+  expect_floating(spec, 0);
+  KILN_CHECK(spec.input(0).shape.size() >= 3, invalid_argument, "LRN input must have rank >= 3 (N, C, spatial...), got ",
+             shape_to_string(spec.input(0).shape));
+  const int64_t size = spec.attrs().require_int("size");
+  KILN_CHECK(size >= 1, invalid_model, "LRN size must be >= 1, got ", size);
+  return {TensorInfo{spec.input(0).dtype, spec.input(0).shape, {}}};
+}
+
+std::vector<TensorInfo> infer_lp_norm(const OpSpec& spec) {
+  expect_inputs(spec, 1, 1);
+  expect_floating(spec, 0);
+  KILN_CHECK(!spec.input(0).shape.empty(), invalid_argument, "LpNormalization input must have rank >= 1");
+  normalize_axis(spec.attrs().get_int("axis", -1), static_cast<int64_t>(spec.input(0).shape.size()),
+                 "LpNormalization axis");
+  const int64_t p = spec.attrs().get_int("p", 2);
+  KILN_CHECK(p == 1 || p == 2, invalid_model, "LpNormalization p must be 1 or 2, got ", p);
+  return {TensorInfo{spec.input(0).dtype, spec.input(0).shape, {}}};
+}
+
+std::vector<TensorInfo> infer_mean_variance_norm(const OpSpec& spec) {
+  expect_inputs(spec, 1, 1);
+  expect_floating(spec, 0);
+  mean_variance_axes(spec);
+  return {TensorInfo{spec.input(0).dtype, spec.input(0).shape, {}}};
+}
+
 constexpr OpSchema kSchemas[] = {
     {"BatchNormalization", infer_batch_norm},
     {"LayerNormalization", infer_layer_norm, 17},
     {"InstanceNormalization", infer_instance_norm},
+    {"GroupNormalization", infer_group_norm, 18},
+    {"LRN", infer_lrn},
+    {"LpNormalization", infer_lp_norm},
+    {"MeanVarianceNormalization", infer_mean_variance_norm, 9},
 };
 
 }  // namespace
+
+int64_t group_norm_groups(const OpSpec& spec) {
+  const int64_t channels = spec.input(0).shape[1];
+  const int64_t groups = spec.attrs().require_int("num_groups");
+  KILN_CHECK(groups >= 1 && channels % groups == 0, invalid_model, "GroupNormalization num_groups ", groups,
+             " must divide the input's ", channels, " channels");
+  return groups;
+}
+
+std::vector<bool> mean_variance_axes(const OpSpec& spec) {
+  const auto rank = static_cast<int64_t>(spec.input(0).shape.size());
+  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  for (int64_t axis : spec.attrs().get_ints("axes", {0, 2, 3})) {
+    reduced[static_cast<size_t>(normalize_axis(axis, rank, "MeanVarianceNormalization axis"))] = true;
+  }
+  return reduced;
+}
 
 std::span<const OpSchema> normalization_schemas() { return kSchemas; }
 

@@ -13,8 +13,10 @@
 #include "backends/base/function_kernel.h"
 #include "backends/native/element_math.h"
 #include "backends/native/isa_variant.h"
+#include "backends/native/element_visit.h"
 #include "backends/native/native_backend.h"
 #include "backends/native/simd.h"
+#include "ops/normalization.h"
 #include "ops/residual_layer_norm.h"
 #include "runtime/parallel.h"
 
@@ -30,6 +32,7 @@ constexpr int64_t kFlushElements = 1024;
 // Rough scalar operations per element, for parallel_for's inline threshold.
 constexpr int64_t kAffineCost = 2;
 constexpr int64_t kNormalizeCost = 8;
+
 
 KernelOrReason not_floating() {
   return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
@@ -324,6 +327,173 @@ KernelOrReason make_instance_norm(const OpSpec& spec, std::span<const TensorInfo
       not_floating);
 }
 
+// Each (n, group) block of channels normalized by its own statistics (it is contiguous), then
+// scaled and shifted per group (opset 18) or per channel (opset 21).
+KernelOrReason make_group_norm(const OpSpec& spec, std::span<const TensorInfo>) {
+  const double epsilon = spec.attrs().get_float("epsilon", kDefaultEpsilon);
+  const int64_t groups = group_norm_groups(spec);
+  const bool per_channel = spec.opset >= 21;
+  return visit_floating(
+      spec.input(0).dtype,
+      [&](auto tag) -> KernelOrReason {
+        using T = decltype(tag);
+        return make_kernel("native:groupnorm", [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+          const Tensor& x = inputs[0];
+          const int64_t channels = x.dim(1);
+          const int64_t blocks = x.dim(0) * groups;
+          const int64_t plane = x.numel() / std::max<int64_t>(1, x.dim(0) * channels);
+          const int64_t group_channels = channels / groups;
+          const int64_t size = group_channels * plane;
+          if (size == 0) return;
+          const T* src = x.data<T>();
+          T* dst = outputs[0].data<T>();
+          parallel_for(0, blocks, size * kNormalizeCost, [&](int64_t begin, int64_t end) {
+            for (int64_t block = begin; block < end; ++block) {
+              const Moments m = moments(src + block * size, size, epsilon);
+              const int64_t group = block % groups;
+              for (int64_t c = 0; c < group_channels; ++c) {
+                const int64_t parameter = per_channel ? group * group_channels + c : group;
+                const double a = inputs[1].double_at(parameter) * m.inv_std;
+                const double b = inputs[2].double_at(parameter);
+                const T* in = src + block * size + c * plane;
+                T* out = dst + block * size + c * plane;
+                for (int64_t i = 0; i < plane; ++i) out[i] = from_compute<T>((to_compute(in[i]) - m.mean) * a + b);
+              }
+            }
+          });
+        });
+      },
+      not_floating);
+}
+
+// LRN: each value divided by (bias + alpha / size * the sum of squares over `size` neighbouring
+// channels)^beta.
+KernelOrReason make_lrn(const OpSpec& spec, std::span<const TensorInfo>) {
+  const double alpha = spec.attrs().get_float("alpha", 1e-4f);
+  const double beta = spec.attrs().get_float("beta", 0.75f);
+  const double bias = spec.attrs().get_float("bias", 1.0f);
+  const int64_t size = spec.attrs().require_int("size");
+  const Shape shape = spec.input(0).shape;
+  const int64_t channels = shape[1];
+  const int64_t plane = product(shape, 2, shape.size());
+  const int64_t before = (size - 1) / 2;  // channels below c in the window; size - 1 - before above
+  return visit_floating(
+      spec.input(0).dtype,
+      [&](auto tag) -> KernelOrReason {
+        using T = decltype(tag);
+        return make_kernel("native:lrn", [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+          const T* src = inputs[0].data<T>();
+          T* dst = outputs[0].data<T>();
+          parallel_for(0, shape[0] * channels, plane * size, [&](int64_t begin, int64_t end) {
+            for (int64_t nc = begin; nc < end; ++nc) {
+              const int64_t c = nc % channels;
+              const int64_t first = std::max<int64_t>(0, c - before);
+              const int64_t last = std::min<int64_t>(channels - 1, c + size - 1 - before);
+              const T* image = src + (nc - c) * plane;
+              for (int64_t i = 0; i < plane; ++i) {
+                double squares = 0;
+                for (int64_t k = first; k <= last; ++k) {
+                  const double v = to_compute(image[k * plane + i]);
+                  squares += v * v;
+                }
+                const double x = to_compute(src[nc * plane + i]);
+                dst[nc * plane + i] = from_compute<T>(x / std::pow(bias + alpha / static_cast<double>(size) * squares, beta));
+              }
+            }
+          });
+        });
+      },
+      not_floating);
+}
+
+// LpNormalization: each line along the axis divided by its L1 or L2 norm (a zero line stays zero).
+KernelOrReason make_lp_norm(const OpSpec& spec, std::span<const TensorInfo>) {
+  const Shape shape = spec.input(0).shape;
+  const auto axis = static_cast<size_t>(
+      normalize_axis(spec.attrs().get_int("axis", -1), static_cast<int64_t>(shape.size())));
+  const bool l1 = spec.attrs().get_int("p", 2) == 1;
+  const int64_t dim = shape[axis];
+  const int64_t inner = product(shape, axis + 1, shape.size());
+  const int64_t lines = dim == 0 ? 0 : product(shape, 0, shape.size()) / dim;
+  return visit_floating(
+      spec.input(0).dtype,
+      [&](auto tag) -> KernelOrReason {
+        using T = decltype(tag);
+        return make_kernel("native:lpnorm", [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+          const T* src = inputs[0].data<T>();
+          T* dst = outputs[0].data<T>();
+          parallel_for(0, lines, dim * kNormalizeCost, [&](int64_t begin, int64_t end) {
+            for (int64_t line = begin; line < end; ++line) {
+              const int64_t base = (line / inner) * dim * inner + line % inner;
+              double norm = 0;
+              for (int64_t j = 0; j < dim; ++j) {
+                const double v = to_compute(src[base + j * inner]);
+                norm += l1 ? std::abs(v) : v * v;
+              }
+              if (!l1) norm = std::sqrt(norm);
+              const double scale = norm == 0 ? 0.0 : 1.0 / norm;
+              for (int64_t j = 0; j < dim; ++j)
+                dst[base + j * inner] = from_compute<T>(to_compute(src[base + j * inner]) * scale);
+            }
+          });
+        });
+      },
+      not_floating);
+}
+
+// MeanVarianceNormalization: (x - mean) / (std + 1e-9) with the statistics taken over `axes`, as
+// ONNX's function body computes them.
+KernelOrReason make_mean_variance_norm(const OpSpec& spec, std::span<const TensorInfo>) {
+  constexpr double kEpsilon = 1e-9;
+  const Shape shape = spec.input(0).shape;
+  const std::vector<bool> reduced = mean_variance_axes(spec);
+  // Each element's statistics slot: its coordinates in the dims that are not reduced.
+  std::vector<int64_t> slot_strides(shape.size(), 0);
+  int64_t slots = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (reduced[d]) continue;
+    slot_strides[d] = slots;
+    slots *= shape[d];
+  }
+  return visit_floating(
+      spec.input(0).dtype,
+      [&](auto tag) -> KernelOrReason {
+        using T = decltype(tag);
+        return make_kernel("native:mvn", [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+          const T* src = inputs[0].data<T>();
+          T* dst = outputs[0].data<T>();
+          const int64_t count = inputs[0].numel();
+          if (count == 0) return;
+          std::vector<double> sum(static_cast<size_t>(slots), 0.0);
+          std::vector<double> squares(static_cast<size_t>(slots), 0.0);
+          std::vector<int64_t> slot_of(static_cast<size_t>(count));
+          for (int64_t i = 0, rest = 0; i < count; ++i) {
+            int64_t slot = 0;
+            rest = i;
+            for (size_t d = shape.size(); d-- > 0;) {
+              slot += (rest % shape[d]) * slot_strides[d];
+              rest /= shape[d];
+            }
+            slot_of[static_cast<size_t>(i)] = slot;
+            sum[static_cast<size_t>(slot)] += to_compute(src[i]);
+          }
+          const double per_slot = static_cast<double>(count / slots);
+          for (double& s : sum) s /= per_slot;  // now the means
+          for (int64_t i = 0; i < count; ++i) {
+            const auto slot = static_cast<size_t>(slot_of[static_cast<size_t>(i)]);
+            const double d = to_compute(src[i]) - sum[slot];
+            squares[slot] += d * d;
+          }
+          for (int64_t i = 0; i < count; ++i) {
+            const auto slot = static_cast<size_t>(slot_of[static_cast<size_t>(i)]);
+            const double std_dev = std::sqrt(squares[slot] / per_slot);
+            dst[i] = from_compute<T>((to_compute(src[i]) - sum[slot]) / (std_dev + kEpsilon));
+          }
+        });
+      },
+      not_floating);
+}
+
 // ---- ResidualLayerNorm ---------------------------------------------------------------------------
 
 struct ResidualRows {
@@ -416,6 +586,10 @@ constexpr KernelEntry kKernels[] = {
     {"LayerNormalization", make_layer_norm},
     {kResidualLayerNormOp, make_residual_layer_norm},
     {"InstanceNormalization", make_instance_norm},
+    {"GroupNormalization", make_group_norm},
+    {"LRN", make_lrn},
+    {"LpNormalization", make_lp_norm},
+    {"MeanVarianceNormalization", make_mean_variance_norm},
 };
 
 }  // namespace
