@@ -37,9 +37,27 @@ std::vector<int64_t> per_dim_attribute(const OpSpec& spec, const char* name, siz
   return values;
 }
 
+std::vector<TensorInfo> infer_col2im(const OpSpec& spec) {
+  const ConvTransposeParams params = col2im_params(spec);
+  Shape shape = {params.batch, params.out_channels};
+  shape.insert(shape.end(), params.output.begin(), params.output.end());
+  checked_numel(shape);
+  return {TensorInfo{spec.input(0).dtype, shape, {}}};
+}
+
+std::vector<int64_t> positive_dims(const OpSpec& spec, int input, const char* what) {
+  const Tensor& value = spec.constant_input(input, what);
+  KILN_CHECK(value.dtype() == DType::i64 && value.rank() == 1, invalid_model, "Col2Im ", what,
+             " must be a 1-D int64 tensor, got ", dtype_name(value.dtype()), " ", shape_to_string(value.shape()));
+  std::vector<int64_t> dims = value.to_int64_vector();
+  for (int64_t dim : dims) KILN_CHECK(dim >= 1, invalid_argument, "Col2Im ", what, " must be >= 1, got ", dim);
+  return dims;
+}
+
 constexpr OpSchema kSchemas[] = {
     {"Conv", infer_conv},
     {"ConvTranspose", infer_conv_transpose},
+    {"Col2Im", infer_col2im, 18},
 };
 
 }  // namespace
@@ -173,6 +191,43 @@ ConvTransposeParams conv_transpose_params(const OpSpec& spec) {
                "ConvTranspose bias must have shape [", params.out_channels, "], got ",
                shape_to_string(spec.input(2).shape));
   }
+  return params;
+}
+
+ConvTransposeParams col2im_params(const OpSpec& spec) {
+  expect_inputs(spec, 3, 3);
+  expect_floating(spec, 0);
+  const Shape& x = spec.input(0).shape;
+  KILN_CHECK(x.size() == 3, invalid_argument, "Col2Im input must have shape [N, C * prod(block_shape), L], got ",
+             shape_to_string(x));
+  ConvTransposeParams params;
+  params.output = positive_dims(spec, 1, "image_shape");
+  params.kernel = positive_dims(spec, 2, "block_shape");
+  const size_t rank = params.output.size();
+  KILN_CHECK(params.kernel.size() == rank, invalid_argument, "Col2Im block_shape has ", params.kernel.size(),
+             " dims, image_shape ", rank);
+  params.strides = per_dim_attribute(spec, "strides", rank, 1, 1);
+  params.dilations = per_dim_attribute(spec, "dilations", rank, 1, 1);
+  const std::vector<int64_t> pads = per_dim_attribute(spec, "pads", 2 * rank, 0, 0);
+  params.pads_begin.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(rank));
+  params.pads_end.assign(pads.begin() + static_cast<std::ptrdiff_t>(rank), pads.end());
+  params.output_padding.assign(rank, 0);
+  int64_t windows = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t extent = (params.kernel[d] - 1) * params.dilations[d] + 1;
+    const int64_t padded = params.output[d] + params.pads_begin[d] + params.pads_end[d];
+    KILN_CHECK(padded >= extent, invalid_argument, "Col2Im block of extent ", extent, " does not fit image dim ", d,
+               " of size ", params.output[d], " with pads");
+    params.input_spatial.push_back((padded - extent) / params.strides[d] + 1);
+    windows *= params.input_spatial.back();
+  }
+  const int64_t block = checked_numel(params.kernel);
+  KILN_CHECK(x[1] % block == 0 && x[2] == windows, invalid_argument, "Col2Im input ", shape_to_string(x),
+             " must be [N, C * ", block, ", ", windows, "] for image_shape ", shape_to_string(params.output),
+             " and block_shape ", shape_to_string(params.kernel));
+  params.batch = x[0];
+  params.out_channels = x[1] / block;
+  params.in_channels = params.out_channels;
   return params;
 }
 

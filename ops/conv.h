@@ -37,4 +37,9 @@ struct ConvTransposeParams {
 
 ConvTransposeParams conv_transpose_params(const OpSpec& spec);
 
+// Col2Im (opset 18): X [N, C * prod(block_shape), L] holds the patch of each of the L sliding-window
+// positions; the image [N, C, image_shape...] is their sum. The geometry is ConvTranspose's with one
+// input pixel per window position (input_spatial: windows per dim; kernel: block_shape).
+ConvTransposeParams col2im_params(const OpSpec& spec);
+
 }  // namespace kiln

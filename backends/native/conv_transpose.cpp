@@ -1,7 +1,8 @@
-// Native ConvTranspose (any spatial rank, groups, dilations, output_padding): per image and group,
-// one GEMM gives every input pixel's patch (W^T x X: [M/group * kernel, pixels]), and a col2im pass
-// adds each patch into the output at its strided place. Each output channel's plane is written
-// only by its own patch rows, so channels are the unit of parallel work.
+// Native ConvTranspose and Col2Im. ConvTranspose (any spatial rank, groups, dilations,
+// output_padding): per image and group, one GEMM gives every input pixel's patch (W^T x X:
+// [M/group * kernel, pixels]), and a col2im pass adds each patch into the output at its strided
+// place; Col2Im's input already holds the patches. Each output channel's plane is written only by
+// its own patch rows, so channels are the unit of parallel work.
 #include <algorithm>
 #include <cstring>
 
@@ -120,8 +121,30 @@ KernelOrReason make_conv_transpose(const OpSpec& spec, std::span<const TensorInf
   });
 }
 
+// Col2Im: the input already holds the patches; only the col2im pass remains.
+KernelOrReason make_col2im(const OpSpec& spec, std::span<const TensorInfo>) {
+  if (spec.input(0).dtype != DType::f32)
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "native Col2Im runs float32 only");
+  const ConvTransposeParams p = col2im_params(spec);
+  const Landing landing = make_landing(p);
+  const int64_t patch = product(p.kernel, 0, p.kernel.size()) * product(p.input_spatial, 0, p.kernel.size());
+  const int64_t plane = product(p.output, 0, p.output.size());
+  return make_kernel("native:col2im", [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
+    const float* x = inputs[0].data<float>();
+    float* y = dst[0].data<float>();
+    parallel_for(0, p.batch * p.out_channels, patch, [&](int64_t begin, int64_t end) {
+      for (int64_t image_channel = begin; image_channel < end; ++image_channel) {
+        float* out = y + image_channel * plane;
+        std::fill(out, out + plane, 0.0f);
+        add_patches(out, x + image_channel * patch, p, landing);
+      }
+    });
+  });
+}
+
 constexpr KernelEntry kKernels[] = {
     {"ConvTranspose", make_conv_transpose},
+    {"Col2Im", make_col2im},
 };
 
 }  // namespace
