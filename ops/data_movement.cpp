@@ -1,5 +1,5 @@
 // Ops that move data without arithmetic: Concat, Split, Slice, Transpose, Gather, GatherElements,
-// Tile, Pad, DepthToSpace, SpaceToDepth.
+// Tile, Pad, CenterCropPad, DepthToSpace, SpaceToDepth.
 #include "ops/data_movement.h"
 
 #include <algorithm>
@@ -152,6 +152,44 @@ std::vector<TensorInfo> infer_pad(const OpSpec& spec) {
   return {TensorInfo{spec.input(0).dtype, shape, {}}};
 }
 
+std::vector<TensorInfo> infer_center_crop_pad(const OpSpec& spec) {
+  expect_inputs(spec, 2, 2);
+  return infer_pad(spec);
+}
+
+// CenterCropPad (opset 18) is a Pad: zeros around the input where `shape` is larger, a centred crop
+// (negative pads) where it is smaller; an odd difference leaves the extra element at the end.
+PadParams center_crop_pad_params(const OpSpec& spec) {
+  const Shape& input = spec.input(0).shape;
+  const auto rank = static_cast<int64_t>(input.size());
+  const Tensor& shape = spec.constant_input(1, "shape");
+  KILN_CHECK(is_integer(shape.dtype()) && shape.rank() == 1, invalid_model,
+             "CenterCropPad shape must be a 1-D integer tensor, got ", dtype_name(shape.dtype()), " ",
+             shape_to_string(shape.shape()));
+  const std::vector<int64_t> sizes = shape.to_int64_vector();
+  std::vector<int64_t> axes = spec.attrs().get_ints("axes");
+  if (axes.empty()) {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  KILN_CHECK(sizes.size() == axes.size(), invalid_argument, "CenterCropPad shape has ", sizes.size(),
+             " entries for ", axes.size(), " axes");
+  PadParams params;
+  params.mode = "constant";
+  params.pads.assign(static_cast<size_t>(2 * rank), 0);
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const auto d = static_cast<size_t>(normalize_axis(axes[i], rank, "CenterCropPad axis"));
+    KILN_CHECK(!seen[d], invalid_model, "CenterCropPad axes name dim ", d, " twice");
+    seen[d] = true;
+    KILN_CHECK(sizes[i] >= 0, invalid_argument, "CenterCropPad size ", sizes[i], " for dim ", d, " must be >= 0");
+    const int64_t difference = sizes[i] - input[d];
+    const int64_t begin = difference >= 0 ? difference / 2 : -((-difference) / 2);
+    params.pads[d] = begin;
+    params.pads[d + static_cast<size_t>(rank)] = difference - begin;
+  }
+  return params;
+}
+
 std::vector<TensorInfo> infer_depth_to_space(const OpSpec& spec) {
   expect_inputs(spec, 1, 1);
   expect_rank(spec, 0, 4);
@@ -188,6 +226,7 @@ constexpr OpSchema kSchemas[] = {
     {"GatherElements", infer_gather_elements, 11},
     {"Tile", infer_tile, 6},
     {"Pad", infer_pad, 2},
+    {"CenterCropPad", infer_center_crop_pad, 18},
     {"DepthToSpace", infer_depth_to_space},
     {"SpaceToDepth", infer_space_to_depth},
 };
@@ -304,6 +343,7 @@ std::vector<int64_t> transpose_perm(const OpSpec& spec) {
 }
 
 PadParams pad_params(const OpSpec& spec) {
+  if (spec.op_type == "CenterCropPad") return center_crop_pad_params(spec);
   PadParams params;
   params.mode = spec.attrs().get_string("mode", "constant");
   const bool known_mode = params.mode == "constant" || params.mode == "reflect" || params.mode == "edge" ||

@@ -646,6 +646,7 @@ constexpr KernelEntry kKernels[] = {
     {"GatherElements", make_gather_elements},
     {"Tile", make_tile},
     {"Pad", make_pad},
+    {"CenterCropPad", make_pad},
     {"DepthToSpace", make_depth_to_space},
     {"SpaceToDepth", make_space_to_depth},
 };
