@@ -173,7 +173,7 @@ void run_step(const RunScope& run, size_t s) {
     const int slot = step.inputs[i];
     if (slot >= 0 && !context.fixed[slot]) step_inputs[i] = values[slot];
   }
-  if (!step.kernel->is_view()) {
+  if (!step.kernel->is_view() && !step.kernel->sizes_outputs()) {
     for (size_t o = 0; o < step_outputs.size(); ++o) {
       const int slot = step.outputs[o];
       if (slot >= 0 && context.fixed[slot]) continue;

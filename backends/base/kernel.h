@@ -39,6 +39,12 @@ class Kernel {
   // The executor then passes undefined outputs and the kernel assigns views to them.
   virtual bool is_view() const { return false; }
 
+  // Optional: true when the size of an output depends on the input's values (NonZero, Unique,
+  // NonMaxSuppression, ...): the executor then passes undefined outputs and the kernel allocates
+  // them with the shapes it finds. Shape inference gave an upper bound; the planner lets such
+  // outputs reach only the caller.
+  virtual bool sizes_outputs() const { return false; }
+
   // The layout the kernel reads input `index` in and writes output `index` in. The planner stores
   // values accordingly and inserts a visible reorder step where a producer and a reader disagree.
   virtual Layout input_layout(size_t index) const { return Layout::plain; }

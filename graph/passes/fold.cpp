@@ -16,11 +16,15 @@ void fold(const OpSpec& spec, std::vector<TensorInfo>& outputs) {
   std::vector<Tensor> inputs;
   for (const TensorInfo& info : spec.inputs) inputs.push_back(info.value);
   std::vector<Tensor> values(outputs.size());
-  if (!offer.kernel->is_view()) {
+  if (!offer.kernel->is_view() && !offer.kernel->sizes_outputs()) {
     for (size_t i = 0; i < outputs.size(); ++i) values[i] = Tensor::empty(outputs[i].dtype, outputs[i].shape);
   }
   offer.kernel->run(inputs, values);
-  for (size_t i = 0; i < outputs.size(); ++i) outputs[i].value = values[i];
+  // A data-dependent output's inferred shape was a bound; folded, its value has the real one.
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    outputs[i].value = values[i];
+    if (values[i].defined()) outputs[i].shape = values[i].shape();
+  }
 }
 
 }  // namespace

@@ -82,6 +82,8 @@ void add_step(PlanState& state, NodeForm form, KernelSelection selection, double
   }
   if (const auto rewrite = state.node_notes.find(record.node_name); rewrite != state.node_notes.end())
     record.notes.push_back(rewrite->second);
+  if (selection.kernel->sizes_outputs())
+    record.notes.push_back("output sized at run time: its size depends on the input values (the planned shape is a bound)");
   record.creation_ms = selection_ms;
   for (const Node* follower : form.fused) record.fused.push_back({follower->op_type, follower->name});
 
