@@ -31,11 +31,11 @@ const OpSchema* find_op_schema(std::string_view op_type, std::string_view domain
 std::vector<const OpSchema*> all_op_schemas();
 
 // Family tables (defined in the family's .cpp file).
-std::span<const OpSchema> conv_schemas();            // ops/conv.cpp: Conv
-std::span<const OpSchema> pool_schemas();            // ops/pool.cpp: MaxPool, AveragePool, Global*Pool
-std::span<const OpSchema> matmul_schemas();          // ops/matmul.cpp: MatMul, Gemm
+std::span<const OpSchema> conv_schemas();            // ops/conv.cpp: Conv, ConvTranspose, Col2Im
+std::span<const OpSchema> pool_schemas();            // ops/pool.cpp: MaxPool, AveragePool, LpPool, Global*Pool, MaxUnpool
+std::span<const OpSchema> matmul_schemas();          // ops/matmul.cpp: MatMul, Gemm, Det
 std::span<const OpSchema> elementwise_schemas();     // ops/elementwise.cpp: unary, binary, Where, Clip, Cast
-std::span<const OpSchema> normalization_schemas();   // ops/normalization.cpp: BatchNormalization, LayerNormalization
+std::span<const OpSchema> normalization_schemas();   // ops/normalization.cpp: BatchNormalization, LayerNormalization, GroupNormalization, LRN, ...
 std::span<const OpSchema> softmax_schemas();         // ops/softmax.cpp: Softmax, LogSoftmax
 std::span<const OpSchema> reduce_schemas();          // ops/reduce.cpp: ReduceMean, ReduceSum, ...
 std::span<const OpSchema> shape_schemas();           // ops/shape_ops.cpp: Shape, Reshape, Flatten, ...
@@ -43,5 +43,8 @@ std::span<const OpSchema> data_movement_schemas();   // ops/data_movement.cpp: C
 std::span<const OpSchema> einsum_schemas();          // ops/einsum.cpp: Einsum
 std::span<const OpSchema> resize_schemas();          // ops/resize.cpp: Resize, Upsample
 std::span<const OpSchema> indexing_schemas();        // ops/indexing.cpp: GatherND, ScatterND, TopK, CumSum, ...
+std::span<const OpSchema> data_dependent_schemas();  // ops/data_dependent.cpp: NonZero, Unique, Compress, NMS
+std::span<const OpSchema> roi_schemas();             // ops/roi.cpp: RoiAlign, MaxRoiPool
+std::span<const OpSchema> grid_sample_schemas();     // ops/grid_sample.cpp: GridSample
 
 }  // namespace kiln

@@ -31,6 +31,9 @@ std::span<const KernelEntry> shape_kernels();
 std::span<const KernelEntry> data_movement_kernels();
 std::span<const KernelEntry> resize_kernels();
 std::span<const KernelEntry> indexing_kernels();
+std::span<const KernelEntry> data_dependent_kernels();
+std::span<const KernelEntry> roi_kernels();
+std::span<const KernelEntry> grid_sample_kernels();
 
 // Attention's kernels are chosen by name (request.variant: "math" or "flash", attention.cpp), so
 // their factory takes the whole request.
