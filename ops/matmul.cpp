@@ -1,4 +1,4 @@
-// MatMul (numpy semantics: 1-D operands, batched, broadcast batch dims) and Gemm.
+// MatMul (numpy semantics: 1-D operands, batched, broadcast batch dims), Gemm and Det.
 #include "ops/matmul.h"
 
 #include "core/error.h"
@@ -37,9 +37,20 @@ std::vector<TensorInfo> infer_gemm(const OpSpec& spec) {
   return {TensorInfo{spec.input(0).dtype, {m, n}, {}}};
 }
 
+// One determinant per trailing M x M matrix.
+std::vector<TensorInfo> infer_det(const OpSpec& spec) {
+  expect_inputs(spec, 1, 1);
+  expect_floating(spec, 0);
+  const Shape& x = spec.input(0).shape;
+  KILN_CHECK(x.size() >= 2 && x[x.size() - 1] == x[x.size() - 2], invalid_argument,
+             "Det input must have shape [*, M, M], got ", shape_to_string(x));
+  return {TensorInfo{spec.input(0).dtype, Shape(x.begin(), x.end() - 2), {}}};
+}
+
 constexpr OpSchema kSchemas[] = {
     {"MatMul", infer_matmul},
     {"Gemm", infer_gemm},
+    {"Det", infer_det, 11},
 };
 
 }  // namespace

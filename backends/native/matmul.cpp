@@ -1,5 +1,10 @@
-// Native MatMul and Gemm on the native sgemm (float32), with a plain loop for float64/float16.
+// Native MatMul and Gemm on the native sgemm (float32), with a plain loop for float64/float16; Det by
+// LU decomposition.
 #include "ops/matmul.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
 
 #include "backends/base/function_kernel.h"
 #include "backends/native/broadcast_loop.h"
@@ -130,9 +135,64 @@ KernelOrReason make_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs
   });
 }
 
+// The determinant of the m x m row-major matrix `a`, which it overwrites: LU decomposition with
+// partial pivoting (the largest pivot keeps the elimination stable), the product of U's diagonal,
+// negated for every row swap. A column without a nonzero pivot makes the matrix singular.
+double lu_determinant(double* a, int64_t m) {
+  double det = 1;
+  for (int64_t k = 0; k < m; ++k) {
+    int64_t pivot = k;
+    for (int64_t i = k + 1; i < m; ++i) {
+      if (std::abs(a[i * m + k]) > std::abs(a[pivot * m + k])) pivot = i;
+    }
+    if (a[pivot * m + k] == 0) return 0;
+    if (pivot != k) {
+      // Columns left of k hold L, which the determinant never reads again.
+      std::swap_ranges(a + k * m + k, a + (k + 1) * m, a + pivot * m + k);
+      det = -det;
+    }
+    const double diagonal = a[k * m + k];
+    det *= diagonal;
+    for (int64_t i = k + 1; i < m; ++i) {
+      const double factor = a[i * m + k] / diagonal;
+      for (int64_t j = k + 1; j < m; ++j) a[i * m + j] -= factor * a[k * m + j];
+    }
+  }
+  return det;
+}
+
+// Det in double whatever the input's precision, one matrix per parallel item.
+KernelOrReason make_det(const OpSpec& spec, std::span<const TensorInfo>) {
+  const Shape& x = spec.input(0).shape;
+  const int64_t m = x.back();
+  const int64_t matrices = checked_numel(Shape(x.begin(), x.end() - 2));
+  return visit_floating(
+      spec.input(0).dtype,
+      [&](auto tag) -> KernelOrReason {
+        using T = decltype(tag);
+        return make_kernel("native:det_lu", [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+          const int64_t size = m * m;
+          const T* src = inputs[0].data<T>();
+          T* dst = outputs[0].data<T>();
+          parallel_for(0, matrices, size * m, [&](int64_t begin, int64_t end) {
+            std::vector<double> lu(static_cast<size_t>(size));
+            for (int64_t matrix = begin; matrix < end; ++matrix) {
+              const T* in = src + matrix * size;
+              for (int64_t i = 0; i < size; ++i) lu[static_cast<size_t>(i)] = to_compute(in[i]);
+              dst[matrix] = from_compute<T>(lu_determinant(lu.data(), m));
+            }
+          });
+        });
+      },
+      [&] {
+        return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "native Det supports floating types only");
+      });
+}
+
 constexpr KernelEntry kKernels[] = {
     {"MatMul", make_matmul},
     {"Gemm", make_gemm},
+    {"Det", make_det},
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
-// Native pooling: MaxPool (with optional Indices), AveragePool, GlobalAveragePool, GlobalMaxPool.
-// Each (image, channel) plane is independent, so planes are the unit of parallel work.
+// Native pooling: MaxPool (with optional Indices), AveragePool, LpPool and their global forms, whose
+// (image, channel) planes are independent and so the unit of parallel work; and MaxUnpool.
 #include "ops/pool.h"
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 
 #include "backends/base/function_kernel.h"
 #include "backends/native/element_math.h"
+#include "backends/native/element_visit.h"
 #include "backends/native/native_backend.h"
 #include "backends/native/spatial3d.h"
 #include "runtime/parallel.h"
@@ -17,7 +18,23 @@
 namespace kiln::native {
 namespace {
 
-enum class PoolKind { max, average };
+enum class PoolKind { max, average, lp };
+
+// LpPool's p = 2 (the default, and what models use) squares and takes a square root instead of
+// calling pow for every tap.
+constexpr double kSquareOrder = 2;
+
+// What one tap adds to an Lp window's sum: |x|^p.
+template <typename C>
+C lp_power(C value, double p) {
+  return p == kSquareOrder ? static_cast<C>(value * value) : static_cast<C>(std::pow(std::abs(value), p));
+}
+
+// An Lp window's result from its sum: sum^(1/p).
+template <typename C>
+C lp_root(C sum, double p) {
+  return p == kSquareOrder ? static_cast<C>(std::sqrt(sum)) : static_cast<C>(std::pow(sum, 1 / p));
+}
 
 // For every output index along one dim, the window taps [lo, hi) that land inside the input and
 // how many land inside the padded input (AveragePool's count_include_pad divisor), fixed at plan
@@ -140,7 +157,7 @@ void pool_planes(const Tensor& src, Tensor& dst, Tensor* indices, const PoolGeom
 // tap kw updates all outputs whose window holds it fully in a tight loop over ow (the interior
 // [full_lo, full_hi) of the row), and the few border outputs take the checked path.
 template <typename T, PoolKind kKind>
-void pool_rows(const Tensor& src, Tensor& dst, const PoolGeometry& geometry, bool count_include_pad) {
+void pool_rows(const Tensor& src, Tensor& dst, const PoolGeometry& geometry, bool count_include_pad, double p) {
   using Compute = compute_t<T>;
   const Window3d& w = geometry.w;
   const auto& taps = geometry.taps;
@@ -172,6 +189,8 @@ void pool_rows(const Tensor& src, Tensor& dst, const PoolGeometry& geometry, boo
                 const Compute value = to_compute(row[ow * w.stride[2] + kw * w.dilation[2]]);
                 if constexpr (kKind == PoolKind::max) {
                   acc[ow] = value > acc[ow] ? value : acc[ow];
+                } else if constexpr (kKind == PoolKind::lp) {
+                  acc[ow] += lp_power(value, p);
                 } else {
                   acc[ow] += value;
                 }
@@ -189,6 +208,8 @@ void pool_rows(const Tensor& src, Tensor& dst, const PoolGeometry& geometry, boo
           for (int64_t ow = 0; ow < out_w; ++ow) {
             if constexpr (kKind == PoolKind::max) {
               out[ow] = from_compute<T>(acc[ow]);
+            } else if constexpr (kKind == PoolKind::lp) {
+              out[ow] = from_compute<T>(lp_root(acc[ow], p));
             } else {
               const int64_t valid = (taps[0].hi[od] - taps[0].lo[od]) * (taps[1].hi[oh] - taps[1].lo[oh]) *
                                     (taps[2].hi[ow] - taps[2].lo[ow]);
@@ -215,17 +236,22 @@ KernelOrReason make_pool(const OpSpec& spec, std::span<const TensorInfo>) {
   const PoolGeometry geometry = make_geometry(w);
   const bool include_pad = params.count_include_pad;
   const bool column_major = params.storage_order == 1;
+  const double p = params.p;
+  const char* name = kKind == PoolKind::max       ? "native:maxpool"
+                     : kKind == PoolKind::average ? "native:averagepool"
+                                                  : "native:lppool";
   auto make = [&](auto tag) -> KernelOrReason {
     using T = decltype(tag);
-    return make_kernel(kKind == PoolKind::max ? "native:maxpool" : "native:averagepool",
-                       [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
-                         Tensor* indices = outputs.size() > 1 && outputs[1].defined() ? &outputs[1] : nullptr;
-                         if (indices == nullptr) {
-                           pool_rows<T, kKind>(inputs[0], outputs[0], geometry, include_pad);
-                         } else {
-                           pool_planes<T, kKind>(inputs[0], outputs[0], indices, geometry, include_pad, column_major);
-                         }
-                       });
+    return make_kernel(name, [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+      // LpPool has no Indices output, so pool_planes knows no Lp norm.
+      if constexpr (kKind != PoolKind::lp) {
+        if (outputs.size() > 1 && outputs[1].defined()) {
+          pool_planes<T, kKind>(inputs[0], outputs[0], &outputs[1], geometry, include_pad, column_major);
+          return;
+        }
+      }
+      pool_rows<T, kKind>(inputs[0], outputs[0], geometry, include_pad, p);
+    });
   };
   switch (spec.input(0).dtype) {
     case DType::u8: return make(uint8_t{});
@@ -240,29 +266,44 @@ KernelOrReason make_pool(const OpSpec& spec, std::span<const TensorInfo>) {
 
 template <PoolKind kKind>
 KernelOrReason make_global_pool(const OpSpec& spec, std::span<const TensorInfo>) {
+  const double p = kKind == PoolKind::lp ? lp_order(spec) : 0.0;
+  const char* name = kKind == PoolKind::max       ? "native:global_maxpool"
+                     : kKind == PoolKind::average ? "native:global_averagepool"
+                                                  : "native:global_lppool";
   return visit_floating(
       spec.input(0).dtype,
       [&](auto tag) -> KernelOrReason {
         using T = decltype(tag);
-        return make_kernel(kKind == PoolKind::max ? "native:global_maxpool" : "native:global_averagepool",
-                           [](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
-                             const Tensor& src = inputs[0];
-                             const int64_t planes = src.dim(0) * src.dim(1);
-                             const int64_t size = planes == 0 ? 0 : src.numel() / planes;
-                             const T* x = src.data<T>();
-                             T* y = outputs[0].data<T>();
-                             parallel_for(0, planes, size, [&](int64_t begin, int64_t end) {
-                               for (int64_t p = begin; p < end; ++p) {
-                                 const T* in = x + p * size;
-                                 double acc = kKind == PoolKind::max ? -std::numeric_limits<double>::infinity() : 0.0;
-                                 for (int64_t i = 0; i < size; ++i) {
-                                   const double value = to_compute(in[i]);
-                                   acc = kKind == PoolKind::max ? std::max(acc, value) : acc + value;
-                                 }
-                                 y[p] = from_compute<T>(kKind == PoolKind::max ? acc : acc / static_cast<double>(size));
-                               }
-                             });
-                           });
+        return make_kernel(name, [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+          const Tensor& src = inputs[0];
+          const int64_t planes = src.dim(0) * src.dim(1);
+          const int64_t size = planes == 0 ? 0 : src.numel() / planes;
+          const T* x = src.data<T>();
+          T* y = outputs[0].data<T>();
+          parallel_for(0, planes, size, [&](int64_t begin, int64_t end) {
+            for (int64_t plane = begin; plane < end; ++plane) {
+              const T* in = x + plane * size;
+              double acc = kKind == PoolKind::max ? -std::numeric_limits<double>::infinity() : 0.0;
+              for (int64_t i = 0; i < size; ++i) {
+                const double value = to_compute(in[i]);
+                if constexpr (kKind == PoolKind::max) {
+                  acc = std::max(acc, value);
+                } else if constexpr (kKind == PoolKind::lp) {
+                  acc += lp_power(value, p);
+                } else {
+                  acc += value;
+                }
+              }
+              if constexpr (kKind == PoolKind::max) {
+                y[plane] = from_compute<T>(acc);
+              } else if constexpr (kKind == PoolKind::lp) {
+                y[plane] = from_compute<T>(lp_root(acc, p));
+              } else {
+                y[plane] = from_compute<T>(acc / static_cast<double>(size));
+              }
+            }
+          });
+        });
       },
       [&] {
         return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
@@ -270,11 +311,58 @@ KernelOrReason make_global_pool(const OpSpec& spec, std::span<const TensorInfo>)
       });
 }
 
+// Where flat `index` into `unpooled` lands in a larger output with strides `output_strides`.
+int64_t output_offset(int64_t index, const Shape& unpooled, const std::vector<int64_t>& output_strides) {
+  int64_t offset = 0;
+  for (size_t d = unpooled.size(); d-- > 0;) {
+    offset += index % unpooled[d] * output_strides[d];
+    index /= unpooled[d];
+  }
+  return offset;
+}
+
+// Indices are data, so each is checked as it is read. The scatter runs in order on one thread
+// because indices may repeat, and then the last write must win, as in ONNX's reference.
+KernelOrReason make_max_unpool(const OpSpec& spec, std::span<const TensorInfo>) {
+  const MaxUnpoolParams params = max_unpool_params(spec);
+  const size_t element_size = dtype_size(spec.input(0).dtype);
+  if (!is_visitable_element_size(element_size)) {
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
+                                    "native MaxUnpool moves 1, 2, 4 or 8-byte elements");
+  }
+  const Shape unpooled = params.unpooled;
+  const int64_t unpooled_size = checked_numel(unpooled);
+  const bool padded = params.output != unpooled;
+  const std::vector<int64_t> output_strides = contiguous_strides(params.output);
+  return make_kernel("native:maxunpool", [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+    const int64_t* indices = inputs[1].data<int64_t>();
+    visit_element_size(
+        element_size,
+        [&](auto tag) {
+          using U = decltype(tag);
+          const U* src = inputs[0].data<U>();
+          U* out = outputs[0].data<U>();
+          std::fill_n(out, outputs[0].numel(), U{});
+          for (int64_t i = 0; i < inputs[0].numel(); ++i) {
+            const int64_t index = indices[i];
+            KILN_CHECK(index >= 0 && index < unpooled_size, invalid_argument, "MaxUnpool index ", index,
+                       " (element ", i, " of I) is outside the unpooled tensor of shape ",
+                       shape_to_string(unpooled));
+            out[padded ? output_offset(index, unpooled, output_strides) : index] = src[i];
+          }
+        },
+        [] {});
+  });
+}
+
 constexpr KernelEntry kKernels[] = {
     {"MaxPool", make_pool<PoolKind::max>},
     {"AveragePool", make_pool<PoolKind::average>},
+    {"LpPool", make_pool<PoolKind::lp>},
     {"GlobalAveragePool", make_global_pool<PoolKind::average>},
     {"GlobalMaxPool", make_global_pool<PoolKind::max>},
+    {"GlobalLpPool", make_global_pool<PoolKind::lp>},
+    {"MaxUnpool", make_max_unpool},
 };
 
 }  // namespace
