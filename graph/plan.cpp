@@ -165,7 +165,9 @@ std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Sh
     }
     return state;
   };
-  const std::optional<DistributedConcats> distributed = distribute_concats(model, settings);
+  const std::optional<Model> widened = widen_half_storage(model);
+  const Model& source = widened ? *widened : model;
+  const std::optional<DistributedConcats> distributed = distribute_concats(source, settings);
   std::unique_ptr<PlanState> planned;  // refers to the model it plans, so declared after `distributed`
   std::map<std::string, std::string> undistributed;  // per Concat: why it was planned as written
   if (distributed) {
@@ -180,7 +182,7 @@ std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Sh
             str_cat("not distributed into the convolutions reading it: ", error.what());
     }
   }
-  if (!planned) planned = plan_model(model, nullptr, undistributed);
+  if (!planned) planned = plan_model(source, nullptr, undistributed);
   PlanState& state = *planned;
 
   auto plan = std::make_shared<Plan>();

@@ -15,6 +15,12 @@
 
 namespace kiln {
 
+// half_storage.cpp, before the passes: for a model that stores float16 or bfloat16 values (an
+// initializer, a graph input or a graph output), a copy computed in float32: initializers and half
+// constants (Constant, ConstantOfShape) widened, Casts to a half type cast to float32 instead, half
+// inputs read through a Cast to float32 and half outputs cast back from it. Nothing for other models.
+std::optional<Model> widen_half_storage(const Model& model);
+
 // concat_distribution.cpp, before the passes (it decides which model they plan): a copy of `model`
 // in which each channel Concat whose every reader is a group-1 float32 Conv with constant weights
 // (the parts' channels fixed by the weights that produce them) is gone, each reader split into one
