@@ -11,17 +11,21 @@
 #include "backends/base/function_kernel.h"
 #include "backends/native/element_visit.h"
 #include "backends/native/native_backend.h"
+#include "backends/native/thread_scratch.h"
 #include "runtime/parallel.h"
 
 namespace kiln::native {
 namespace {
 
-// One dim's taps: output coordinate x reads offset[first[x] .. first[x + 1]) with those weights.
+// One dim's taps: output coordinate x reads offset[x * count + k] with weight[x * count + k] for
+// k < count. Every coordinate has the same count (padded with zero weights), so the loops over a
+// row need no per-coordinate bounds.
 struct AxisTaps {
-  std::vector<int64_t> first;
+  int64_t count = 1;
   std::vector<int64_t> offset;  // input index times the dim's stride, in elements
   std::vector<float> weight;
   std::vector<uint8_t> outside;  // tf_crop_and_resize: x maps outside the input; extrapolate
+  bool any_outside = false;
 };
 
 int64_t nearest_index(float x, NearestRounding rounding, bool shrinking) {
@@ -52,7 +56,6 @@ double cubic_weight(double t, double a) {
 }
 
 AxisTaps axis_taps(const ResizeParams& p, size_t d, int64_t in, int64_t out, int64_t stride) {
-  AxisTaps taps;
   const float scale = p.scales[d];
   const size_t rank = p.scales.size();
   const float roi_start = p.roi.empty() ? 0.0f : p.roi[d];
@@ -61,50 +64,51 @@ AxisTaps axis_taps(const ResizeParams& p, size_t d, int64_t in, int64_t out, int
   const double filter_scale = p.antialias && scale < 1 ? scale : 1.0;
   const double radius = p.mode == ResizeMode::cubic ? 2.0 : 1.0;
   const auto tap_begin = static_cast<int64_t>(std::floor(-radius / filter_scale) + 1);
-  const int64_t tap_end = static_cast<int64_t>(2 * radius) - tap_begin;
+  const int64_t tap_end = 2 - tap_begin;  // ONNX's window: [tap_begin, 2 - tap_begin)
   const bool normalize = p.antialias || p.exclude_outside;
+  // Per coordinate, its taps with a nonzero weight (zero weights cost a load and change nothing).
+  std::vector<std::vector<std::pair<int64_t, float>>> per_coordinate(static_cast<size_t>(out));
+  AxisTaps taps;
   for (int64_t x = 0; x < out; ++x) {
-    taps.first.push_back(static_cast<int64_t>(taps.offset.size()));
+    auto& chosen = per_coordinate[static_cast<size_t>(x)];
     const float source = original_coordinate(p.transform, x, scale, in, out, roi_start, roi_end);
     const bool outside = p.transform == CoordinateTransform::tf_crop_and_resize &&
                          (source < 0 || source > static_cast<float>(in - 1));
     taps.outside.push_back(outside ? 1 : 0);
+    taps.any_outside = taps.any_outside || outside;
     if (outside) continue;
     if (p.mode == ResizeMode::nearest) {
-      const int64_t index = std::clamp<int64_t>(nearest_index(source, p.rounding, scale < 1), 0, in - 1);
-      taps.offset.push_back(index * stride);
-      taps.weight.push_back(1.0f);
+      chosen.emplace_back(std::clamp<int64_t>(nearest_index(source, p.rounding, scale < 1), 0, in - 1), 1.0f);
       continue;
     }
     // Taps left of the coordinate come first; an integer coordinate counts as the right end of its
     // left interval (ratio in (0, 1]), as ONNX's reference does.
     const double base = std::ceil(static_cast<double>(source)) - 1;
     const double ratio = static_cast<double>(source) - base;
-    const size_t start = taps.weight.size();
     double sum = 0;
-    std::vector<double> weights;
+    std::vector<std::pair<int64_t, double>> window;
     for (int64_t i = tap_begin; i < tap_end; ++i) {
       const int64_t j = static_cast<int64_t>(base) + i;
       const double t = (static_cast<double>(i) - ratio) * filter_scale;
       double w = p.mode == ResizeMode::cubic ? cubic_weight(t, p.cubic_coeff_a) : linear_weight(t);
       if (p.exclude_outside && (j < 0 || j >= in)) w = 0;
       sum += w;
-      weights.push_back(w);
-      taps.offset.push_back(std::clamp<int64_t>(j, 0, in - 1) * stride);
+      window.emplace_back(std::clamp<int64_t>(j, 0, in - 1), w);
     }
-    for (double w : weights) taps.weight.push_back(static_cast<float>(normalize && sum != 0 ? w / sum : w));
-    // Zero weights cost a load each and change nothing: drop them.
-    size_t kept = start;
-    for (size_t k = start; k < taps.weight.size(); ++k) {
-      if (taps.weight[k] == 0) continue;
-      taps.weight[kept] = taps.weight[k];
-      taps.offset[kept] = taps.offset[k];
-      ++kept;
+    for (const auto& [index, w] : window) {
+      const auto weight = static_cast<float>(normalize && sum != 0 ? w / sum : w);
+      if (weight != 0) chosen.emplace_back(index, weight);
     }
-    taps.weight.resize(kept);
-    taps.offset.resize(kept);
   }
-  taps.first.push_back(static_cast<int64_t>(taps.offset.size()));
+  for (const auto& chosen : per_coordinate) taps.count = std::max<int64_t>(taps.count, static_cast<int64_t>(chosen.size()));
+  for (const auto& chosen : per_coordinate) {
+    for (int64_t k = 0; k < taps.count; ++k) {
+      const bool real = k < static_cast<int64_t>(chosen.size());
+      const int64_t index = real ? chosen[static_cast<size_t>(k)].first : (chosen.empty() ? 0 : chosen[0].first);
+      taps.offset.push_back(index * stride);
+      taps.weight.push_back(real ? chosen[static_cast<size_t>(k)].second : 0.0f);
+    }
+  }
   return taps;
 }
 
@@ -124,8 +128,7 @@ ResizeGeometry make_geometry(const ResizeParams& params, const Shape& in) {
   for (size_t d = in.size(); d-- > 0;) {
     g.axes[d] = axis_taps(params, d, in[d], g.out[d], stride);
     stride *= in[d];
-    const int64_t taps = g.out[d] > 0 ? static_cast<int64_t>(g.axes[d].offset.size()) / g.out[d] + 1 : 1;
-    g.taps_per_element *= taps;
+    g.taps_per_element *= g.axes[d].count;
   }
   g.rows = product(g.out, 0, g.out.size() - 1);
   g.row_strides.assign(g.out.size() - 1, 1);
@@ -141,23 +144,104 @@ bool row_taps(const ResizeGeometry& g, int64_t row, std::vector<std::pair<int64_
     const AxisTaps& taps = g.axes[d];
     const auto x = static_cast<size_t>((row / g.row_strides[d]) % g.out[d]);
     if (taps.outside[x]) return false;
-    const size_t count = combined.size();
-    const auto begin = static_cast<size_t>(taps.first[x]);
-    const auto end = static_cast<size_t>(taps.first[x + 1]);
-    if (end - begin == 1) {
+    const auto first = x * static_cast<size_t>(taps.count);
+    if (taps.count == 1) {
       for (auto& [offset, weight] : combined) {
-        offset += taps.offset[begin];
-        weight *= taps.weight[begin];
+        offset += taps.offset[first];
+        weight *= taps.weight[first];
       }
       continue;
     }
+    const size_t count = combined.size();
     for (size_t c = 0; c < count; ++c) {
-      for (size_t k = begin; k < end; ++k)
+      for (size_t k = first; k < first + static_cast<size_t>(taps.count); ++k)
         combined.emplace_back(combined[c].first + taps.offset[k], combined[c].second * taps.weight[k]);
     }
     combined.erase(combined.begin(), combined.begin() + static_cast<std::ptrdiff_t>(count));
   }
   return true;
+}
+
+// One output row of the last dim from the source rows in `combined`, kCount taps per element.
+template <int64_t kCount>
+void interpolate_row(float* out, const float* src, const std::vector<std::pair<int64_t, float>>& combined,
+                     const AxisTaps& last, int64_t width, int64_t count) {
+  const int64_t taps = kCount > 0 ? kCount : count;
+  std::fill(out, out + width, 0.0f);
+  for (const auto& [row_offset, row_weight] : combined) {
+    const float* in = src + row_offset;
+    const int64_t* offset = last.offset.data();
+    const float* weight = last.weight.data();
+    for (int64_t x = 0; x < width; ++x, offset += taps, weight += taps) {
+      float sum = 0;
+      for (int64_t k = 0; k < taps; ++k) sum += in[offset[k]] * weight[k];
+      out[x] += row_weight * sum;
+    }
+  }
+}
+
+struct RowScratch {};
+
+// True when only the last two dims interpolate (every dim before them has one tap) and nothing is
+// cropped, and interpolating every input row of a plane along the last dim costs no more than the
+// direct product: then each output plane comes from one input plane, whose rows are interpolated
+// along the last dim once and blended along the other (K_h + K_w loads per output, not K_h x K_w).
+bool separable(const ResizeGeometry& g, const Shape& in) {
+  const size_t rank = g.out.size();
+  if (rank < 2) return false;
+  for (size_t d = 0; d < rank; ++d) {
+    if (g.axes[d].any_outside || (d + 2 < rank && g.axes[d].count != 1)) return false;
+  }
+  return in[rank - 2] <= g.out[rank - 2] * g.axes[rank - 2].count;
+}
+
+void resize_planes(float* dst, const float* src, const ResizeGeometry& g, const Shape& in) {
+  const size_t rank = g.out.size();
+  const AxisTaps& rows = g.axes[rank - 2];
+  const AxisTaps& columns = g.axes[rank - 1];
+  const int64_t in_h = in[rank - 2];
+  const int64_t in_w = in[rank - 1];
+  const int64_t out_h = g.out[rank - 2];
+  const int64_t out_w = g.out[rank - 1];
+  const int64_t planes = product(g.out, 0, rank - 2);
+  parallel_for(0, planes, out_h * out_w * (rows.count + columns.count), [&](int64_t begin, int64_t end) {
+    float* wide = thread_scratch_floats<RowScratch>(static_cast<size_t>(in_h * out_w));
+    for (int64_t plane = begin; plane < end; ++plane) {
+      // The input plane: one tap in every leading dim.
+      int64_t offset = 0;
+      float plane_weight = 1.0f;
+      for (size_t d = 0, rest = static_cast<size_t>(plane); d + 2 < rank; ++d) {
+        const int64_t per = product(g.out, d + 1, rank - 2);
+        const auto x = static_cast<size_t>(static_cast<int64_t>(rest) / per);
+        rest %= static_cast<size_t>(per);
+        offset += g.axes[d].offset[x];
+        plane_weight *= g.axes[d].weight[x];
+      }
+      const float* in_plane = src + offset;
+      for (int64_t r = 0; r < in_h; ++r) {
+        const float* in_row = in_plane + r * in_w;
+        float* out_row = wide + r * out_w;
+        const int64_t* tap = columns.offset.data();
+        const float* weight = columns.weight.data();
+        for (int64_t x = 0; x < out_w; ++x, tap += columns.count, weight += columns.count) {
+          float sum = 0;
+          for (int64_t k = 0; k < columns.count; ++k) sum += in_row[tap[k]] * weight[k];
+          out_row[x] = sum;
+        }
+      }
+      float* out_plane = dst + plane * out_h * out_w;
+      for (int64_t y = 0; y < out_h; ++y) {
+        float* out_row = out_plane + y * out_w;
+        std::fill(out_row, out_row + out_w, 0.0f);
+        for (int64_t k = 0; k < rows.count; ++k) {
+          const auto tap = static_cast<size_t>(y * rows.count + k);
+          const float* wide_row = wide + rows.offset[tap] / in_w * out_w;
+          const float w = rows.weight[tap] * plane_weight;
+          for (int64_t x = 0; x < out_w; ++x) out_row[x] += w * wide_row[x];
+        }
+      }
+    }
+  });
 }
 
 void resize_float(float* dst, const float* src, const ResizeGeometry& g, float extrapolation) {
@@ -171,21 +255,18 @@ void resize_float(float* dst, const float* src, const ResizeGeometry& g, float e
         std::fill(out, out + width, extrapolation);
         continue;
       }
-      for (int64_t x = 0; x < width; ++x) {
-        if (last.outside[static_cast<size_t>(x)]) {
-          out[x] = extrapolation;
-          continue;
+      // Linear (2 taps) and cubic (4) unrolled; antialiased filters have more.
+      if (last.count == 2) {
+        interpolate_row<2>(out, src, combined, last, width, last.count);
+      } else if (last.count == 4) {
+        interpolate_row<4>(out, src, combined, last, width, last.count);
+      } else {
+        interpolate_row<0>(out, src, combined, last, width, last.count);
+      }
+      if (last.any_outside) {
+        for (int64_t x = 0; x < width; ++x) {
+          if (last.outside[static_cast<size_t>(x)]) out[x] = extrapolation;
         }
-        const int64_t tap_begin = last.first[static_cast<size_t>(x)];
-        const int64_t tap_end = last.first[static_cast<size_t>(x) + 1];
-        float sum = 0;
-        for (const auto& [offset, weight] : combined) {
-          float inner = 0;
-          for (int64_t k = tap_begin; k < tap_end; ++k)
-            inner += src[offset + last.offset[static_cast<size_t>(k)]] * last.weight[static_cast<size_t>(k)];
-          sum += weight * inner;
-        }
-        out[x] = sum;
       }
     }
   });
@@ -204,9 +285,11 @@ void resize_nearest(U* dst, const U* src, const ResizeGeometry& g, U extrapolati
         continue;
       }
       const U* in = src + combined[0].first;
-      for (int64_t x = 0; x < width; ++x) {
-        const auto xs = static_cast<size_t>(x);
-        out[x] = last.outside[xs] ? extrapolation : in[last.offset[static_cast<size_t>(last.first[xs])]];
+      for (int64_t x = 0; x < width; ++x) out[x] = in[last.offset[static_cast<size_t>(x)]];
+      if (last.any_outside) {
+        for (int64_t x = 0; x < width; ++x) {
+          if (last.outside[static_cast<size_t>(x)]) out[x] = extrapolation;
+        }
       }
     }
   });
@@ -223,13 +306,19 @@ KernelOrReason make_resize(const OpSpec& spec, std::span<const TensorInfo>) {
     return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
                                     "native Resize nearest copies 1, 2, 4 or 8-byte elements, and extrapolates "
                                     "(tf_crop_and_resize) float32 only");
-  const ResizeGeometry geometry = make_geometry(params, spec.input(0).shape);
+  const Shape in = spec.input(0).shape;
+  const ResizeGeometry geometry = make_geometry(params, in);
+  const bool by_planes = separable(geometry, in);
   const float extrapolation = params.extrapolation_value;
   if (params.mode != ResizeMode::nearest) {
     return make_kernel("native:resize_" + std::string(params.mode == ResizeMode::linear ? "linear" : "cubic"),
                        [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
                          if (dst[0].numel() == 0) return;
-                         resize_float(dst[0].data<float>(), inputs[0].data<float>(), geometry, extrapolation);
+                         if (by_planes) {
+                           resize_planes(dst[0].data<float>(), inputs[0].data<float>(), geometry, in);
+                         } else {
+                           resize_float(dst[0].data<float>(), inputs[0].data<float>(), geometry, extrapolation);
+                         }
                        });
   }
   const size_t element_size = dtype_size(dtype);
