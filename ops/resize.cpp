@@ -110,7 +110,7 @@ void resolve_size(const OpSpec& spec, ResizeParams& params) {
     for (size_t i = 0; i < count; ++i) {
       const auto d = static_cast<size_t>(axes[i]);
       KILN_CHECK(scales[i] > 0 && std::isfinite(scales[i]), invalid_argument, spec.op_type, " scale ",
-                 scales[i], " for dim ", d, " must be positive");
+                 scales[i], " for dim ", d, " must be a positive finite number");
       params.scales[d] = scales[i];
       const double size = std::floor(static_cast<double>(input[d]) * static_cast<double>(scales[i]));
       KILN_CHECK(size < 1e15, invalid_argument, spec.op_type, " scale ", scales[i], " makes dim ", d,
@@ -181,6 +181,7 @@ ResizeParams resize_params(const OpSpec& spec) {
                dtype_name(x.dtype));
   }
   resolve_size(spec, params);
+  checked_numel(params.output);
   const auto rank = static_cast<int64_t>(x.shape.size());
   if (params.transform == CoordinateTransform::tf_crop_and_resize) {
     KILN_CHECK(spec.has_input(1), invalid_model,

@@ -18,8 +18,8 @@ namespace kiln::native {
 namespace {
 
 // One dim's taps: output coordinate x reads offset[x * count + k] with weight[x * count + k] for
-// k < count. Every coordinate has the same count (padded with zero weights), so the loops over a
-// row need no per-coordinate bounds.
+// k < count. Every coordinate has the same count (ONNX's window for the filter, so some weigh
+// zero), so the loops over a row need no per-coordinate bounds.
 struct AxisTaps {
   int64_t count = 1;
   std::vector<int64_t> offset;  // input index times the dim's stride, in elements
@@ -55,6 +55,41 @@ double cubic_weight(double t, double a) {
   return 0;
 }
 
+// Shrinks every coordinate's taps to the most nonzero weights any coordinate has: a dim that is not
+// resized (every coordinate maps onto an input pixel) then has one tap, and a whole plane can be
+// interpolated separably.
+void drop_zero_taps(AxisTaps& taps) {
+  const size_t count = static_cast<size_t>(taps.count);
+  const size_t coordinates = taps.outside.size();
+  size_t needed = 1;
+  for (size_t x = 0; x < coordinates; ++x) {
+    size_t kept = 0;
+    for (size_t k = 0; k < count; ++k) {
+      const size_t from = x * count + k;
+      if (taps.weight[from] == 0) continue;
+      taps.weight[x * count + kept] = taps.weight[from];
+      taps.offset[x * count + kept] = taps.offset[from];
+      ++kept;
+    }
+    // Padding taps read the first tap's pixel with weight zero.
+    for (size_t k = kept; k < count; ++k) {
+      taps.weight[x * count + k] = 0;
+      taps.offset[x * count + k] = taps.offset[x * count];
+    }
+    needed = std::max(needed, kept);
+  }
+  if (needed == count) return;
+  for (size_t x = 0; x < coordinates; ++x) {
+    for (size_t k = 0; k < needed; ++k) {
+      taps.weight[x * needed + k] = taps.weight[x * count + k];
+      taps.offset[x * needed + k] = taps.offset[x * count + k];
+    }
+  }
+  taps.weight.resize(coordinates * needed);
+  taps.offset.resize(coordinates * needed);
+  taps.count = static_cast<int64_t>(needed);
+}
+
 AxisTaps axis_taps(const ResizeParams& p, size_t d, int64_t in, int64_t out, int64_t stride) {
   const float scale = p.scales[d];
   const size_t rank = p.scales.size();
@@ -66,19 +101,28 @@ AxisTaps axis_taps(const ResizeParams& p, size_t d, int64_t in, int64_t out, int
   const auto tap_begin = static_cast<int64_t>(std::floor(-radius / filter_scale) + 1);
   const int64_t tap_end = 2 - tap_begin;  // ONNX's window: [tap_begin, 2 - tap_begin)
   const bool normalize = p.antialias || p.exclude_outside;
-  // Per coordinate, its taps with a nonzero weight (zero weights cost a load and change nothing).
-  std::vector<std::vector<std::pair<int64_t, float>>> per_coordinate(static_cast<size_t>(out));
   AxisTaps taps;
+  // Nearest reads one pixel; the filters read ONNX's whole window (a tap may weigh zero).
+  taps.count = p.mode == ResizeMode::nearest ? 1 : tap_end - tap_begin;
+  taps.offset.reserve(static_cast<size_t>(out * taps.count));
+  taps.weight.reserve(static_cast<size_t>(out * taps.count));
+  std::vector<double> window(static_cast<size_t>(taps.count));
   for (int64_t x = 0; x < out; ++x) {
-    auto& chosen = per_coordinate[static_cast<size_t>(x)];
     const float source = original_coordinate(p.transform, x, scale, in, out, roi_start, roi_end);
     const bool outside = p.transform == CoordinateTransform::tf_crop_and_resize &&
                          (source < 0 || source > static_cast<float>(in - 1));
     taps.outside.push_back(outside ? 1 : 0);
     taps.any_outside = taps.any_outside || outside;
-    if (outside) continue;
+    if (outside) {
+      for (int64_t k = 0; k < taps.count; ++k) {
+        taps.offset.push_back(0);
+        taps.weight.push_back(0.0f);
+      }
+      continue;
+    }
     if (p.mode == ResizeMode::nearest) {
-      chosen.emplace_back(std::clamp<int64_t>(nearest_index(source, p.rounding, scale < 1), 0, in - 1), 1.0f);
+      taps.offset.push_back(std::clamp<int64_t>(nearest_index(source, p.rounding, scale < 1), 0, in - 1) * stride);
+      taps.weight.push_back(1.0f);
       continue;
     }
     // Taps left of the coordinate come first; an integer coordinate counts as the right end of its
@@ -86,29 +130,18 @@ AxisTaps axis_taps(const ResizeParams& p, size_t d, int64_t in, int64_t out, int
     const double base = std::ceil(static_cast<double>(source)) - 1;
     const double ratio = static_cast<double>(source) - base;
     double sum = 0;
-    std::vector<std::pair<int64_t, double>> window;
     for (int64_t i = tap_begin; i < tap_end; ++i) {
       const int64_t j = static_cast<int64_t>(base) + i;
       const double t = (static_cast<double>(i) - ratio) * filter_scale;
       double w = p.mode == ResizeMode::cubic ? cubic_weight(t, p.cubic_coeff_a) : linear_weight(t);
       if (p.exclude_outside && (j < 0 || j >= in)) w = 0;
       sum += w;
-      window.emplace_back(std::clamp<int64_t>(j, 0, in - 1), w);
+      window[static_cast<size_t>(i - tap_begin)] = w;
+      taps.offset.push_back(std::clamp<int64_t>(j, 0, in - 1) * stride);
     }
-    for (const auto& [index, w] : window) {
-      const auto weight = static_cast<float>(normalize && sum != 0 ? w / sum : w);
-      if (weight != 0) chosen.emplace_back(index, weight);
-    }
+    for (double w : window) taps.weight.push_back(static_cast<float>(normalize && sum != 0 ? w / sum : w));
   }
-  for (const auto& chosen : per_coordinate) taps.count = std::max<int64_t>(taps.count, static_cast<int64_t>(chosen.size()));
-  for (const auto& chosen : per_coordinate) {
-    for (int64_t k = 0; k < taps.count; ++k) {
-      const bool real = k < static_cast<int64_t>(chosen.size());
-      const int64_t index = real ? chosen[static_cast<size_t>(k)].first : (chosen.empty() ? 0 : chosen[0].first);
-      taps.offset.push_back(index * stride);
-      taps.weight.push_back(real ? chosen[static_cast<size_t>(k)].second : 0.0f);
-    }
-  }
+  drop_zero_taps(taps);
   return taps;
 }
 
