@@ -177,9 +177,17 @@ void run_step(const RunScope& run, size_t s) {
     for (size_t o = 0; o < step_outputs.size(); ++o) {
       const int slot = step.outputs[o];
       if (slot >= 0 && context.fixed[slot]) continue;
-      step_outputs[o] = (o == 0 && step.in_place_input >= 0)
-                            ? step_inputs[static_cast<size_t>(step.in_place_input)]
-                            : Tensor::empty(step.output_infos[o].dtype, step.output_infos[o].shape);
+      if (o == 0 && step.in_place_input >= 0) {
+        step_outputs[o] = step_inputs[static_cast<size_t>(step.in_place_input)];
+        continue;
+      }
+      // A graph output the run allocates: when memory runs out, the error names the step.
+      try {
+        step_outputs[o] = Tensor::empty(step.output_infos[o].dtype, step.output_infos[o].shape);
+      } catch (Error& error) {
+        error.add_context(str_cat("node '", step.record.node_name, "' (", step.record.op_type, ")"));
+        throw;
+      }
     }
   }
   for (Observer* observer : run.observers) observer->on_step_begin(run.plan, s);
