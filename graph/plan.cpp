@@ -24,6 +24,15 @@ void plan_node(PlanState& state, const Node& node) {
     const Node& node;
     ~Done() { state.in_progress.erase(&node); }
   } done{state, node};
+  // A value sized when it runs has no shape to plan on: not even Shape or Size may read it.
+  for (const std::string& input : node.inputs) {
+    const auto sized = state.run_time_sized.find(input);
+    if (sized == state.run_time_sized.end()) continue;
+    fail(ErrorKind::not_implemented, sized->second, " sizes its output '", input,
+         "' when it runs (the size depends on the input values), and this node reads it: kiln fixes every other "
+         "step's shapes when it plans, so such an output can only be a graph output (or computed from plan-time "
+         "constants, which kiln folds)");
+  }
   if (plan_attention(state, node)) return;
   if (plan_residual_layer_norm(state, node)) return;
   if (plan_channel_shuffle(state, node)) return;
@@ -115,29 +124,6 @@ void run_passes(PlanState& state) {
   for (PlanStep& step : state.steps) step.threads = step.record.threads = state.settings.threads();
 }
 
-// A step whose output sizes depend on the data (Kernel::sizes_outputs) learns them only as it runs,
-// while every other step's shapes are fixed here: its outputs may only be handed to the caller.
-void check_run_time_sized_outputs(const Plan& plan) {
-  std::vector<int> sized_by(plan.slots().size(), -1);
-  for (size_t s = 0; s < plan.steps().size(); ++s) {
-    const PlanStep& step = plan.steps()[s];
-    if (step.kernel->sizes_outputs()) {
-      for (int slot : step.outputs) {
-        if (slot >= 0) sized_by[static_cast<size_t>(slot)] = static_cast<int>(s);
-      }
-      continue;
-    }
-    for (int slot : step.inputs) {
-      if (slot < 0 || sized_by[static_cast<size_t>(slot)] < 0) continue;
-      const StepRecord& producer = plan.steps()[static_cast<size_t>(sized_by[static_cast<size_t>(slot)])].record;
-      fail(ErrorKind::not_implemented, "node '", producer.node_name, "' (", producer.op_type,
-           ") gives an output whose size depends on the input values, and node '", step.record.node_name, "' (",
-           step.record.op_type, ") reads it: kiln fixes every other step's shapes when it plans, so such an "
-           "output can only be a graph output (or computed from plan-time constants, which kiln folds)");
-    }
-  }
-}
-
 }  // namespace
 
 std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Shape>& input_shapes,
@@ -208,7 +194,6 @@ std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Sh
   for (size_t i = 0; i < plan->slots_.size(); ++i) {
     if (plan->slots_[i].origin == SlotOrigin::constant) plan->initial_values_[i] = plan->slots_[i].info.value;
   }
-  check_run_time_sized_outputs(*plan);
   plan->memory_plan_ = plan_memory(*plan);
   if (settings.max_verbose() >= 2) report_planned_steps(settings, *plan);
   return plan;

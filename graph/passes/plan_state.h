@@ -54,6 +54,8 @@ struct PlanState {
   std::unordered_set<const Node*> in_progress;                   // being planned now
   std::map<std::pair<int, Layout>, int> reordered;               // (slot, layout) -> converted slot
   std::map<std::string, std::string> node_notes;  // node name -> note its step carries (a model rewrite's)
+  // Values whose size a step finds only when it runs (Kernel::sizes_outputs) -> that step's node label.
+  std::map<std::string, std::string> run_time_sized;
   // A whole-pattern form (attention, ResidualLayerNorm, ChannelShuffle) that was refused, by the name
   // of the node it starts at: that node's step carries it as its unfused form.
   struct RefusedForm {

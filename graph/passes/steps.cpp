@@ -123,6 +123,8 @@ void add_step(PlanState& state, NodeForm form, KernelSelection selection, double
                                   ? state.slots[static_cast<size_t>(step.inputs[0])].origin
                                   : SlotOrigin::computed;
     step.outputs.push_back(state.add_slot(form.output_names[i], info, origin, layout, dependencies));
+    if (kernel.sizes_outputs())
+      state.run_time_sized[form.output_names[i]] = str_cat("node '", record.node_name, "' (", record.op_type, ")");
   }
   // The values inside a fused chain vanish; readers of the chain's last value find the step's output.
   for (const Node* follower : form.fused) state.slot_by_name[follower->outputs[0]] = step.outputs[0];
