@@ -4,6 +4,7 @@
 #include "ops/data_dependent.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <type_traits>
@@ -95,6 +96,17 @@ KernelOrReason make_compress(const OpSpec& spec, std::span<const TensorInfo> out
   });
 }
 
+// A strict order with NaN after every number and equal to itself, so NaNs form one group (as
+// numpy.unique gives them) instead of breaking the sort.
+template <typename V>
+bool value_less(V a, V b) {
+  if constexpr (std::is_floating_point_v<V>) {
+    if (std::isnan(a)) return false;
+    if (std::isnan(b)) return true;
+  }
+  return a < b;
+}
+
 // Unique over items: the elements of the flattened input, or its slices along an axis. Items are
 // compared value by value; sorted output orders them ascending (slices lexicographically),
 // otherwise by first occurrence.
@@ -113,7 +125,8 @@ void unique_items(const Tensor& x, std::span<Tensor> dst, const Shape& shape, st
     for (int64_t k = 0; k < width; ++k) {
       const auto vi = value(i, k);
       const auto vj = value(j, k);
-      if (vi != vj) return vi < vj;
+      if (value_less(vi, vj)) return true;
+      if (value_less(vj, vi)) return false;
     }
     return false;
   };
