@@ -4,6 +4,7 @@
 #include "ops/conv.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "backends/onednn/onednn_common.h"
 #include "backends/onednn/post_ops.h"
@@ -13,12 +14,63 @@ namespace {
 
 using dnnl::memory;
 
+// A dilated kernel wider than the input (DeepLab's atrous convolutions: dilation 24 or 36 on a 14x14
+// feature map) has taps that read only padding for every output. Cropping the kernel to the taps
+// that reach the input computes the same sums with fewer multiplies, and oneDNN then sees a small
+// kernel (1x1 when only the centre is left) instead of running its dilated GEMM over zeros.
+// Returns the cropped weights and adjusts `window`, or nothing when every tap is live (or cropping
+// would need negative pads).
+std::optional<Tensor> crop_dead_taps(const Tensor& weights, const std::vector<int64_t>& input_spatial,
+                                     WindowParams& window) {
+  const size_t rank = window.kernel.size();
+  std::vector<int64_t> first(rank);
+  std::vector<int64_t> last(rank);
+  bool cropped = false;
+  for (size_t d = 0; d < rank; ++d) {
+    auto live = [&](int64_t k) {
+      for (int64_t o = 0; o < window.output[d]; ++o) {
+        const int64_t at = o * window.strides[d] - window.pads_begin[d] + k * window.dilations[d];
+        if (at >= 0 && at < input_spatial[d]) return true;
+      }
+      return false;
+    };
+    first[d] = 0;
+    last[d] = window.kernel[d] - 1;
+    while (first[d] < last[d] && !live(first[d])) ++first[d];
+    while (last[d] > first[d] && !live(last[d])) --last[d];
+    cropped = cropped || first[d] > 0 || last[d] < window.kernel[d] - 1;
+  }
+  if (!cropped) return std::nullopt;
+  WindowParams result = window;
+  for (size_t d = 0; d < rank; ++d) {
+    result.kernel[d] = last[d] - first[d] + 1;
+    result.pads_begin[d] = window.pads_begin[d] - first[d] * window.dilations[d];
+    const int64_t extent = (result.kernel[d] - 1) * window.dilations[d] + 1;
+    result.pads_end[d] =
+        (window.output[d] - 1) * window.strides[d] + extent - input_spatial[d] - result.pads_begin[d];
+    if (result.pads_begin[d] < 0 || result.pads_end[d] < 0) return std::nullopt;
+  }
+  // [O, I, kh, kw] -> [O, I, kh', kw'] (oneDNN Conv runs 2-D only here).
+  const Shape& full = weights.shape();
+  Tensor kept = Tensor::empty(DType::f32, {full[0], full[1], result.kernel[0], result.kernel[1]});
+  const float* src = weights.data<float>();
+  float* dst = kept.data<float>();
+  for (int64_t plane = 0; plane < full[0] * full[1]; ++plane) {
+    for (int64_t h = 0; h < result.kernel[0]; ++h) {
+      for (int64_t w = 0; w < result.kernel[1]; ++w) *dst++ = src[(plane * full[2] + first[0] + h) * full[3] + first[1] + w];
+    }
+  }
+  window = result;
+  return kept;
+}
+
 class ConvKernel final : public PrimitiveKernel {
  public:
-  ConvKernel(const KernelRequest& request, const ConvParams& params, const Shape& output_shape) {
+  ConvKernel(const KernelRequest& request, ConvParams params, const Shape& output_shape) {
     const OpSpec& spec = request.op;
     const Shape& x_shape = spec.input(0).shape;
-    const Tensor& weights = spec.input(1).value;
+    const std::optional<Tensor> cropped = crop_dead_taps(spec.input(1).value, params.input_spatial, params.window);
+    const Tensor& weights = cropped ? *cropped : spec.input(1).value;
     const int64_t group = params.group;
     const Shape weight_dims = group == 1 ? weights.shape()
                                          : Shape{group, params.out_channels / group, weights.dim(1),
@@ -92,9 +144,17 @@ KernelOrReason make_conv(const KernelRequest& request, std::span<const TensorInf
   OpSpec conv_spec = spec;
   conv_spec.inputs.resize(std::min<size_t>(conv_spec.inputs.size(), 3));
   const ConvParams params = conv_params(conv_spec);
-  return create_reduced_precision_kernel(request, [&](const KernelRequest& chosen) {
+  KernelOrReason offer = create_reduced_precision_kernel(request, [&](const KernelRequest& chosen) {
     return std::make_unique<ConvKernel>(chosen, params, outputs[0].shape);
   });
+  WindowParams cropped = params.window;
+  if (offer.kernel && crop_dead_taps(spec.input(1).value, params.input_spatial, cropped)) {
+    const std::string note = str_cat("kernel cropped from ", shape_to_string(params.window.kernel), " to ",
+                                     shape_to_string(cropped.kernel),
+                                     ": the other taps read only padding (FLOP counts keep the full kernel)");
+    offer.note = offer.note.empty() ? note : offer.note + "; " + note;
+  }
+  return offer;
 }
 
 constexpr KernelEntry kConvKernels[] = {{"Conv", make_conv}};

@@ -479,5 +479,75 @@ TEST(Onednn, APrimitiveLeavingItsScratchpadToOnednnIsRefused) {
 }
 #endif
 
+// A 2-D ConvTranspose with a bias (W [C, M / group, k, k]); `pads` on every side.
+Attributes conv_transpose_attrs(int64_t group, int64_t pads, int64_t output_padding) {
+  Attributes attributes;
+  attributes.set("strides", ints_attr({2, 2}));
+  attributes.set("pads", ints_attr({pads, pads, pads, pads}));
+  attributes.set("output_padding", ints_attr({output_padding, output_padding}));
+  attributes.set("group", int_attr(group));
+  return attributes;
+}
+
+// oneDNN's deconvolution against the native ConvTranspose: the end pads take output_padding in.
+TEST(Onednn, ConvTransposeMatchesNative) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
+  const Shape input = {2, 4, 5, 6};
+  for (const int64_t group : {1, 2}) {
+    for (const int64_t kernel : {2, 3}) {
+      GraphBuilder g(input);
+      const std::string deconv =
+          g.add("ConvTranspose", {"x", g.weights({4, 6 / group, kernel, kernel}), g.weights({6})},
+                conv_transpose_attrs(group, 1, 1));
+      const auto plan = expect_matches_native(g.finish({deconv}), input);
+      const StepRecord& step = step_for(*plan, "ConvTranspose");
+      EXPECT_EQ(step.backend, "onednn") << "group " << group << " kernel " << kernel;
+      EXPECT_EQ(step.kernel.rfind("onednn:", 0), 0u) << step.kernel;
+    }
+  }
+}
+
+// output_padding beyond the end pads reaches past every patch, which oneDNN does not pad: native runs it.
+TEST(Onednn, ConvTransposeWithOutputPaddingPastTheEndPadsRunsNatively) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
+  const Shape input = {1, 4, 5, 6};
+  GraphBuilder g(input);
+  const std::string deconv =
+      g.add("ConvTranspose", {"x", g.weights({4, 3, 3, 3}), g.weights({3})}, conv_transpose_attrs(1, 0, 1));
+  const auto plan = expect_matches_native(g.finish({deconv}), input);
+  const StepRecord& step = step_for(*plan, "ConvTranspose");
+  EXPECT_EQ(step.backend, "native");
+  EXPECT_EQ(step.kernel, "native:conv_transpose");
+  const auto onednn = std::find_if(step.decision.refusals.begin(), step.decision.refusals.end(),
+                                   [](const auto& refusal) { return refusal.backend == "onednn"; });
+  ASSERT_NE(onednn, step.decision.refusals.end());
+  EXPECT_EQ(onednn->kind, RefusalKind::unsupported_shape);
+  EXPECT_NE(onednn->detail.find("output_padding beyond the end pads"), std::string::npos) << onednn->detail;
+}
+
+// Atrous convolutions whose dilation reaches past the input (DeepLab's ASPP: dilation 24 and 36 on
+// a small feature map) keep only the taps that read the input: the same sums as native's full kernel.
+TEST(Onednn, DilatedConvReadingOnlyPaddingOutsideTheCentreIsCropped) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
+  const Shape input = {1, 8, 6, 7};
+  struct Case {
+    int64_t dilation;
+    const char* cropped_to;  // "" when every tap reads the input somewhere
+  };
+  for (const Case c : {Case{8, "[1, 1]"}, Case{6, "[1, 3]"}, Case{2, ""}}) {
+    GraphBuilder g(input);
+    const int64_t d = c.dilation;
+    const std::string conv = g.add("Conv", {"x", g.weights({4, 8, 3, 3}), g.weights({4})},
+                                   conv_attrs({3, 3}, {1, 1}, {d, d, d, d}, 1, {d, d}));
+    const auto plan = expect_matches_native(g.finish({conv}), input);
+    const StepRecord& step = step_for(*plan, "Conv");
+    ASSERT_EQ(step.backend, "onednn") << "dilation " << d;
+    const bool noted = std::any_of(step.notes.begin(), step.notes.end(), [&](const std::string& note) {
+      return note.find(str_cat("to ", c.cropped_to)) != std::string::npos;
+    });
+    EXPECT_EQ(noted, *c.cropped_to != 0) << "dilation " << d;
+  }
+}
+
 }  // namespace
 }  // namespace kiln
