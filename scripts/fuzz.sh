@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer targets: model loading and planning for MODEL_SECONDS (default 600), seeded with
-# ONNX's conformance models and fuzz/model_seeds (attention as PyTorch exports it, Einsum chains, a Concat read by a Conv), then trace loading for TRACE_SECONDS (default 300), seeded with
+# ONNX's conformance models and fuzz/model_seeds (attention as PyTorch exports it, Einsum chains, a Concat read by a Conv,
+# and one small model per op with its own kernel, from fuzz/make_op_seeds.py: Resize, ConvTranspose, TopK, NonZero, Unique,
+# NonMaxSuppression, ScatterND, GatherND, CumSum, Trilu, GroupNormalization-18, Gelu-20, Pad-19 wrap, RoiAlign,
+# GridSample), then trace loading for TRACE_SECONDS (default 300), seeded with
 # fuzz/trace_seeds and guided by fuzz/trace.dict.
 #   scripts/fuzz.sh [MODEL_SECONDS [TRACE_SECONDS]]
 # Needs the fuzz build: cmake --preset fuzz && cmake --build --preset fuzz

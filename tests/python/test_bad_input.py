@@ -62,6 +62,62 @@ def test_external_data_file_missing(kiln_bin, tmp_path):
                  mentions=[f"'{bad.SHORT_INITIALIZER}'", "missing.bin"])
 
 
+
+@pytest.mark.parametrize("make,mentions", [(bad.resize_zero_scale, ["scale 0", "dim 2", "positive"]),
+                                           (bad.resize_negative_scale, ["scale -2", "dim 2", "positive"]),
+                                           (bad.resize_scales_and_sizes, ["scales or sizes, not both"]),
+                                           (bad.resize_sizes_wrong_length, ["sizes has 2 entries", "expected 4"])],
+                         ids=["zero_scale", "negative_scale", "scales_and_sizes", "sizes_length"])
+def test_resize_with_bad_scales_or_sizes(kiln_bin, tmp_path, make, mentions):
+    expect_error(kiln_bin, "run", make(tmp_path), mentions=[f"'{bad.NODE_NAME}'", "Resize", *mentions])
+
+
+def test_nms_center_point_box_not_0_or_1(kiln_bin, tmp_path):
+    expect_error(kiln_bin, "run", bad.nms_center_point_box_2(tmp_path),
+                 mentions=[f"'{bad.NODE_NAME}'", "NonMaxSuppression", "center_point_box", "got 2"])
+
+
+def test_topk_k_larger_than_the_axis(kiln_bin, tmp_path):
+    expect_error(kiln_bin, "run", bad.topk_k_too_large(tmp_path),
+                 mentions=[f"'{bad.NODE_NAME}'", "TopK", f"k = {bad.TOPK_K}", "[1, 4]"])
+
+
+def test_conv_transpose_output_shape_contradicting_pads(kiln_bin, tmp_path):
+    expect_error(kiln_bin, "run", bad.conv_transpose_output_shape_vs_pads(tmp_path),
+                 mentions=[f"'{bad.NODE_NAME}'", "ConvTranspose", "output_shape 10", "pads", "give 7"])
+
+
+def test_conv_transpose_output_padding_not_below_stride(kiln_bin, tmp_path):
+    expect_error(kiln_bin, "run", bad.conv_transpose_output_padding(tmp_path),
+                 mentions=[f"'{bad.NODE_NAME}'", "ConvTranspose", "output_padding 2", "stride"])
+
+
+def test_gather_nd_index_out_of_range_at_run_time(kiln_bin, tmp_path):
+    model = bad.gather_nd_index_out_of_range(tmp_path)
+    assert kiln_cli.run(kiln_bin, "explain", model).returncode == 0  # x is an input: only a run sees the index
+    expect_error(kiln_bin, "run", model,
+                 mentions=[f"'{bad.NODE_NAME}'", "GatherND", f"index {bad.GATHER_ND_INDEX}", "size 3"])
+
+
+def test_scatter_elements_reduction_max_before_opset_18(kiln_bin, tmp_path):
+    expect_error(kiln_bin, "run", bad.scatter_elements_max_at_opset_16(tmp_path),
+                 mentions=[f"'{bad.NODE_NAME}'", "ScatterElements", "'max'", "opset 16"])
+
+
+def test_nonzero_output_read_by_another_node(kiln_bin, tmp_path):
+    expect_error(kiln_bin, "run", bad.nonzero_feeds_a_node(tmp_path),
+                 mentions=[f"'{bad.NONZERO_NODE}' (NonZero)", f"'{bad.NODE_NAME}' (Transpose)", "input values"])
+
+
+def test_unsupported_opset(kiln_bin, tmp_path):
+    expect_error(kiln_bin, "run", bad.opset_22(tmp_path),
+                 mentions=["opset_22.onnx", f"opset {bad.UNSUPPORTED_OPSET}", "7 to 21"])
+
+
+def test_grid_sample_on_5d_input(kiln_bin, tmp_path):
+    expect_error(kiln_bin, "run", bad.grid_sample_5d(tmp_path),
+                 mentions=[f"'{bad.NODE_NAME}'", "GridSample", "not supported", "[1, 1, 2, 2, 2]"])
+
 @pytest.mark.parametrize("make,mentions", [(bad.wrong_rank_input, ["'input'", "rank 4"]),
                                            (bad.wrong_shape_input, ["'input'", "[batch, 3, 64, 64]", "[1, 4, 64, 64]"])],
                          ids=["rank", "shape"])
