@@ -54,7 +54,7 @@ def compile_for_inference(model, example):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("name", choices=export_models.ALL)
+    parser.add_argument("name", choices=export_models.MODELS)
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=5)
@@ -71,8 +71,7 @@ def main():
     openblas = pin_openblas_to_one_thread()
 
     model, _ = export_models.build(args.name)
-    example = torch.randn(export_models.input_shape(args.name, args.batch),
-                          generator=torch.Generator().manual_seed(export_models.SEED))
+    example = export_models.random_input(args.name, args.batch, torch.Generator().manual_seed(export_models.SEED))
     with torch.no_grad():
         model, mode = compile_for_inference(model, example)
         # A scripted module's first two calls profile and then optimize its graph (the JIT's profiling

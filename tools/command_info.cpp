@@ -5,6 +5,7 @@
 #include "backends/parallel_info.h"
 #include "backends/selection.h"
 #include "core/version.h"
+#include "graph/onnx_import.h"
 #include "ops/op_schema.h"
 #include "runtime/cpu_info.h"
 #include "runtime/threads.h"
@@ -90,7 +91,8 @@ int command_info(const std::vector<std::string>& args) {
                 backends::onednn::primitive_cache::capacity());
   }
   std::printf("plan settings: %s\n", settings.describe_plan_settings().c_str());
-  std::printf("ops: %zu (ONNX opsets 7-17)\n", all_op_schemas().size());
+  std::printf("ops: %zu (ONNX opsets %lld-%lld)\n", all_op_schemas().size(), static_cast<long long>(kMinOpset),
+              static_cast<long long>(kMaxOpset));
   std::string extensions;
   for (const std::string& extension : cpu.extensions()) extensions += " " + extension;
   std::printf("cpu: %s\n", cpu.description().c_str());
