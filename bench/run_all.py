@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Times kiln, PyTorch and ONNX Runtime side by side on the model-parity set; writes a markdown table and JSON.
 
-    /usr/bin/python3 bench/run_all.py [--models resnet18,transformer] [--configs b1t1,b1t2,b16t2]
+    /usr/bin/python3 bench/run_all.py [--models resnet18,transformer|seed|dense] [--configs b1t1,b1t2,b16t2]
         [--batches 1,64 --threads 1,2,4] [--warmup W] [--iters N] [--rounds R] [--kiln build/kiln] [--kiln-args "..."]
         [--peak-gflops-per-core 225] [--out-md bench/results/latest.md] [--out-json bench/results/latest.json]
         [--bf16]
@@ -40,6 +40,10 @@ DEFAULT_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "shuf
 SEED_MODELS = ["resnet18", "resnet50", "resnet101", "resnet152", "resnext50_32x4d", "resnext101_32x8d", "vgg16",
                "inception_v3", "googlenet", "alexnet", "mobilenet_v1", "mobilenet_v2", "squeezenet1_1",
                "shufflenet_v2_x1_0"]
+# Dense prediction: the segmentation models (each upsampling its logits with Resize) and the U-Net
+# (ConvTranspose, skip Concats), whose ops ONNX Runtime had and kiln gained later (--models dense).
+DENSE_MODELS = ["fcn_resnet50", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large", "unet"]
+NAMED_SETS = {"seed": SEED_MODELS, "dense": DENSE_MODELS}
 CONFIG_PATTERN = re.compile(r"b([1-9][0-9]*)t([1-9][0-9]*)")
 RUNTIMES = ["kiln", "pytorch", "ort"]
 ORT_INSTALL_HINT = "(cd bench && ONNXRUNTIME_NODE_INSTALL=skip npm install)"
@@ -49,7 +53,8 @@ TIMEOUT_S = 1800  # per process: a hung runtime must not stall the whole set
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=",".join(DEFAULT_MODELS),
-                        help="comma-separated model names, or 'seed' for the seed's model table")
+                        help="comma-separated model names, 'seed' for the seed's model table, or 'dense' for the "
+                             "segmentation models and the U-Net")
     parser.add_argument("--configs", default="b1t1,b1t2,b16t2",
                         help="comma-separated bBtT: batch B at T threads (default b1t1,b1t2,b16t2)")
     parser.add_argument("--batches", help="comma-separated batch sizes; with --threads, replaces --configs")
@@ -70,7 +75,7 @@ def parse_args():
     parser.add_argument("--out-md", default=str(REPO / "bench" / "results" / "latest.md"))
     parser.add_argument("--out-json", default=str(REPO / "bench" / "results" / "latest.json"))
     args = parser.parse_args()
-    args.models = SEED_MODELS if args.models == "seed" else args.models.split(",")
+    args.models = NAMED_SETS.get(args.models) or args.models.split(",")
     if (args.batches is None) != (args.threads is None):
         parser.error("--batches and --threads go together (every batch at every thread count)")
     if args.batches is not None:
