@@ -3,6 +3,7 @@
 #include "ops/indexing.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <type_traits>
@@ -32,6 +33,29 @@ std::vector<int64_t> strides_of(const Shape& shape) {
   std::vector<int64_t> strides(shape.size(), 1);
   for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
   return strides;
+}
+
+// A tensor seen as lines along one axis: `outer` blocks of `dim` x `inner` elements, line (o, i)
+// reading elements (o * dim + j) * inner + i for j < dim.
+struct AxisLines {
+  int64_t outer = 1;
+  int64_t dim = 1;
+  int64_t inner = 1;
+};
+
+AxisLines lines_along(const Shape& shape, size_t axis) {
+  return {product(shape, 0, axis), shape[axis], product(shape, axis + 1, shape.size())};
+}
+
+// Ordering for TopK: NaN counts as larger than every number (as torch.topk has it), so the order
+// stays strict with NaNs present.
+template <typename C>
+bool greater_with_nan(C a, C b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (std::isnan(a)) return !std::isnan(b);
+    if (std::isnan(b)) return false;
+  }
+  return a > b;
 }
 
 KernelOrReason unsupported_width(const OpSpec& spec) {
@@ -220,9 +244,7 @@ KernelOrReason make_topk(const OpSpec& spec, std::span<const TensorInfo>) {
   const auto axis = static_cast<size_t>(indexing_axis(spec));
   const int64_t k = topk_k(spec);
   const bool largest = spec.opset < 11 || spec.attrs().get_int("largest", 1) != 0;
-  const int64_t outer = product(x, 0, axis);
-  const int64_t dim = x[axis];
-  const int64_t inner = product(x, axis + 1, x.size());
+  const auto [outer, dim, inner] = lines_along(x, axis);
   return visit_dtype(spec.input(0).dtype, [&](auto tag) -> KernelOrReason {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, bool>) {
@@ -244,7 +266,8 @@ KernelOrReason make_topk(const OpSpec& spec, std::span<const TensorInfo>) {
             auto before = [&](int64_t a, int64_t b) {
               const auto va = at(a);
               const auto vb = at(b);
-              if (va != vb) return largest ? va > vb : va < vb;
+              if (largest ? greater_with_nan(va, vb) : greater_with_nan(vb, va)) return true;
+              if (largest ? greater_with_nan(vb, va) : greater_with_nan(va, vb)) return false;
               return a < b;
             };
             std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
@@ -267,9 +290,7 @@ KernelOrReason make_cumsum(const OpSpec& spec, std::span<const TensorInfo>) {
   const auto axis = static_cast<size_t>(indexing_axis(spec));
   const bool exclusive = spec.attrs().get_int("exclusive", 0) != 0;
   const bool reverse = spec.attrs().get_int("reverse", 0) != 0;
-  const int64_t outer = product(x, 0, axis);
-  const int64_t dim = x[axis];
-  const int64_t inner = product(x, axis + 1, x.size());
+  const auto [outer, dim, inner] = lines_along(x, axis);
   return visit_dtype(spec.input(0).dtype, [&](auto tag) -> KernelOrReason {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, bool>) {

@@ -560,6 +560,16 @@ TEST(IndexingOps, TopKLargestAndSmallest) {
   EXPECT_EQ(values_of<int64_t>(y[1]), (std::vector<int64_t>{0, 1}));
 }
 
+// NaN ranks above every number (as torch.topk has it): first when largest, last when smallest.
+TEST(IndexingOps, TopKOrdersNaNAsLargest) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Tensor x = f32s({2, nan, 7, 1, nan}, {1, 5});
+  std::vector<Tensor> y = run_op(topk(x, 3, -1, true));
+  EXPECT_EQ(values_of<int64_t>(y[1]), (std::vector<int64_t>{1, 4, 2}));
+  y = run_op(topk(x, 5, -1, false));
+  EXPECT_EQ(values_of<int64_t>(y[1]), (std::vector<int64_t>{3, 0, 2, 1, 4}));
+}
+
 TEST(IndexingOps, TopKMatchesReference) {
   const Tensor x = integer_valued({3, 5, 4}, -2, 2, 31);  // few distinct values: many ties
   for (int64_t axis : {0, 1, 2}) {
