@@ -52,6 +52,20 @@ def test_blas_refuses_products_above_its_threshold(kiln_bin, tmp_path):
     assert "not blas: M x N x K = 64 x 64 x 64 is above blas_threshold 32768" in result.stdout
 
 
+def test_steps_sized_at_run_time_are_marked(kiln_bin, tmp_path):
+    graph = helper.make_graph([helper.make_node("NonZero", ["x"], ["y"], name="where_nonzero")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    path = tmp_path / "nonzero.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    result = kiln_cli.run(kiln_bin, "explain", path)
+    assert result.returncode == 0, result.stderr
+    assert "where_nonzero" in result.stdout
+    assert "note: output sized at run time" in result.stdout
+    # The planned shape is the bound: one column per element.
+    assert "[2, 3] -> [2, 6]" in result.stdout
+
+
 def test_profile_times_every_step(kiln_bin):
     plan = explain(kiln_bin, "--profile", "3")
     assert "time by op" in plan and "most expensive steps" in plan
