@@ -16,7 +16,8 @@ std::vector<TensorInfo> infer_non_zero(const OpSpec& spec) {
   const Shape& x = spec.input(0).shape;
   KILN_CHECK(spec.input(0).dtype != DType::undefined, invalid_argument, "NonZero input is undefined");
   // One column per element at most; a scalar counts as one element of rank 1.
-  return {TensorInfo{DType::i64, {std::max<int64_t>(1, static_cast<int64_t>(x.size())), checked_numel(x)}, {}}};
+  return {
+      TensorInfo{DType::i64, {std::max<int64_t>(1, static_cast<int64_t>(x.size())), checked_numel(x)}, {}}};
 }
 
 std::vector<TensorInfo> infer_compress(const OpSpec& spec) {
@@ -56,8 +57,8 @@ std::vector<TensorInfo> infer_unique(const OpSpec& spec) {
   // At most every element (or slice) is unique.
   const int64_t slices = axis ? x.shape[static_cast<size_t>(*axis)] : checked_numel(x.shape);
   Shape y = axis ? x.shape : Shape{slices};
-  return {TensorInfo{x.dtype, y, {}}, TensorInfo{DType::i64, {slices}, {}}, TensorInfo{DType::i64, {slices}, {}},
-          TensorInfo{DType::i64, {slices}, {}}};
+  return {TensorInfo{x.dtype, y, {}}, TensorInfo{DType::i64, {slices}, {}},
+          TensorInfo{DType::i64, {slices}, {}}, TensorInfo{DType::i64, {slices}, {}}};
 }
 
 std::vector<TensorInfo> infer_non_max_suppression(const OpSpec& spec) {
@@ -73,7 +74,8 @@ std::vector<TensorInfo> infer_non_max_suppression(const OpSpec& spec) {
              shape_to_string(boxes), ", got ", shape_to_string(scores));
   const int64_t center_point_box = spec.attrs().get_int("center_point_box", 0);
   KILN_CHECK(center_point_box == 0 || center_point_box == 1, invalid_model,
-             "NonMaxSuppression center_point_box must be 0 (corners) or 1 (centre and size), got ", center_point_box);
+             "NonMaxSuppression center_point_box must be 0 (corners) or 1 (centre and size), got ",
+             center_point_box);
   const DType scalar_types[] = {DType::undefined, DType::undefined, DType::i64, DType::f32, DType::f32};
   const char* names[] = {"", "", "max_output_boxes_per_class", "iou_threshold", "score_threshold"};
   for (int i = 2; i < spec.num_inputs(); ++i) {
@@ -112,6 +114,8 @@ std::optional<int64_t> unique_axis(const OpSpec& spec) {
                         "Unique axis");
 }
 
-std::span<const OpSchema> data_dependent_schemas() { return kSchemas; }
+std::span<const OpSchema> data_dependent_schemas() {
+  return kSchemas;
+}
 
 }  // namespace kiln

@@ -64,7 +64,8 @@ std::vector<TensorInfo> infer_scatter_elements(const OpSpec& spec) {
   expect_dtype(spec, 2, data.dtype);
   const Shape& indices = spec.input(1).shape;
   KILN_CHECK(spec.input(2).shape == indices, invalid_argument, spec.op_type, " updates have shape ",
-             shape_to_string(spec.input(2).shape), ", indices ", shape_to_string(indices), ": they must match");
+             shape_to_string(spec.input(2).shape), ", indices ", shape_to_string(indices),
+             ": they must match");
   KILN_CHECK(indices.size() == data.shape.size(), invalid_argument, spec.op_type, " indices ",
              shape_to_string(indices), " and data ", shape_to_string(data.shape), " must have the same rank");
   const auto axis = static_cast<size_t>(indexing_axis(spec));
@@ -103,8 +104,9 @@ std::vector<TensorInfo> infer_topk(const OpSpec& spec) {
 std::vector<TensorInfo> infer_cumsum(const OpSpec& spec) {
   expect_inputs(spec, 2, 2);
   const TensorInfo& x = spec.input(0);
-  KILN_CHECK(x.dtype == DType::f32 || x.dtype == DType::f64 || x.dtype == DType::f16 || x.dtype == DType::bf16 ||
-                 x.dtype == DType::i32 || x.dtype == DType::i64 || x.dtype == DType::u32 || x.dtype == DType::u64,
+  KILN_CHECK(x.dtype == DType::f32 || x.dtype == DType::f64 || x.dtype == DType::f16 ||
+                 x.dtype == DType::bf16 || x.dtype == DType::i32 || x.dtype == DType::i64 ||
+                 x.dtype == DType::u32 || x.dtype == DType::u64,
              type_mismatch, "CumSum input must be a float or a 32/64-bit integer, got ", dtype_name(x.dtype));
   KILN_CHECK(!x.shape.empty(), invalid_argument, "CumSum input must have rank >= 1");
   indexing_axis(spec);
@@ -130,9 +132,10 @@ std::vector<TensorInfo> infer_reverse_sequence(const OpSpec& spec) {
              shape_to_string(x));
   const int64_t batch_axis = spec.attrs().get_int("batch_axis", 1);
   const int64_t time_axis = spec.attrs().get_int("time_axis", 0);
-  KILN_CHECK((batch_axis == 0 || batch_axis == 1) && (time_axis == 0 || time_axis == 1) && batch_axis != time_axis,
-             invalid_model, "ReverseSequence batch_axis and time_axis must be 0 and 1 in some order, got ",
-             batch_axis, " and ", time_axis);
+  KILN_CHECK(
+      (batch_axis == 0 || batch_axis == 1) && (time_axis == 0 || time_axis == 1) && batch_axis != time_axis,
+      invalid_model, "ReverseSequence batch_axis and time_axis must be 0 and 1 in some order, got ",
+      batch_axis, " and ", time_axis);
   expect_dtype(spec, 1, DType::i64);
   const Shape& lens = spec.input(1).shape;
   KILN_CHECK(lens.size() == 1 && lens[0] == x[static_cast<size_t>(batch_axis)], invalid_argument,
@@ -177,11 +180,11 @@ GatherNdParams gather_nd_params(const OpSpec& spec) {
              shape_to_string(data), " and ", shape_to_string(indices));
   GatherNdParams params;
   params.batch_dims = spec.opset >= 12 ? spec.attrs().get_int("batch_dims", 0) : 0;
-  KILN_CHECK(params.batch_dims >= 0 && params.batch_dims < std::min(r, q), invalid_model, "GatherND batch_dims ",
-             params.batch_dims, " must be in [0, ", std::min(r, q), ")");
+  KILN_CHECK(params.batch_dims >= 0 && params.batch_dims < std::min(r, q), invalid_model,
+             "GatherND batch_dims ", params.batch_dims, " must be in [0, ", std::min(r, q), ")");
   for (int64_t d = 0; d < params.batch_dims; ++d) {
-    KILN_CHECK(data[d] == indices[d], invalid_argument, "GatherND data ", shape_to_string(data), " and indices ",
-               shape_to_string(indices), " differ in batch dim ", d);
+    KILN_CHECK(data[d] == indices[d], invalid_argument, "GatherND data ", shape_to_string(data),
+               " and indices ", shape_to_string(indices), " differ in batch dim ", d);
   }
   params.index_depth = indices.back();
   KILN_CHECK(params.index_depth >= 1 && params.index_depth <= r - params.batch_dims, invalid_argument,
@@ -193,7 +196,8 @@ GatherNdParams gather_nd_params(const OpSpec& spec) {
 int64_t indexing_axis(const OpSpec& spec) {
   const auto rank = static_cast<int64_t>(spec.input(0).shape.size());
   if (spec.op_type == "CumSum") return normalize_axis(scalar_input(spec, 1, "axis"), rank, "CumSum axis");
-  if (spec.op_type == "OneHot") return normalize_axis(spec.attrs().get_int("axis", -1), rank + 1, "OneHot axis");
+  if (spec.op_type == "OneHot")
+    return normalize_axis(spec.attrs().get_int("axis", -1), rank + 1, "OneHot axis");
   if (spec.op_type == "TopK") return normalize_axis(spec.attrs().get_int("axis", -1), rank, "TopK axis");
   return normalize_axis(spec.attrs().get_int("axis", 0), rank, (spec.op_type + " axis").c_str());
 }
@@ -212,6 +216,8 @@ int64_t one_hot_depth(const OpSpec& spec) {
   return depth;
 }
 
-std::span<const OpSchema> indexing_schemas() { return kSchemas; }
+std::span<const OpSchema> indexing_schemas() {
+  return kSchemas;
+}
 
 }  // namespace kiln

@@ -17,7 +17,7 @@ ResizeMode parse_mode(const OpSpec& spec) {
   if (mode == "linear" || mode == "bilinear") return ResizeMode::linear;  // Upsample-7 says bilinear
   if (mode == "cubic" && spec.op_type == "Resize" && spec.opset >= 11) return ResizeMode::cubic;
   fail(ErrorKind::invalid_model, spec.op_type, " mode '", mode, "' is not one of nearest, linear",
-            spec.op_type == "Resize" && spec.opset >= 11 ? ", cubic" : "");
+       spec.op_type == "Resize" && spec.opset >= 11 ? ", cubic" : "");
 }
 
 CoordinateTransform parse_transform(const OpSpec& spec) {
@@ -32,8 +32,8 @@ CoordinateTransform parse_transform(const OpSpec& spec) {
   if (name == "tf_half_pixel_for_nn") return CoordinateTransform::tf_half_pixel_for_nn;
   if (name == "tf_crop_and_resize") return CoordinateTransform::tf_crop_and_resize;
   fail(ErrorKind::invalid_model, "Resize coordinate_transformation_mode '", name,
-            "' is not one of half_pixel, ", spec.opset >= 19 ? "half_pixel_symmetric, " : "",
-            "pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn, tf_crop_and_resize");
+       "' is not one of half_pixel, ", spec.opset >= 19 ? "half_pixel_symmetric, " : "",
+       "pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn, tf_crop_and_resize");
 }
 
 NearestRounding parse_rounding(const OpSpec& spec) {
@@ -44,7 +44,7 @@ NearestRounding parse_rounding(const OpSpec& spec) {
   if (name == "floor") return NearestRounding::floor;
   if (name == "ceil") return NearestRounding::ceil;
   fail(ErrorKind::invalid_model, "Resize nearest_mode '", name,
-            "' is not one of round_prefer_floor, round_prefer_ceil, floor, ceil");
+       "' is not one of round_prefer_floor, round_prefer_ceil, floor, ceil");
 }
 
 std::vector<float> float_values(const Tensor& tensor, const char* what) {
@@ -74,7 +74,9 @@ std::vector<int64_t> resized_axes(const OpSpec& spec, int64_t rank) {
 }
 
 // floor(x + 0.5): the spec's round_int for keep_aspect_ratio_policy.
-int64_t round_half_up(double x) { return static_cast<int64_t>(std::floor(x + 0.5)); }
+int64_t round_half_up(double x) {
+  return static_cast<int64_t>(std::floor(x + 0.5));
+}
 
 // Fills params.scales and params.output from the scales or sizes input (or Upsample's attribute).
 void resolve_size(const OpSpec& spec, ResizeParams& params) {
@@ -88,7 +90,8 @@ void resolve_size(const OpSpec& spec, ResizeParams& params) {
     KILN_CHECK(!scales.empty(), invalid_model, "Upsample needs attribute 'scales'");
   } else {
     const int scales_input = spec.op_type == "Upsample" || spec.opset < 11 ? 1 : 2;
-    if (spec.has_input(scales_input)) scales = float_values(spec.constant_input(scales_input, "scales"), "scales");
+    if (spec.has_input(scales_input))
+      scales = float_values(spec.constant_input(scales_input, "scales"), "scales");
     if (scales_input == 2 && spec.has_input(3)) {
       const Tensor& sizes_tensor = spec.constant_input(3, "sizes");
       KILN_CHECK(sizes_tensor.dtype() == DType::i64 && sizes_tensor.rank() <= 1, invalid_model,
@@ -102,8 +105,9 @@ void resolve_size(const OpSpec& spec, ResizeParams& params) {
   const size_t count = axes.size();
   KILN_CHECK((scales.empty() ? sizes.size() : scales.size()) == count, invalid_argument, spec.op_type, " ",
              scales.empty() ? "sizes" : "scales", " has ", scales.empty() ? sizes.size() : scales.size(),
-             " entries, expected ", count, " (one per ", spec.attrs().has("axes") ? "axis in axes" : "input dim",
-             ", input ", shape_to_string(input), ")");
+             " entries, expected ", count, " (one per ",
+             spec.attrs().has("axes") ? "axis in axes" : "input dim", ", input ", shape_to_string(input),
+             ")");
   params.scales.assign(static_cast<size_t>(rank), 1.0f);
   params.output = input;
   if (!scales.empty()) {
@@ -141,7 +145,8 @@ void resolve_size(const OpSpec& spec, ResizeParams& params) {
   // covers it (not_smaller).
   double scale = policy == "not_larger" ? INFINITY : 0.0;
   for (size_t i = 0; i < count; ++i) {
-    const double ratio = static_cast<double>(sizes[i]) / static_cast<double>(input[static_cast<size_t>(axes[i])]);
+    const double ratio =
+        static_cast<double>(sizes[i]) / static_cast<double>(input[static_cast<size_t>(axes[i])]);
     scale = policy == "not_larger" ? std::min(scale, ratio) : std::max(scale, ratio);
   }
   for (int64_t axis : axes) {
@@ -176,9 +181,10 @@ ResizeParams resize_params(const OpSpec& spec) {
   params.extrapolation_value = spec.attrs().get_float("extrapolation_value", 0.0f);
   params.antialias = spec.opset >= 18 && spec.attrs().get_int("antialias", 0) != 0;
   if (params.mode != ResizeMode::nearest) {
-    KILN_CHECK(x.dtype == DType::f32 || x.dtype == DType::f16 || x.dtype == DType::bf16 || x.dtype == DType::f64,
-               type_mismatch, spec.op_type, " mode linear or cubic needs a floating-point input, got ",
-               dtype_name(x.dtype));
+    KILN_CHECK(
+        x.dtype == DType::f32 || x.dtype == DType::f16 || x.dtype == DType::bf16 || x.dtype == DType::f64,
+        type_mismatch, spec.op_type, " mode linear or cubic needs a floating-point input, got ",
+        dtype_name(x.dtype));
   }
   resolve_size(spec, params);
   checked_numel(params.output);
@@ -189,8 +195,8 @@ ResizeParams resize_params(const OpSpec& spec) {
     const std::vector<float> roi = float_values(spec.constant_input(1, "roi"), "Resize roi");
     const std::vector<int64_t> axes = resized_axes(spec, rank);
     const size_t count = axes.size();
-    KILN_CHECK(roi.size() == 2 * count, invalid_argument, "Resize roi has ", roi.size(), " entries, expected ",
-               2 * count, " (starts then ends of ", count, " dims)");
+    KILN_CHECK(roi.size() == 2 * count, invalid_argument, "Resize roi has ", roi.size(),
+               " entries, expected ", 2 * count, " (starts then ends of ", count, " dims)");
     params.roi.assign(static_cast<size_t>(2 * rank), 0.0f);
     for (int64_t d = 0; d < rank; ++d) params.roi[static_cast<size_t>(rank + d)] = 1.0f;
     for (size_t i = 0; i < count; ++i) {
@@ -224,12 +230,15 @@ float original_coordinate(CoordinateTransform transform, int64_t x, float scale,
     case CoordinateTransform::tf_half_pixel_for_nn:
       return (xf + 0.5f) / scale;
     case CoordinateTransform::tf_crop_and_resize:
-      return resized > 1 ? roi_start * (length - 1) + xf * (roi_end - roi_start) * (length - 1) / (resized - 1)
-                         : 0.5f * (roi_start + roi_end) * (length - 1);
+      return resized > 1
+                 ? roi_start * (length - 1) + xf * (roi_end - roi_start) * (length - 1) / (resized - 1)
+                 : 0.5f * (roi_start + roi_end) * (length - 1);
   }
   return 0.0f;
 }
 
-std::span<const OpSchema> resize_schemas() { return kSchemas; }
+std::span<const OpSchema> resize_schemas() {
+  return kSchemas;
+}
 
 }  // namespace kiln

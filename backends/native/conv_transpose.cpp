@@ -149,6 +149,8 @@ constexpr KernelEntry kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelEntry> conv_transpose_kernels() { return kKernels; }
+std::span<const KernelEntry> conv_transpose_kernels() {
+  return kKernels;
+}
 
 }  // namespace kiln::native

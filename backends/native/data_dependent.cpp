@@ -88,7 +88,8 @@ KernelOrReason make_compress(const OpSpec& spec, std::span<const TensorInfo> out
   }
   return make_sizing_kernel("native:compress", [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
     int64_t selected = 0;
-    for (int64_t j = 0; j < std::min(length, inputs[1].numel()); ++j) selected += inputs[1].data<bool>()[j] ? 1 : 0;
+    for (int64_t j = 0; j < std::min(length, inputs[1].numel()); ++j)
+      selected += inputs[1].data<bool>()[j] ? 1 : 0;
     Shape shape = planned;
     shape[axis ? a : 0] = selected;
     dst[0] = Tensor::empty(dtype, shape);
@@ -153,7 +154,8 @@ void unique_items(const Tensor& x, std::span<Tensor> dst, const Shape& shape, st
     std::sort(by_occurrence.begin(), by_occurrence.end(), [&](int64_t g, int64_t h) {
       return first[static_cast<size_t>(g)] < first[static_cast<size_t>(h)];
     });
-    for (size_t p = 0; p < by_occurrence.size(); ++p) rank[static_cast<size_t>(by_occurrence[p])] = static_cast<int64_t>(p);
+    for (size_t p = 0; p < by_occurrence.size(); ++p)
+      rank[static_cast<size_t>(by_occurrence[p])] = static_cast<int64_t>(p);
   }
   const auto unique = static_cast<int64_t>(first.size());
   Shape y_shape = axis ? shape : Shape{unique};
@@ -186,8 +188,8 @@ KernelOrReason make_unique(const OpSpec& spec, std::span<const TensorInfo>) {
   return visit_dtype(spec.input(0).dtype, [&](auto tag) -> KernelOrReason {
     using T = decltype(tag);
     if constexpr (is_half_v<T>) {
-      return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "native Unique compares 16-bit floats only "
-                                                                      "after a Cast to float32");
+      return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
+                                      "native Unique compares 16-bit floats only after a Cast to float32");
     } else {
       return make_sizing_kernel("native:unique", [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
         unique_items<T>(inputs[0], dst, shape, axis, sorted);
@@ -227,46 +229,46 @@ KernelOrReason make_non_max_suppression(const OpSpec& spec, std::span<const Tens
   const int64_t batches = spec.input(0).shape[0];
   const int64_t count = spec.input(0).shape[1];
   const int64_t classes = spec.input(1).shape[1];
-  return make_sizing_kernel("native:non_max_suppression", [=](std::span<const Tensor> inputs,
-                                                              std::span<Tensor> dst) {
-    auto present = [&](size_t i) { return inputs.size() > i && inputs[i].defined(); };
-    const int64_t per_class = present(2) ? std::clamp<int64_t>(inputs[2].int_at(0), 0, count) : 0;
-    const float iou_threshold = present(3) ? inputs[3].data<float>()[0] : 0.0f;
-    const bool has_score_threshold = present(4);
-    const float score_threshold = has_score_threshold ? inputs[4].data<float>()[0] : 0.0f;
-    KILN_CHECK(iou_threshold >= 0 && iou_threshold <= 1, invalid_argument,
-               "NonMaxSuppression iou_threshold must be in [0, 1], got ", iou_threshold);
-    const float* boxes = inputs[0].data<float>();
-    const float* scores = inputs[1].data<float>();
-    std::vector<int64_t> selected;  // (batch, class, box) triples
-    std::vector<int64_t> candidates;
-    std::vector<Box> kept;
-    for (int64_t b = 0; b < batches; ++b) {
-      for (int64_t c = 0; c < classes; ++c) {
-        const float* class_scores = scores + (b * classes + c) * count;
-        candidates.clear();
-        for (int64_t i = 0; i < count; ++i) {
-          if (!has_score_threshold || class_scores[i] > score_threshold) candidates.push_back(i);
+  return make_sizing_kernel(
+      "native:non_max_suppression", [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
+        auto present = [&](size_t i) { return inputs.size() > i && inputs[i].defined(); };
+        const int64_t per_class = present(2) ? std::clamp<int64_t>(inputs[2].int_at(0), 0, count) : 0;
+        const float iou_threshold = present(3) ? inputs[3].data<float>()[0] : 0.0f;
+        const bool has_score_threshold = present(4);
+        const float score_threshold = has_score_threshold ? inputs[4].data<float>()[0] : 0.0f;
+        KILN_CHECK(iou_threshold >= 0 && iou_threshold <= 1, invalid_argument,
+                   "NonMaxSuppression iou_threshold must be in [0, 1], got ", iou_threshold);
+        const float* boxes = inputs[0].data<float>();
+        const float* scores = inputs[1].data<float>();
+        std::vector<int64_t> selected;  // (batch, class, box) triples
+        std::vector<int64_t> candidates;
+        std::vector<Box> kept;
+        for (int64_t b = 0; b < batches; ++b) {
+          for (int64_t c = 0; c < classes; ++c) {
+            const float* class_scores = scores + (b * classes + c) * count;
+            candidates.clear();
+            for (int64_t i = 0; i < count; ++i) {
+              if (!has_score_threshold || class_scores[i] > score_threshold) candidates.push_back(i);
+            }
+            // Highest score first; equal scores keep the lower index first.
+            std::stable_sort(candidates.begin(), candidates.end(),
+                             [&](int64_t i, int64_t j) { return class_scores[i] > class_scores[j]; });
+            kept.clear();
+            for (int64_t i : candidates) {
+              if (static_cast<int64_t>(kept.size()) >= per_class) break;
+              const Box box = read_box(boxes + (b * count + i) * 4, center_point_box);
+              const bool suppressed = std::any_of(kept.begin(), kept.end(), [&](const Box& other) {
+                return overlaps_more_than(box, other, iou_threshold);
+              });
+              if (suppressed) continue;
+              kept.push_back(box);
+              selected.insert(selected.end(), {b, c, i});
+            }
+          }
         }
-        // Highest score first; equal scores keep the lower index first.
-        std::stable_sort(candidates.begin(), candidates.end(),
-                         [&](int64_t i, int64_t j) { return class_scores[i] > class_scores[j]; });
-        kept.clear();
-        for (int64_t i : candidates) {
-          if (static_cast<int64_t>(kept.size()) >= per_class) break;
-          const Box box = read_box(boxes + (b * count + i) * 4, center_point_box);
-          const bool suppressed = std::any_of(kept.begin(), kept.end(), [&](const Box& other) {
-            return overlaps_more_than(box, other, iou_threshold);
-          });
-          if (suppressed) continue;
-          kept.push_back(box);
-          selected.insert(selected.end(), {b, c, i});
-        }
-      }
-    }
-    dst[0] = Tensor::empty(DType::i64, {static_cast<int64_t>(selected.size() / 3), 3});
-    std::copy(selected.begin(), selected.end(), dst[0].data<int64_t>());
-  });
+        dst[0] = Tensor::empty(DType::i64, {static_cast<int64_t>(selected.size() / 3), 3});
+        std::copy(selected.begin(), selected.end(), dst[0].data<int64_t>());
+      });
 }
 
 constexpr KernelEntry kKernels[] = {
@@ -278,6 +280,8 @@ constexpr KernelEntry kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelEntry> data_dependent_kernels() { return kKernels; }
+std::span<const KernelEntry> data_dependent_kernels() {
+  return kKernels;
+}
 
 }  // namespace kiln::native

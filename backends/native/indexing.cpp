@@ -85,12 +85,13 @@ KernelOrReason make_gather_nd(const OpSpec& spec, std::span<const TensorInfo>) {
       int64_t offset = (i / tuples) * batch_stride;
       for (size_t k = 0; k < depth; ++k) {
         const size_t d = b + k;
-        offset += resolve_index(inputs[1].data<int64_t>()[i * static_cast<int64_t>(depth) + static_cast<int64_t>(k)],
-                                data[d], "GatherND") *
+        offset += resolve_index(
+                      inputs[1].data<int64_t>()[i * static_cast<int64_t>(depth) + static_cast<int64_t>(k)],
+                      data[d], "GatherND") *
                   strides[d];
       }
-      std::memcpy(out + static_cast<size_t>(i) * slice_bytes, src + static_cast<size_t>(offset) * element_size,
-                  slice_bytes);
+      std::memcpy(out + static_cast<size_t>(i) * slice_bytes,
+                  src + static_cast<size_t>(offset) * element_size, slice_bytes);
     }
   });
 }
@@ -369,12 +370,13 @@ KernelOrReason make_reverse_sequence(const OpSpec& spec, std::span<const TensorI
     const auto row_bytes = static_cast<size_t>(inner) * element_size;
     for (int64_t b = 0; b < batches; ++b) {
       const int64_t length = inputs[1].data<int64_t>()[b];
-      KILN_CHECK(length >= 0 && length <= steps, invalid_argument, "ReverseSequence sequence_lens[", b, "] = ",
-                 length, " is outside [0, ", steps, "]");
+      KILN_CHECK(length >= 0 && length <= steps, invalid_argument, "ReverseSequence sequence_lens[", b,
+                 "] = ", length, " is outside [0, ", steps, "]");
       for (int64_t t = 0; t < steps; ++t) {
         const int64_t from = t < length ? length - 1 - t : t;
         std::memcpy(out + static_cast<size_t>(b * batch_stride + t * time_stride) * element_size,
-                    src + static_cast<size_t>(b * batch_stride + from * time_stride) * element_size, row_bytes);
+                    src + static_cast<size_t>(b * batch_stride + from * time_stride) * element_size,
+                    row_bytes);
       }
     }
   });
@@ -394,6 +396,8 @@ constexpr KernelEntry kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelEntry> indexing_kernels() { return kKernels; }
+std::span<const KernelEntry> indexing_kernels() {
+  return kKernels;
+}
 
 }  // namespace kiln::native

@@ -46,7 +46,9 @@ int64_t nearest_index(float x, NearestRounding rounding, bool shrinking) {
 }
 
 // The interpolation kernels at distance t (in input pixels, scaled by the antialias factor).
-double linear_weight(double t) { return std::max(0.0, 1.0 - std::abs(t)); }
+double linear_weight(double t) {
+  return std::max(0.0, 1.0 - std::abs(t));
+}
 
 double cubic_weight(double t, double a) {
   t = std::abs(t);
@@ -121,7 +123,8 @@ AxisTaps axis_taps(const ResizeParams& p, size_t d, int64_t in, int64_t out, int
       continue;
     }
     if (p.mode == ResizeMode::nearest) {
-      taps.offset.push_back(std::clamp<int64_t>(nearest_index(source, p.rounding, scale < 1), 0, in - 1) * stride);
+      taps.offset.push_back(std::clamp<int64_t>(nearest_index(source, p.rounding, scale < 1), 0, in - 1) *
+                            stride);
       taps.weight.push_back(1.0f);
       continue;
     }
@@ -336,9 +339,10 @@ KernelOrReason make_resize(const OpSpec& spec, std::span<const TensorInfo>) {
     return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
                                     "native Resize interpolates float32 only (nearest copies any dtype)");
   if (!is_visitable_element_size(dtype_size(dtype)) || (crops && dtype != DType::f32))
-    return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
-                                    "native Resize nearest copies 1, 2, 4 or 8-byte elements, and extrapolates "
-                                    "(tf_crop_and_resize) float32 only");
+    return KernelOrReason::rejected(
+        RefusalKind::unsupported_dtype,
+        "native Resize nearest copies 1, 2, 4 or 8-byte elements, and extrapolates "
+        "(tf_crop_and_resize) float32 only");
   const Shape in = spec.input(0).shape;
   const ResizeGeometry geometry = make_geometry(params, in);
   const bool by_planes = separable(geometry, in);
@@ -350,7 +354,8 @@ KernelOrReason make_resize(const OpSpec& spec, std::span<const TensorInfo>) {
                          if (by_planes) {
                            resize_planes(dst[0].data<float>(), inputs[0].data<float>(), geometry, in);
                          } else {
-                           resize_float(dst[0].data<float>(), inputs[0].data<float>(), geometry, extrapolation);
+                           resize_float(dst[0].data<float>(), inputs[0].data<float>(), geometry,
+                                        extrapolation);
                          }
                        });
   }
@@ -376,6 +381,8 @@ constexpr KernelEntry kKernels[] = {
 
 }  // namespace
 
-std::span<const KernelEntry> resize_kernels() { return kKernels; }
+std::span<const KernelEntry> resize_kernels() {
+  return kKernels;
+}
 
 }  // namespace kiln::native

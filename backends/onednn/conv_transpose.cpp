@@ -1,9 +1,8 @@
 // oneDNN ConvTranspose (its deconvolution primitive: 2-D, float32, any group count), activations
 // channels-last like its Conv, weights reordered once at plan time. The native kernel takes what
 // this one refuses (other ranks, negative pads, output_padding beyond the end pads).
-#include "ops/conv.h"
-
 #include "backends/onednn/onednn_common.h"
+#include "ops/conv.h"
 
 namespace kiln::onednn {
 namespace {
@@ -19,8 +18,9 @@ class ConvTransposeKernel final : public PrimitiveKernel {
     const int64_t in_per_group = p.in_channels / group;
     const int64_t out_per_group = p.out_channels / group;
     // oneDNN's dims are (g, O, I, kh, kw); ONNX stores W as [I, O / g, kh, kw], which is (g)iohw.
-    const Shape weight_dims = group == 1 ? Shape{p.out_channels, p.in_channels, p.kernel[0], p.kernel[1]}
-                                         : Shape{group, out_per_group, in_per_group, p.kernel[0], p.kernel[1]};
+    const Shape weight_dims = group == 1
+                                  ? Shape{p.out_channels, p.in_channels, p.kernel[0], p.kernel[1]}
+                                  : Shape{group, out_per_group, in_per_group, p.kernel[0], p.kernel[1]};
     const memory::desc src_desc = value_desc(spec.input(0).shape, Layout::nhwc);
     const memory::desc dst_desc = value_desc(output_shape, Layout::nhwc);
     const memory::desc any_weights(weight_dims, memory::data_type::f32, memory::format_tag::any);
@@ -31,9 +31,9 @@ class ConvTransposeKernel final : public PrimitiveKernel {
       dilations.push_back(p.dilations[d] - 1);  // oneDNN counts the gaps
       pads_end.push_back(p.pads_end[d] - p.output_padding[d]);
     }
-    const dnnl::deconvolution_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                                 dnnl::algorithm::deconvolution_direct, src_desc, any_weights,
-                                                 bias_desc, dst_desc, p.strides, dilations, p.pads_begin, pads_end);
+    const dnnl::deconvolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, src_desc, any_weights,
+        bias_desc, dst_desc, p.strides, dilations, p.pads_begin, pads_end);
     dnnl::deconvolution_forward::primitive_desc pd(desc, primitive_attributes(), engine());
     name_ = "onednn:" + implementation_name(pd);
     primitive_ = Primitive(pd);
@@ -55,7 +55,8 @@ class ConvTransposeKernel final : public PrimitiveKernel {
 KernelOrReason make_conv_transpose(const KernelRequest& request, std::span<const TensorInfo> outputs) {
   const OpSpec& spec = request.op;
   if (spec.input(0).dtype != DType::f32)
-    return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "oneDNN ConvTranspose here runs float32 only");
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
+                                    "oneDNN ConvTranspose here runs float32 only");
   if (spec.input(0).shape.size() != 4)
     return KernelOrReason::rejected(RefusalKind::unsupported_shape,
                                     "oneDNN ConvTranspose here runs 2-D deconvolutions only");
@@ -78,6 +79,8 @@ constexpr KernelEntry kKernels[] = {{"ConvTranspose", make_conv_transpose}};
 
 }  // namespace
 
-std::span<const KernelEntry> conv_transpose_kernels() { return kKernels; }
+std::span<const KernelEntry> conv_transpose_kernels() {
+  return kKernels;
+}
 
 }  // namespace kiln::onednn

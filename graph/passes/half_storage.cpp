@@ -15,7 +15,9 @@ constexpr int64_t kOnnxFloat = 1;
 constexpr int64_t kOnnxFloat16 = 10;
 constexpr int64_t kOnnxBFloat16 = 16;
 
-bool is_half(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
+bool is_half(DType dtype) {
+  return dtype == DType::f16 || dtype == DType::bf16;
+}
 
 Tensor widened(const Tensor& value) {
   if (!is_half(value.dtype())) return value;
@@ -52,7 +54,8 @@ Node cast_node(std::string name, std::string input, std::string output, int64_t 
 void widen_attributes(Node& node) {
   for (const char* dtype_attribute : {"to", "dtype"}) {
     const Attribute* attribute = node.attributes.find(dtype_attribute);
-    if (attribute != nullptr && attribute->type == Attribute::Type::i && is_half(dtype_from_onnx(attribute->i)))
+    if (attribute != nullptr && attribute->type == Attribute::Type::i &&
+        is_half(dtype_from_onnx(attribute->i)))
       node.attributes.set_int(dtype_attribute, kOnnxFloat);
   }
   for (const char* value_attribute : {"value"}) {
@@ -98,8 +101,8 @@ std::optional<Model> widen_half_storage(const Model& model) {
     if (is_input) continue;  // handed back as given
     const std::string wide = output.name + ":float32";
     rename_value(widened_graph, output.name, wide);
-    widened_graph.nodes.push_back(cast_node(output.name + ":to_" + std::string(dtype_name(output.dtype)), wide,
-                                            output.name,
+    widened_graph.nodes.push_back(cast_node(output.name + ":to_" + std::string(dtype_name(output.dtype)),
+                                            wide, output.name,
                                             output.dtype == DType::f16 ? kOnnxFloat16 : kOnnxBFloat16));
   }
   widened_graph.nodes.insert(widened_graph.nodes.begin(), casts_in.begin(), casts_in.end());
