@@ -29,11 +29,9 @@ void plan_node(PlanState& state, const Node& node) {
     const auto sized = state.run_time_sized.find(input);
     if (sized == state.run_time_sized.end()) continue;
     fail(ErrorKind::not_implemented, sized->second, " sizes its output '", input,
-         "' when it runs (the size depends on the input values), and this node reads it: kiln fixes every "
-         "other "
-         "step's shapes when it plans, so such an output can only be a graph output (or computed from "
-         "plan-time "
-         "constants, which kiln folds)");
+         "' when it runs (the size depends on the input values), and this node reads it: ",
+         "kiln fixes every other step's shapes when it plans, so such an output can only be ",
+         "a graph output (or computed from plan-time constants, which kiln folds)");
   }
   if (plan_attention(state, node)) return;
   if (plan_residual_layer_norm(state, node)) return;

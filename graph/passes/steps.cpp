@@ -82,8 +82,10 @@ void add_step(PlanState& state, NodeForm form, KernelSelection selection, double
   }
   if (const auto rewrite = state.node_notes.find(record.node_name); rewrite != state.node_notes.end())
     record.notes.push_back(rewrite->second);
-  if (selection.kernel->sizes_outputs())
-    record.notes.push_back("output sized at run time: its size depends on the input values (the planned shape is a bound)");
+  if (selection.kernel->sizes_outputs()) {
+    record.notes.push_back(
+        "output sized at run time: its size depends on the input values (the planned shape is a bound)");
+  }
   record.creation_ms = selection_ms;
   for (const Node* follower : form.fused) record.fused.push_back({follower->op_type, follower->name});
 
@@ -123,8 +125,10 @@ void add_step(PlanState& state, NodeForm form, KernelSelection selection, double
                                   ? state.slots[static_cast<size_t>(step.inputs[0])].origin
                                   : SlotOrigin::computed;
     step.outputs.push_back(state.add_slot(form.output_names[i], info, origin, layout, dependencies));
-    if (kernel.sizes_outputs())
-      state.run_time_sized[form.output_names[i]] = str_cat("node '", record.node_name, "' (", record.op_type, ")");
+    if (kernel.sizes_outputs()) {
+      state.run_time_sized[form.output_names[i]] =
+          str_cat("node '", record.node_name, "' (", record.op_type, ")");
+    }
   }
   // The values inside a fused chain vanish; readers of the chain's last value find the step's output.
   for (const Node* follower : form.fused) state.slot_by_name[follower->outputs[0]] = step.outputs[0];
