@@ -5,7 +5,8 @@
 #
 #   scripts/test.sh          default tier (about 31 minutes from a cold clone on 2 cores without
 #                            ccache; 23 when ccache holds the Release objects)
-#   scripts/test.sh --slow   slow tier: sanitizers over the whole suite, vgg16/inception_v3 at batch 4,
+#   scripts/test.sh --slow   slow tier: sanitizers over the whole suite, vgg16/inception_v3 at batch 4
+#                            (fcn_resnet50 at batch 2 and on the native reference),
 #                            a bounded libFuzzer run over model loading and planning, and a build
 #                            with only the native backend (oneDNN and BLAS configured out) running
 #                            the unit tests; kiln tidy's HTML report rendered in headless chromium
