@@ -245,7 +245,7 @@ KernelOrReason make_topk(const OpSpec& spec, std::span<const TensorInfo>) {
   const auto axis = static_cast<size_t>(indexing_axis(spec));
   const int64_t k = topk_k(spec);
   const bool largest = spec.opset < 11 || spec.attrs().get_int("largest", 1) != 0;
-  const auto [outer, dim, inner] = lines_along(x, axis);
+  const AxisLines lines = lines_along(x, axis);
   return visit_dtype(spec.input(0).dtype, [&](auto tag) -> KernelOrReason {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, bool>) {
@@ -255,13 +255,13 @@ KernelOrReason make_topk(const OpSpec& spec, std::span<const TensorInfo>) {
         const T* src = inputs[0].data<T>();
         T* values = dst[0].data<T>();
         int64_t* indices = dst[1].data<int64_t>();
-        parallel_for(0, outer * inner, dim * 4, [&](int64_t begin, int64_t end) {
-          std::vector<int64_t> order(static_cast<size_t>(dim));
+        parallel_for(0, lines.outer * lines.inner, lines.dim * 4, [&](int64_t begin, int64_t end) {
+          std::vector<int64_t> order(static_cast<size_t>(lines.dim));
           for (int64_t line = begin; line < end; ++line) {
-            const int64_t o = line / inner;
-            const int64_t i = line % inner;
-            const T* in = src + o * dim * inner + i;
-            auto at = [&](int64_t j) { return to_compute(in[j * inner]); };
+            const int64_t o = line / lines.inner;
+            const int64_t i = line % lines.inner;
+            const T* in = src + o * lines.dim * lines.inner + i;
+            auto at = [&](int64_t j) { return to_compute(in[j * lines.inner]); };
             std::iota(order.begin(), order.end(), int64_t{0});
             // Equal values keep their order: the lower index first, as ONNX specifies.
             auto before = [&](int64_t a, int64_t b) {
@@ -273,8 +273,8 @@ KernelOrReason make_topk(const OpSpec& spec, std::span<const TensorInfo>) {
             };
             std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
             for (int64_t j = 0; j < k; ++j) {
-              const int64_t out = (o * k + j) * inner + i;
-              values[out] = in[order[static_cast<size_t>(j)] * inner];
+              const int64_t out = (o * k + j) * lines.inner + i;
+              values[out] = in[order[static_cast<size_t>(j)] * lines.inner];
               indices[out] = order[static_cast<size_t>(j)];
             }
           }
@@ -291,7 +291,7 @@ KernelOrReason make_cumsum(const OpSpec& spec, std::span<const TensorInfo>) {
   const auto axis = static_cast<size_t>(indexing_axis(spec));
   const bool exclusive = spec.attrs().get_int("exclusive", 0) != 0;
   const bool reverse = spec.attrs().get_int("reverse", 0) != 0;
-  const auto [outer, dim, inner] = lines_along(x, axis);
+  const AxisLines lines = lines_along(x, axis);
   return visit_dtype(spec.input(0).dtype, [&](auto tag) -> KernelOrReason {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, bool>) {
@@ -300,13 +300,13 @@ KernelOrReason make_cumsum(const OpSpec& spec, std::span<const TensorInfo>) {
       return make_kernel("native:cumsum", [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
         const T* src = inputs[0].data<T>();
         T* out = dst[0].data<T>();
-        parallel_for(0, outer * inner, dim, [&](int64_t begin, int64_t end) {
+        parallel_for(0, lines.outer * lines.inner, lines.dim, [&](int64_t begin, int64_t end) {
           for (int64_t line = begin; line < end; ++line) {
-            const int64_t base = (line / inner) * dim * inner + line % inner;
+            const int64_t base = (line / lines.inner) * lines.dim * lines.inner + line % lines.inner;
             compute_t<T> sum{};
-            for (int64_t step = 0; step < dim; ++step) {
-              const int64_t j = reverse ? dim - 1 - step : step;
-              const int64_t at = base + j * inner;
+            for (int64_t step = 0; step < lines.dim; ++step) {
+              const int64_t j = reverse ? lines.dim - 1 - step : step;
+              const int64_t at = base + j * lines.inner;
               const compute_t<T> value = to_compute(src[at]);  // read first: out may alias src
               if (!exclusive) sum += value;
               out[at] = from_compute<T>(sum);
