@@ -27,7 +27,8 @@ constexpr double kSquareOrder = 2;
 // What one tap adds to an Lp window's sum: |x|^p.
 template <typename C>
 C lp_power(C value, double p) {
-  return p == kSquareOrder ? static_cast<C>(value * value) : static_cast<C>(std::pow(std::abs(value), p));
+  return p == kSquareOrder ? static_cast<C>(value * value)
+                           : static_cast<C>(std::pow(std::abs(static_cast<double>(value)), p));
 }
 
 // An Lp window's result from its sum: sum^(1/p).
