@@ -14,7 +14,6 @@ namespace {
 std::vector<TensorInfo> infer_non_zero(const OpSpec& spec) {
   expect_inputs(spec, 1, 1);
   const Shape& x = spec.input(0).shape;
-  KILN_CHECK(spec.input(0).dtype != DType::undefined, invalid_argument, "NonZero input is undefined");
   // One column per element at most; a scalar counts as one element of rank 1.
   return {
       TensorInfo{DType::i64, {std::max<int64_t>(1, static_cast<int64_t>(x.size())), checked_numel(x)}, {}}};

@@ -466,26 +466,21 @@ KernelOrReason make_mean_variance_norm(const OpSpec& spec, std::span<const Tenso
           if (count == 0) return;
           std::vector<double> sum(static_cast<size_t>(slots), 0.0);
           std::vector<double> squares(static_cast<size_t>(slots), 0.0);
-          std::vector<int64_t> slot_of(static_cast<size_t>(count));
-          for (int64_t i = 0, rest = 0; i < count; ++i) {
+          auto slot_of = [&](int64_t i) {
             int64_t slot = 0;
-            rest = i;
-            for (size_t d = shape.size(); d-- > 0;) {
-              slot += (rest % shape[d]) * slot_strides[d];
-              rest /= shape[d];
-            }
-            slot_of[static_cast<size_t>(i)] = slot;
-            sum[static_cast<size_t>(slot)] += to_compute(src[i]);
-          }
+            for (size_t d = shape.size(); d-- > 0; i /= shape[d]) slot += (i % shape[d]) * slot_strides[d];
+            return static_cast<size_t>(slot);
+          };
+          for (int64_t i = 0; i < count; ++i) sum[slot_of(i)] += to_compute(src[i]);
           const double per_slot = static_cast<double>(count / slots);
           for (double& s : sum) s /= per_slot;  // now the means
           for (int64_t i = 0; i < count; ++i) {
-            const auto slot = static_cast<size_t>(slot_of[static_cast<size_t>(i)]);
+            const size_t slot = slot_of(i);
             const double d = to_compute(src[i]) - sum[slot];
             squares[slot] += d * d;
           }
           for (int64_t i = 0; i < count; ++i) {
-            const auto slot = static_cast<size_t>(slot_of[static_cast<size_t>(i)]);
+            const size_t slot = slot_of(i);
             const double std_dev = std::sqrt(squares[slot] / per_slot);
             dst[i] = from_compute<T>((to_compute(src[i]) - sum[slot]) / (std_dev + kEpsilon));
           }
