@@ -1,5 +1,7 @@
 #include "graph/passes/passes.h"
 
+#include <unistd.h>
+
 namespace kiln {
 
 const OpSchema& node_schema(const Node& node, const OpSpec& spec) {
@@ -13,6 +15,36 @@ const OpSchema& node_schema(const Node& node, const OpSpec& spec) {
              schema->since_opset, " or later, the model imports opset ", spec.opset);
   return *schema;
 }
+
+namespace {
+
+// The machine's physical memory in bytes (0 when the system does not say).
+uint64_t physical_memory_bytes() {
+  static const uint64_t bytes = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page_size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page_size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) : 0;
+  }();
+  return bytes;
+}
+
+// A value larger than the machine's memory can never be allocated: refuse it here, before any kernel
+// builds plan-time tables sized by it (Resize's taps) or folding allocates it.
+void expect_allocatable(const Node& node, const std::vector<TensorInfo>& outputs) {
+  const uint64_t memory = physical_memory_bytes();
+  if (memory == 0) return;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i].present()) continue;
+    uint64_t bytes = 0;
+    const bool overflows = __builtin_mul_overflow(static_cast<uint64_t>(checked_numel(outputs[i].shape)),
+                                                  static_cast<uint64_t>(dtype_size(outputs[i].dtype)), &bytes);
+    KILN_CHECK(!overflows && bytes <= memory, invalid_argument, node.op_type, " output ", i, " of shape ",
+               shape_to_string(outputs[i].shape), " needs more memory than this machine has (",
+               memory >> 20, " MiB)");
+  }
+}
+
+}  // namespace
 
 std::vector<TensorInfo> infer_outputs(const PlanState& state, const Node& node, const OpSpec& spec,
                                       const OpSchema& schema) {
@@ -33,6 +65,7 @@ std::vector<TensorInfo> infer_outputs(const PlanState& state, const Node& node, 
   KILN_CHECK(outputs.size() >= node.outputs.size(), invalid_model, node.op_type, " declares ",
              node.outputs.size(), " outputs but produces at most ", outputs.size());
   outputs.resize(node.outputs.size());
+  expect_allocatable(node, outputs);
   return outputs;
 }
 

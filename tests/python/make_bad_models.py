@@ -142,6 +142,11 @@ def resize_negative_scale(folder):
     return resize_model(folder, "resize_negative_scale.onnx", scales=[1, 1, -2, 2])
 
 
+def resize_sizes_beyond_memory(folder):
+    """sizes whose product still fits in int64 but whose output no machine holds (the fuzzer's find)."""
+    return resize_model(folder, "resize_sizes_beyond_memory.onnx", sizes=[1, 1, 2 ** 40, 4])
+
+
 def resize_scales_and_sizes(folder):
     return resize_model(folder, "resize_scales_and_sizes.onnx", scales=[1, 1, 2, 2], sizes=[1, 1, 8, 8])
 
@@ -275,6 +280,7 @@ def malformed_npy(folder):
 MODEL_CASES = [truncated_model, random_bytes, tensor_proto, unknown_op, short_initializer, external_data_escaping,
                external_data_absolute, external_data_missing]
 OP_CASES = [resize_zero_scale, resize_negative_scale, resize_scales_and_sizes, resize_sizes_wrong_length,
+            resize_sizes_beyond_memory,
             nms_center_point_box_2, topk_k_too_large, conv_transpose_output_shape_vs_pads,
             conv_transpose_output_padding, gather_nd_index_out_of_range, scatter_elements_max_at_opset_16,
             nonzero_feeds_a_node, opset_22, grid_sample_5d]
