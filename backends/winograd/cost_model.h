@@ -4,7 +4,8 @@
 // processes, and with them the outputs' bits). What the prediction counts, in units of one direct
 // multiply-add:
 //   direct    9 C K per output pixel, plus reading its C K 3x3 filters;
-//   winograd  alpha^2 C K per tile in the element-wise products, run at kProductEfficiency times
+//   winograd  alpha^2 C K per tile (a dilated layer's phases may overhang the output with more tiles
+//             than an undilated one's) in the element-wise products, run at kProductEfficiency times
 //             the direct kernel's rate (above 1: a few large, regular products); the input and
 //             output transforms, kTransformCost per tile element and channel; and reading alpha^2 C K
 //             transformed filters, which a small output cannot amortize (resnet's 512-channel layers

@@ -86,9 +86,6 @@ std::optional<Refusal> refusal(const KernelRequest& request, const ConvParams& p
   if (w.strides != std::vector<int64_t>{1, 1})
     return refuse(RefusalKind::unsupported_attribute,
                   str_cat("stride ", w.strides[0], "x", w.strides[1], ", not 1"));
-  if (w.dilations != std::vector<int64_t>{1, 1})
-    return refuse(RefusalKind::unsupported_attribute,
-                  str_cat("dilation ", w.dilations[0], "x", w.dilations[1], ", not 1"));
   if (params.in_channels < winograd::kMinChannels || params.out_channels < winograd::kMinChannels) {
     return refuse(RefusalKind::unsupported_shape,
                   str_cat("too few channels (", params.in_channels, " in, ", params.out_channels,
@@ -210,6 +207,8 @@ KernelOrReason create(const KernelRequest& request, const ConvParams& params, co
   shape.out_w = output.shape[3];
   shape.pad_top = params.window.pads_begin[0];
   shape.pad_left = params.window.pads_begin[1];
+  shape.dilation_h = params.window.dilations[0];
+  shape.dilation_w = params.window.dilations[1];
 
   std::vector<TileChoice> allowed;
   std::string too_inaccurate;
@@ -278,6 +277,15 @@ KernelOrReason create(const KernelRequest& request, const ConvParams& params, co
       params.out_channels * params.in_channels * 9 * static_cast<int64_t>(sizeof(float));
   std::string note = str_cat(tile_name(tile), ": transformed filters ", mebibytes(filters->bytes()), " (",
                              mebibytes(weight_bytes), " as given)");
+  if (shape.dilation_h != 1 || shape.dilation_w != 1) {
+    note += str_cat("; dilation ", shape.dilation_h == shape.dilation_w
+                                       ? str_cat(shape.dilation_h)
+                                       : str_cat(shape.dilation_h, "x", shape.dilation_w),
+                    ": tiles over each of the ",
+                    winograd::tile_axis(shape.out_h, shape.dilation_h, tile).phases *
+                        winograd::tile_axis(shape.out_w, shape.dilation_w, tile).phases,
+                    " phases");
+  }
   if (choice.error >= 0) {
     note += str_cat("; probe error ", format_error(choice.error), " of the output scale (auto's bound ",
                     format_error(winograd::kAutoErrorBound), ")");

@@ -46,16 +46,23 @@ template <typename T>
   std::memcpy(dst, &value, sizeof(T));
 }
 
-// Where one tile's inputs and outputs are: tile index -> image and top-left corner.
+// Where one tile's inputs and outputs are: tile index -> image, top-left output and the distance
+// between the tile's elements (the dilation).
 struct TileGrid {
-  int64_t tiles_h = 0;
-  int64_t tiles_w = 0;
+  TileAxis h;
+  TileAxis w;
   int m = 0;
+  int64_t step_h = 1;
+  int64_t step_w = 1;
   void locate(int64_t tile, int64_t& image, int64_t& row, int64_t& column) const {
-    const int64_t per_image = tiles_h * tiles_w;
+    const int64_t per_image = h.tiles() * w.tiles();
     image = tile / per_image;
-    row = tile % per_image / tiles_w * m;
-    column = tile % tiles_w * m;
+    row = origin(tile % per_image / w.tiles(), h, step_h);
+    column = origin(tile % w.tiles(), w, step_w);
+  }
+  // Phase p's i-th tile starts at output p + i m d.
+  int64_t origin(int64_t index, const TileAxis& axis, int64_t step) const {
+    return index / axis.per_phase + index % axis.per_phase * m * step;
   }
 };
 
@@ -124,9 +131,9 @@ template <int kM, typename Vec>
     int64_t image, row, column;
     a.grid.locate(a.first_tile + t, image, row, column);
     for (int i = 0; i < kA; ++i) {
-      const int64_t ih = row - s.pad_top + i;
+      const int64_t ih = row - s.pad_top + i * a.grid.step_h;
       for (int j = 0; j < kA; ++j) {
-        const int64_t iw = column - s.pad_left + j;
+        const int64_t iw = column - s.pad_left + j * a.grid.step_w;
         const bool inside = ih >= 0 && ih < s.in_h && iw >= 0 && iw < s.in_w;
         src[i * kA + j] = inside ? a.x + ((image * s.in_h + ih) * s.in_w + iw) * channels : a.zeros;
       }
@@ -215,8 +222,8 @@ template <int kM, typename Vec>
     a.grid.locate(a.first_tile + t, image, row, column);
     for (int r = 0; r < kM; ++r) {
       for (int q = 0; q < kM; ++q) {
-        const int64_t oh = row + r;
-        const int64_t ow = column + q;
+        const int64_t oh = row + r * a.grid.step_h;
+        const int64_t ow = column + q * a.grid.step_w;
         const bool inside = oh < s.out_h && ow < s.out_w;
         const int64_t offset = ((image * s.out_h + oh) * s.out_w + ow) * s.out_channels + a.k0;
         out[r * kM + q] = inside ? a.y + offset : nullptr;
@@ -287,6 +294,12 @@ int64_t choose_channel_chunks(int64_t blocks, int64_t out_channels, int64_t thre
 }
 
 }  // namespace
+
+TileAxis tile_axis(int64_t outputs, int64_t dilation, int tile) {
+  // Phases past the output (dilation wider than it) have no outputs and get no tiles.
+  const int64_t phases = std::max<int64_t>(1, std::min(dilation, outputs));
+  return {phases, ceil_div(ceil_div(outputs, dilation), tile)};
+}
 
 bool output_transform_applies(PostOp::Kind kind) {
   return kind == PostOp::Kind::relu || kind == PostOp::Kind::leaky_relu || kind == PostOp::Kind::clip ||
@@ -364,8 +377,11 @@ WinogradConv::WinogradConv(std::shared_ptr<const TransformedFilters> filters, co
 }
 
 void WinogradConv::run(const float* x, const float* residual, float* y) const {
-  const TileGrid grid{tiles_h(), tiles_w(), filters_->tile()};
-  const int64_t tiles = shape_.batch * grid.tiles_h * grid.tiles_w;
+  const int tile = filters_->tile();
+  const TileGrid grid{tile_axis(shape_.out_h, shape_.dilation_h, tile),
+                      tile_axis(shape_.out_w, shape_.dilation_w, tile), tile, shape_.dilation_h,
+                      shape_.dilation_w};
+  const int64_t tiles = shape_.batch * grid.h.tiles() * grid.w.tiles();
   if (tiles == 0 || shape_.out_channels == 0) return;
   const int64_t alpha = filters_->alpha();
   const int positions = static_cast<int>(alpha * alpha);

@@ -18,7 +18,9 @@
 namespace kiln::winograd {
 
 // One convolution's sizes: x [N, in_h, in_w, C] -> y [N, out_h, out_w, K], zero padding before
-// (pad_top, pad_left) and wherever the 3 x 3 window leaves the input after.
+// (pad_top, pad_left) and wherever the 3 x 3 window leaves the input after. A dilated kernel (taps
+// d apart) is the same F(m x m, 3 x 3) over each of the d x d phases (the outputs whose row and
+// column are the same modulo d): a tile's m x m outputs and (m + 2)^2 inputs are d apart.
 struct ConvShape {
   int64_t batch = 1;
   int64_t in_channels = 0;
@@ -29,7 +31,18 @@ struct ConvShape {
   int64_t out_w = 0;
   int64_t pad_top = 0;
   int64_t pad_left = 0;
+  int64_t dilation_h = 1;
+  int64_t dilation_w = 1;
 };
+
+// How a convolution's outputs split into tiles along one axis: `phases` interleaved grids of
+// `per_phase` tiles each (one grid when undilated); the last tile of a grid may overhang.
+struct TileAxis {
+  int64_t phases = 1;
+  int64_t per_phase = 0;
+  int64_t tiles() const { return phases * per_phase; }
+};
+TileAxis tile_axis(int64_t outputs, int64_t dilation, int tile);
 
 // U = G g G^T for every (output, input) channel pair, as alpha^2 packed C x K matrices: computed in
 // double, stored in float. Immutable, so one set serves every run and every thread.
@@ -74,8 +87,8 @@ class WinogradConv {
   void run(const float* x, const float* residual, float* y) const;
 
   // Tiles per image along each axis; the last ones overhang the output where m does not divide it.
-  int64_t tiles_h() const { return (shape_.out_h + filters_->tile() - 1) / filters_->tile(); }
-  int64_t tiles_w() const { return (shape_.out_w + filters_->tile() - 1) / filters_->tile(); }
+  int64_t tiles_h() const { return tile_axis(shape_.out_h, shape_.dilation_h, filters_->tile()).tiles(); }
+  int64_t tiles_w() const { return tile_axis(shape_.out_w, shape_.dilation_w, filters_->tile()).tiles(); }
 
  private:
   std::shared_ptr<const TransformedFilters> filters_;

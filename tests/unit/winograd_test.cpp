@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "backend_test_util.h"
@@ -43,11 +44,12 @@ double tolerance(int tile) {
 struct Case {
   int tile;
   int64_t batch, in_channels, out_channels, height, width, pad;
+  int64_t dilation = 1;
 };
 
 std::string describe(const Case& c) {
   return str_cat("F(", c.tile, ") N", c.batch, " C", c.in_channels, " K", c.out_channels, " ", c.height, "x",
-                 c.width, " pad ", c.pad);
+                 c.width, " pad ", c.pad, " dilation ", c.dilation);
 }
 
 // Weights He-initialized (uniform with variance 2 / fan-in), inputs like a ReLU's outputs.
@@ -76,10 +78,10 @@ ConvParams params_of(const Case& c) {
   p.input_spatial = {c.height, c.width};
   p.window.kernel = {3, 3};
   p.window.strides = {1, 1};
-  p.window.dilations = {1, 1};
+  p.window.dilations = {c.dilation, c.dilation};
   p.window.pads_begin = {c.pad, c.pad};
   p.window.pads_end = {c.pad, c.pad};
-  p.window.output = {c.height + 2 * c.pad - 2, c.width + 2 * c.pad - 2};
+  p.window.output = {c.height + 2 * c.pad - 2 * c.dilation, c.width + 2 * c.pad - 2 * c.dilation};
   return p;
 }
 
@@ -90,9 +92,10 @@ ConvShape shape_of(const Case& c) {
   s.out_channels = c.out_channels;
   s.in_h = c.height;
   s.in_w = c.width;
-  s.out_h = c.height + 2 * c.pad - 2;
-  s.out_w = c.width + 2 * c.pad - 2;
+  s.out_h = c.height + 2 * c.pad - 2 * c.dilation;
+  s.out_w = c.width + 2 * c.pad - 2 * c.dilation;
   s.pad_top = s.pad_left = c.pad;
+  s.dilation_h = s.dilation_w = c.dilation;
   return s;
 }
 
@@ -204,6 +207,20 @@ TEST(WinogradConv, MatchesTheReferenceOverFixedShapes) {
     for (int threads : {1, 2}) check_case(c, {}, true, false, threads, &worst[c.tile == 4 ? 1 : 0]);
   }
   std::printf("worst |error| / (sum |terms| + 1): F(2) %.2e, F(4) %.2e\n", worst[0], worst[1]);
+}
+
+// Dilated kernels: tiles over each phase, with dilations that do and do not divide the output,
+// pads that are and are not multiples of the dilation, and dilations wider than the output (most
+// phases hold one output; fcn_resnet50's 2 and 4 on 28x28, deeplab's 12 on 14x14).
+TEST(WinogradConv, MatchesTheReferenceWithDilation) {
+  for (int tile : {2, 4}) {
+    for (const Case& c : {Case{tile, 1, 16, 16, 12, 12, 2, 2}, Case{tile, 2, 17, 24, 13, 11, 2, 2},
+                          Case{tile, 1, 32, 16, 28, 28, 4, 4}, Case{tile, 1, 16, 32, 9, 10, 1, 3},
+                          Case{tile, 1, 16, 16, 14, 14, 12, 12}, Case{tile, 2, 24, 16, 10, 7, 0, 2}}) {
+      for (int threads : {1, 2}) check_case(c, {{PostOp::Kind::relu}}, true, false, threads);
+    }
+    check_case({tile, 1, 16, 24, 10, 9, 2, 2}, {{PostOp::Kind::sum}, {PostOp::Kind::relu}}, true, true, 2);
+  }
 }
 
 TEST(WinogradConv, AppliesEachPostOpInTheOutputTransform) {
@@ -322,9 +339,9 @@ TEST(WinogradBackend, SaysWhyItRefuses) {
   EXPECT_EQ(refusal(conv_request(32, 8, testing::conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}), w3), out), "");
   EXPECT_EQ(refusal(conv_request(32, 16, testing::conv_attrs({3, 3}, {2, 2}, {1, 1, 1, 1}), w3), out),
             "stride 2x2, not 1");
-  EXPECT_EQ(
-      refusal(conv_request(32, 12, testing::conv_attrs({3, 3}, {1, 1}, {2, 2, 2, 2}, 1, {2, 2}), w3), out),
-      "dilation 2x2, not 1");
+  EXPECT_EQ(refusal(conv_request(32, 12, testing::conv_attrs({3, 3}, {1, 1}, {2, 2, 2, 2}, 1, {2, 2}), w3),
+                    {1, 32, 12, 12}),
+            "");
   const Tensor grouped = he_weights(32, 16, 1);
   EXPECT_EQ(refusal(conv_request(32, 8, testing::conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 2), grouped), out),
             "grouped convolution (group = 2)");
@@ -489,6 +506,24 @@ TEST(WinogradBackend, AutoDecidesByThePredictedCostWithoutTiming) {
   // takes the layer.
   deep_request.optimized_candidate_follows = false;
   EXPECT_NE(winograd_backend().create_kernel(deep_request, std::span(&deep_out, 1)).kernel, nullptr);
+
+  // Dilated: fcn_resnet50's dilation 2 on 28x28 tiles its 4 phases with no more tiles than an
+  // undilated layer; deeplab's dilation 12 on 14x14 needs 144 mostly empty tiles for 196 outputs.
+  const Tensor dilated_filters = he_weights(64, 64, 3);
+  for (const auto& [dilation, size, taken] : {std::tuple<int64_t, int64_t, bool>{2, 28, true}, {12, 14, false}}) {
+    const Attributes dilated =
+        testing::conv_attrs({3, 3}, {1, 1}, {dilation, dilation, dilation, dilation}, 1, {dilation, dilation});
+    const TensorInfo dilated_out{DType::f32, {1, 64, size, size}, {}};
+    KernelRequest request = conv_request(64, size, dilated, dilated_filters, ConvAlgorithm::automatic);
+    request.optimized_candidate_follows = true;
+    KernelOrReason offer = winograd_backend().create_kernel(request, std::span(&dilated_out, 1));
+    EXPECT_EQ(offer.kernel != nullptr, taken) << "dilation " << dilation << ": " << offer.refusal.detail;
+    if (offer.kernel) {
+      EXPECT_NE(offer.note.find("dilation 2: "), std::string::npos) << offer.note;
+    } else {
+      EXPECT_EQ(offer.refusal.kind, RefusalKind::predicted_slower);
+    }
+  }
 
   // Planning times nothing and names its rule.
   const auto plan = Plan::build(residual_block(), {{1, 32, 12, 12}});
