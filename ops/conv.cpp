@@ -62,6 +62,23 @@ constexpr OpSchema kSchemas[] = {
 
 }  // namespace
 
+double live_tap_share(const std::vector<int64_t>& input_spatial, const WindowParams& window) {
+  // Separable: the live (tap, output) pairs of the whole window are the product of each dim's.
+  double share = 1;
+  for (size_t d = 0; d < window.kernel.size(); ++d) {
+    int64_t live = 0;
+    for (int64_t k = 0; k < window.kernel[d]; ++k) {
+      for (int64_t o = 0; o < window.output[d]; ++o) {
+        const int64_t at = o * window.strides[d] - window.pads_begin[d] + k * window.dilations[d];
+        live += at >= 0 && at < input_spatial[d] ? 1 : 0;
+      }
+    }
+    const int64_t pairs = window.kernel[d] * window.output[d];
+    share *= pairs > 0 ? static_cast<double>(live) / static_cast<double>(pairs) : 1.0;
+  }
+  return share;
+}
+
 ConvParams conv_params(const OpSpec& spec) {
   expect_inputs(spec, 2, 3);
   expect_floating(spec, 0);

@@ -17,6 +17,14 @@ struct ConvParams {
 
 ConvParams conv_params(const OpSpec& spec);
 
+// The share of a convolution's multiply-adds whose tap lands inside the input; the rest multiply
+// padding. Below 1 where a dilation is wide against the map (DeepLab's dilation 12 on 14x14: 0.18).
+double live_tap_share(const std::vector<int64_t>& input_spatial, const WindowParams& window);
+
+// At or below this share a convolution multiplies each tap over only the positions where it lands
+// inside the input (native's per-tap products) instead of a direct kernel that multiplies the zeros.
+inline constexpr double kMostlyPaddingShare = 0.5;
+
 // ConvTranspose: X [N, C, spatial...], W [C, M / group, kernel...], B [M]. Each input pixel scatters
 // its kernel-sized patch into the output, `strides` apart; pads crop the full result.
 struct ConvTransposeParams {

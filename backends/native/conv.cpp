@@ -377,6 +377,130 @@ struct GemmConv {
   }
 };
 
+// A convolution whose taps mostly read padding (a dilation wide against the map: DeepLab's ASPP runs
+// dilation 12 on 14x14, where 82% of im2col's rows would be zeros): each tap instead multiplies its
+// own [K, C] weights by the input at the output positions where it lands inside the image, and the
+// products are added into the output, which starts as the bias.
+class TapRegionB final : public PackedBSource {
+ public:
+  // Row p of B is input channel p; column j the j-th output position of the tap's live region.
+  TapRegionB(const float* src, const Window3d& w, const Tap& tap) : src_(src), w_(w), tap_(tap) {}
+
+  static int64_t positions(const Tap& tap) {
+    return (tap.hi[0] - tap.lo[0]) * (tap.hi[1] - tap.lo[1]) * (tap.hi[2] - tap.lo[2]);
+  }
+
+  void pack(int64_t p0, int64_t kc, int64_t j0, int64_t cols, int64_t nr, float* dst) const override {
+    const int64_t rows = tap_.hi[1] - tap_.lo[1];
+    const int64_t width = tap_.hi[2] - tap_.lo[2];
+    const int64_t slivers = (cols + nr - 1) / nr;
+    const int64_t tail = cols - (slivers - 1) * nr;
+    if (tail < nr) {
+      float* last = dst + (slivers - 1) * kc * nr;
+      for (int64_t p = 0; p < kc; ++p) std::fill(last + p * nr + tail, last + (p + 1) * nr, 0.0f);
+    }
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* channel = src_ + (p0 + p) * w_.in_size();
+      float* out = dst + p * nr;
+      int64_t od = tap_.lo[0] + j0 / (rows * width);
+      int64_t oh = tap_.lo[1] + j0 / width % rows;
+      int64_t ow = tap_.lo[2] + j0 % width;
+      for (int64_t j = 0; j < cols;) {
+        // One output row of the region at a time, split where it crosses a sliver.
+        const int64_t count = std::min(tap_.hi[2] - ow, cols - j);
+        const float* in_row = channel + ((od * w_.stride[0] + tap_.offset[0]) * w_.in[1] + oh * w_.stride[1] +
+                                         tap_.offset[1]) * w_.in[2] + tap_.offset[2];
+        for (int64_t q = 0; q < count;) {
+          const int64_t column = j + q;
+          const int64_t run = std::min(nr - column % nr, count - q);
+          float* to = out + column / nr * kc * nr + column % nr;
+          const int64_t stride = w_.stride[2];
+          for (int64_t r = 0; r < run; ++r) to[r] = in_row[(ow + q + r) * stride];
+          q += run;
+        }
+        j += count;
+        ow = tap_.lo[2];
+        if (++oh == tap_.hi[1]) {
+          oh = tap_.lo[1];
+          ++od;
+        }
+      }
+    }
+  }
+
+ private:
+  const float* src_;
+  const Window3d& w_;
+  const Tap& tap_;
+};
+
+struct LiveTapScratch;
+
+struct LiveTapConv {
+  Window3d window;
+  std::vector<Tap> taps;          // those landing inside the input for some output
+  std::vector<PackedA> weights;   // per tap: [K, C]
+  int64_t images = 0;
+  int64_t in_channels = 0;
+  int64_t out_channels = 0;
+
+  LiveTapConv(const Window3d& w, const ConvParams& params, const float* all_weights)
+      : window(w), images(params.batch), in_channels(params.in_channels), out_channels(params.out_channels) {
+    const int64_t kernel = w.kernel_size();
+    std::vector<float> tap_weights(static_cast<size_t>(out_channels * in_channels));
+    const std::vector<Tap> all = make_taps(w);
+    for (int64_t t = 0; t < kernel; ++t) {
+      const Tap& tap = all[static_cast<size_t>(t)];
+      if (TapRegionB::positions(tap) == 0) continue;
+      for (int64_t k = 0; k < out_channels; ++k) {
+        for (int64_t c = 0; c < in_channels; ++c)
+          tap_weights[static_cast<size_t>(k * in_channels + c)] = all_weights[(k * in_channels + c) * kernel + t];
+      }
+      taps.push_back(tap);
+      weights.emplace_back(false, out_channels, in_channels, tap_weights.data(), in_channels);
+    }
+  }
+
+  void run(const float* x, const float* bias, float* y) const {
+    const int64_t positions = window.out_size();
+    for (int64_t n = 0; n < images; ++n) {
+      const float* src = x + n * in_channels * window.in_size();
+      float* dst = y + n * out_channels * positions;
+      for (int64_t k = 0; k < out_channels; ++k)
+        std::fill(dst + k * positions, dst + (k + 1) * positions, bias != nullptr ? bias[k] : 0.0f);
+      for (size_t t = 0; t < taps.size(); ++t) {
+        const Tap& tap = taps[t];
+        const TapRegionB region(src, window, tap);
+        const int64_t count = TapRegionB::positions(tap);
+        if (count == positions) {  // the tap lands inside for every output: add straight into it
+          sgemm_packed(weights[t], region, count, dst, positions, GemmEpilogue{1.0f, 1.0f, nullptr});
+          continue;
+        }
+        float* products = thread_scratch_floats<LiveTapScratch>(static_cast<size_t>(out_channels * count));
+        sgemm_packed(weights[t], region, count, products, count, GemmEpilogue{});
+        add_region(products, tap, dst);
+      }
+    }
+  }
+
+  // dst[k, position] += products[k, j] over the tap's live region.
+  void add_region(const float* products, const Tap& tap, float* dst) const {
+    const int64_t width = tap.hi[2] - tap.lo[2];
+    const int64_t count = TapRegionB::positions(tap);
+    for (int64_t k = 0; k < out_channels; ++k) {
+      const float* from = products + k * count;
+      float* plane = dst + k * window.out_size();
+      for (int64_t od = tap.lo[0]; od < tap.hi[0]; ++od) {
+        for (int64_t oh = tap.lo[1]; oh < tap.hi[1]; ++oh) {
+          float* row = plane + (od * window.out[1] + oh) * window.out[2] + tap.lo[2];
+          for (int64_t j = 0; j < width; ++j) row[j] += from[j];
+          from += width;
+        }
+      }
+    }
+  }
+};
+
 KernelOrReason make_conv(const OpSpec& spec, std::span<const TensorInfo>) {
   if (spec.input(0).dtype != DType::f32)
     return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "native Conv supports float32 only");
@@ -401,6 +525,14 @@ KernelOrReason make_conv(const OpSpec& spec, std::span<const TensorInfo>) {
                 outputs[0].data<float>(), images, channels, geometry, plane_fn);
     });
   }
+  const TensorInfo& weights = spec.input(1);
+  if (group == 1 && weights.is_constant() && live_tap_share(params.input_spatial, params.window) <= kMostlyPaddingShare) {
+    auto conv = std::make_shared<const LiveTapConv>(w, params, weights.value.data<float>());
+    std::string name = str_cat("native:conv_live_taps_sgemm:", gemm_kernel_info().isa);
+    return make_kernel(std::move(name), [conv, has_bias](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+      conv->run(inputs[0].data<float>(), has_bias ? inputs[2].data<float>() : nullptr, outputs[0].data<float>());
+    });
+  }
   GemmConv conv;
   conv.window = w;
   conv.images = params.batch;
@@ -411,7 +543,6 @@ KernelOrReason make_conv(const OpSpec& spec, std::span<const TensorInfo>) {
   const std::array<int64_t, 3> zeros{0, 0, 0};
   conv.pointwise = w.kernel_size() == 1 && w.stride == ones && w.pad == zeros && w.pad_end == zeros;
   conv.taps = make_taps(w);
-  const TensorInfo& weights = spec.input(1);
   if (weights.is_constant() && !conv.small()) {
     const int64_t rows = conv.out_per_group();
     const int64_t k = conv.depth();

@@ -144,11 +144,24 @@ KernelOrReason make_conv(const KernelRequest& request, std::span<const TensorInf
   OpSpec conv_spec = spec;
   conv_spec.inputs.resize(std::min<size_t>(conv_spec.inputs.size(), 3));
   const ConvParams params = conv_params(conv_spec);
+  WindowParams cropped = params.window;
+  const bool was_cropped = crop_dead_taps(spec.input(1).value, params.input_spatial, cropped).has_value();
+  // Even cropped, a kernel whose taps mostly land in the padding (DeepLab's dilation 12 on 14x14)
+  // is left to native's per-tap products over the live positions: oneDNN would multiply the zeros.
+  const double live_share = live_tap_share(params.input_spatial, params.window) *
+                            static_cast<double>(checked_numel(params.window.kernel)) /
+                            static_cast<double>(checked_numel(cropped.kernel));
+  if (request.precision == Precision::fp32 && params.group == 1 && live_share <= kMostlyPaddingShare) {
+    return KernelOrReason::rejected(
+        RefusalKind::predicted_slower,
+        str_cat("taps land inside the input for ", static_cast<int>(live_share * 100 + 0.5),
+                "% of the kernel's multiply-adds (at most ", static_cast<int>(kMostlyPaddingShare * 100),
+                "%: native's per-tap products skip the padding)"));
+  }
   KernelOrReason offer = create_reduced_precision_kernel(request, [&](const KernelRequest& chosen) {
     return std::make_unique<ConvKernel>(chosen, params, outputs[0].shape);
   });
-  WindowParams cropped = params.window;
-  if (offer.kernel && crop_dead_taps(spec.input(1).value, params.input_spatial, cropped)) {
+  if (offer.kernel && was_cropped) {
     const std::string note = str_cat("kernel cropped from ", shape_to_string(params.window.kernel), " to ",
                                      shape_to_string(cropped.kernel),
                                      ": the other taps read only padding (FLOP counts keep the full kernel)");

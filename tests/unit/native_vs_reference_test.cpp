@@ -198,6 +198,13 @@ std::vector<ConvCase> conv_cases() {
   cases.push_back(
       {{1, 16, 16, 16}, 16, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 16, true});  // depthwise 3x3 stride 2
   cases.push_back({{1, 32, 8, 8}, 32, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 32, true});  // depthwise 3x3
+  // Taps mostly in the padding (ops/conv.h's live share at most 1/2), which constant weights run
+  // tap by tap over the live positions: DeepLab's dilation 12 on 14x14, a stride, a 5x3 kernel
+  // whose middle taps cover every output, batch 2.
+  cases.push_back({{1, 24, 14, 14}, 16, {3, 3}, {1, 1}, {12, 12, 12, 12}, {12, 12}, 1, true});
+  cases.push_back({{2, 5, 6, 7}, 7, {3, 3}, {1, 1}, {6, 6, 6, 6}, {6, 6}, 1, false});
+  cases.push_back({{1, 8, 9, 9}, 12, {3, 3}, {2, 2}, {6, 6, 6, 6}, {6, 6}, 1, true});
+  cases.push_back({{2, 6, 10, 8}, 9, {5, 3}, {1, 1}, {6, 4, 6, 4}, {3, 4}, 1, true});
   return cases;
 }
 

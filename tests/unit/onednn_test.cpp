@@ -527,26 +527,42 @@ TEST(Onednn, ConvTransposeWithOutputPaddingPastTheEndPadsRunsNatively) {
 
 // Atrous convolutions whose dilation reaches past the input (DeepLab's ASPP: dilation 24 and 36 on
 // a small feature map) keep only the taps that read the input: the same sums as native's full kernel.
+// One whose taps still mostly read padding after cropping is left to native's per-tap products.
 TEST(Onednn, DilatedConvReadingOnlyPaddingOutsideTheCentreIsCropped) {
   KILN_SKIP_UNLESS_BUILT("onednn");
   const Shape input = {1, 8, 6, 7};
   struct Case {
     int64_t dilation;
-    const char* cropped_to;  // "" when every tap reads the input somewhere
+    const char* cropped_to;  // "" when every tap reads the input somewhere, or oneDNN refuses
+    const char* backend;
   };
-  for (const Case c : {Case{8, "[1, 1]"}, Case{6, "[1, 3]"}, Case{2, ""}}) {
+  for (const Case c : {Case{8, "[1, 1]", "onednn"}, Case{2, "", "onednn"}, Case{6, "", "native"}}) {
     GraphBuilder g(input);
     const int64_t d = c.dilation;
     const std::string conv = g.add("Conv", {"x", g.weights({4, 8, 3, 3}), g.weights({4})},
                                    conv_attrs({3, 3}, {1, 1}, {d, d, d, d}, 1, {d, d}));
     const auto plan = expect_matches_native(g.finish({conv}), input);
     const StepRecord& step = step_for(*plan, "Conv");
-    ASSERT_EQ(step.backend, "onednn") << "dilation " << d;
+    ASSERT_EQ(step.backend, c.backend) << "dilation " << d;
     const bool noted = std::any_of(step.notes.begin(), step.notes.end(), [&](const std::string& note) {
       return note.find(str_cat("to ", c.cropped_to)) != std::string::npos;
     });
     EXPECT_EQ(noted, *c.cropped_to != 0) << "dilation " << d;
   }
+  // Dilation 6 on 6x7: cropped to 1x3, whose side taps land inside for one column of seven.
+  GraphBuilder g(input);
+  const std::string conv = g.add("Conv", {"x", g.weights({4, 8, 3, 3}), g.weights({4})},
+                                 conv_attrs({3, 3}, {1, 1}, {6, 6, 6, 6}, 1, {6, 6}));
+  const auto plan = Plan::build(g.finish({conv}), {input});
+  const StepRecord& step = step_for(*plan, "Conv");
+  EXPECT_TRUE(step.kernel.starts_with("native:conv_live_taps_sgemm")) << step.kernel;
+  const auto onednn = std::find_if(step.decision.refusals.begin(), step.decision.refusals.end(),
+                                   [](const auto& refusal) { return refusal.backend == "onednn"; });
+  ASSERT_NE(onednn, step.decision.refusals.end());
+  EXPECT_EQ(onednn->kind, RefusalKind::predicted_slower);
+  EXPECT_EQ(onednn->detail,
+            "taps land inside the input for 43% of the kernel's multiply-adds (at most 50%: native's "
+            "per-tap products skip the padding)");
 }
 
 }  // namespace
