@@ -2,6 +2,7 @@
 // multiplied by the weights on the native sgemm, with the bias added as the product is written;
 // constant weights are packed for the sgemm once, at plan time. Depthwise convs (one input and one
 // output channel per group) run a direct loop, where im2col would cost more than the product.
+// Convs whose taps mostly land in the padding run one product per tap over its live positions.
 #include "ops/conv.h"
 
 #include <algorithm>
@@ -408,14 +409,14 @@ class TapRegionB final : public PackedBSource {
       for (int64_t j = 0; j < cols;) {
         // One output row of the region at a time, split where it crosses a sliver.
         const int64_t count = std::min(tap_.hi[2] - ow, cols - j);
-        const float* in_row = channel + ((od * w_.stride[0] + tap_.offset[0]) * w_.in[1] + oh * w_.stride[1] +
-                                         tap_.offset[1]) * w_.in[2] + tap_.offset[2];
+        const int64_t id = od * w_.stride[0] + tap_.offset[0];
+        const int64_t ih = oh * w_.stride[1] + tap_.offset[1];
+        const float* in_row = channel + (id * w_.in[1] + ih) * w_.in[2] + tap_.offset[2];  // + ow * stride
         for (int64_t q = 0; q < count;) {
           const int64_t column = j + q;
           const int64_t run = std::min(nr - column % nr, count - q);
           float* to = out + column / nr * kc * nr + column % nr;
-          const int64_t stride = w_.stride[2];
-          for (int64_t r = 0; r < run; ++r) to[r] = in_row[(ow + q + r) * stride];
+          for (int64_t r = 0; r < run; ++r) to[r] = in_row[(ow + q + r) * w_.stride[2]];
           q += run;
         }
         j += count;
@@ -438,8 +439,8 @@ struct LiveTapScratch;
 
 struct LiveTapConv {
   Window3d window;
-  std::vector<Tap> taps;          // those landing inside the input for some output
-  std::vector<PackedA> weights;   // per tap: [K, C]
+  std::vector<Tap> taps;         // those landing inside the input for some output
+  std::vector<PackedA> weights;  // per tap: [K, C]
   int64_t images = 0;
   int64_t in_channels = 0;
   int64_t out_channels = 0;
@@ -454,7 +455,8 @@ struct LiveTapConv {
       if (TapRegionB::positions(tap) == 0) continue;
       for (int64_t k = 0; k < out_channels; ++k) {
         for (int64_t c = 0; c < in_channels; ++c)
-          tap_weights[static_cast<size_t>(k * in_channels + c)] = all_weights[(k * in_channels + c) * kernel + t];
+          tap_weights[static_cast<size_t>(k * in_channels + c)] =
+              all_weights[(k * in_channels + c) * kernel + t];
       }
       taps.push_back(tap);
       weights.emplace_back(false, out_channels, in_channels, tap_weights.data(), in_channels);
@@ -526,12 +528,15 @@ KernelOrReason make_conv(const OpSpec& spec, std::span<const TensorInfo>) {
     });
   }
   const TensorInfo& weights = spec.input(1);
-  if (group == 1 && weights.is_constant() && live_tap_share(params.input_spatial, params.window) <= kMostlyPaddingShare) {
+  if (group == 1 && weights.is_constant() &&
+      live_tap_share(params.input_spatial, params.window) <= kMostlyPaddingShare) {
     auto conv = std::make_shared<const LiveTapConv>(w, params, weights.value.data<float>());
     std::string name = str_cat("native:conv_live_taps_sgemm:", gemm_kernel_info().isa);
-    return make_kernel(std::move(name), [conv, has_bias](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
-      conv->run(inputs[0].data<float>(), has_bias ? inputs[2].data<float>() : nullptr, outputs[0].data<float>());
-    });
+    return make_kernel(std::move(name),
+                       [conv, has_bias](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+                         conv->run(inputs[0].data<float>(), has_bias ? inputs[2].data<float>() : nullptr,
+                                   outputs[0].data<float>());
+                       });
   }
   GemmConv conv;
   conv.window = w;

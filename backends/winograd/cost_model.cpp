@@ -22,8 +22,9 @@ CostEstimate estimate_cost(const ConvShape& shape, int tile) {
   const double c = static_cast<double>(shape.in_channels);
   const double k = static_cast<double>(shape.out_channels);
   const double pixels = static_cast<double>(shape.batch * shape.out_h * shape.out_w);
-  const double tiles = static_cast<double>(shape.batch * tile_axis(shape.out_h, shape.dilation_h, tile).tiles() *
-                                            tile_axis(shape.out_w, shape.dilation_w, tile).tiles());
+  const double tiles =
+      static_cast<double>(shape.batch * tile_axis(shape.out_h, shape.dilation_h, tile).tiles() *
+                          tile_axis(shape.out_w, shape.dilation_w, tile).tiles());
   CostEstimate cost;
   cost.direct = 9 * c * k * pixels + element * 9 * c * k;
   cost.winograd = alpha2 * c * k * tiles / kProductEfficiency + kTransformCost * alpha2 * tiles * (c + k) +

@@ -278,9 +278,9 @@ KernelOrReason create(const KernelRequest& request, const ConvParams& params, co
   std::string note = str_cat(tile_name(tile), ": transformed filters ", mebibytes(filters->bytes()), " (",
                              mebibytes(weight_bytes), " as given)");
   if (shape.dilation_h != 1 || shape.dilation_w != 1) {
-    note += str_cat("; dilation ", shape.dilation_h == shape.dilation_w
-                                       ? str_cat(shape.dilation_h)
-                                       : str_cat(shape.dilation_h, "x", shape.dilation_w),
+    note += str_cat("; dilation ",
+                    shape.dilation_h == shape.dilation_w ? str_cat(shape.dilation_h)
+                                                         : str_cat(shape.dilation_h, "x", shape.dilation_w),
                     ": tiles over each of the ",
                     winograd::tile_axis(shape.out_h, shape.dilation_h, tile).phases *
                         winograd::tile_axis(shape.out_w, shape.dilation_w, tile).phases,

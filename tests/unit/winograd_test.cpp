@@ -510,9 +510,10 @@ TEST(WinogradBackend, AutoDecidesByThePredictedCostWithoutTiming) {
   // Dilated: fcn_resnet50's dilation 2 on 28x28 tiles its 4 phases with no more tiles than an
   // undilated layer; deeplab's dilation 12 on 14x14 needs 144 mostly empty tiles for 196 outputs.
   const Tensor dilated_filters = he_weights(64, 64, 3);
-  for (const auto& [dilation, size, taken] : {std::tuple<int64_t, int64_t, bool>{2, 28, true}, {12, 14, false}}) {
-    const Attributes dilated =
-        testing::conv_attrs({3, 3}, {1, 1}, {dilation, dilation, dilation, dilation}, 1, {dilation, dilation});
+  for (const auto& [dilation, size, taken] :
+       {std::tuple<int64_t, int64_t, bool>{2, 28, true}, {12, 14, false}}) {
+    const Attributes dilated = testing::conv_attrs({3, 3}, {1, 1}, {dilation, dilation, dilation, dilation},
+                                                   1, {dilation, dilation});
     const TensorInfo dilated_out{DType::f32, {1, 64, size, size}, {}};
     KernelRequest request = conv_request(64, size, dilated, dilated_filters, ConvAlgorithm::automatic);
     request.optimized_candidate_follows = true;
