@@ -1,6 +1,9 @@
 #include "backends/native/native_backend.h"
 
+#include <algorithm>
 #include <array>
+#include <memory>
+#include <vector>
 
 #include "core/version.h"
 #include "ops/attention.h"
@@ -15,6 +18,54 @@ constexpr std::array<FamilyTable<OpSpec>, 15> kFamilies = {
     native::softmax_kernels,       native::reduce_kernels,         native::shape_kernels,
     native::data_movement_kernels, native::resize_kernels,         native::indexing_kernels,
     native::data_dependent_kernels, native::roi_kernels,           native::grid_sample_kernels,
+};
+
+// Whether every output element of `spec` is computed from the elements at the same position of its
+// inputs: an elementwise op whose inputs have the outputs' shape or one element (Clip's bounds).
+// Such an op computes the same on values stored channels-last as on plain ones.
+bool same_position_elementwise(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+  const auto table = native::elementwise_kernels();
+  if (!is_default_domain(spec.domain) ||
+      std::none_of(table.begin(), table.end(), [&](const auto& entry) { return entry.op_type == spec.op_type; }))
+    return false;
+  const Shape& shape = spec.input(0).shape;
+  for (const TensorInfo& output : outputs) {
+    if (output.shape != shape) return false;
+  }
+  for (size_t i = 1; i < spec.inputs.size(); ++i) {
+    if (spec.has_input(i) && spec.input(i).shape != shape && checked_numel(spec.input(i).shape) != 1) return false;
+  }
+  return true;
+}
+
+// A same-position elementwise kernel reading and writing channels-last values as they are stored,
+// instead of the planner converting them to plain and back around it (mobilenet_v3's HardSigmoid
+// between oneDNN's convolutions: 60 Reorder steps).
+class ChannelsLastElementwise final : public Kernel {
+ public:
+  ChannelsLastElementwise(std::unique_ptr<Kernel> kernel, std::vector<Layout> input_layouts)
+      : kernel_(std::move(kernel)), input_layouts_(std::move(input_layouts)) {}
+
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
+    kernel_->run(inputs, outputs);
+  }
+  std::string_view name() const override { return kernel_->name(); }
+  bool is_view() const override { return kernel_->is_view(); }
+  bool sizes_outputs() const override { return kernel_->sizes_outputs(); }
+  Layout input_layout(size_t index) const override {
+    return index < input_layouts_.size() ? input_layouts_[index] : Layout::plain;
+  }
+  Layout output_layout(size_t) const override { return Layout::nhwc; }
+  int in_place_input() const override { return kernel_->in_place_input(); }
+  bool copied_at_plan_time(size_t index) const override { return kernel_->copied_at_plan_time(index); }
+  std::unique_ptr<BoundKernel> bind(std::span<const Tensor> inputs,
+                                    std::span<const Tensor> outputs) const override {
+    return kernel_->bind(inputs, outputs);
+  }
+
+ private:
+  std::unique_ptr<Kernel> kernel_;
+  std::vector<Layout> input_layouts_;  // nhwc for those with the output's shape, plain for scalars
 };
 
 class NativeBackend final : public Backend {
@@ -41,6 +92,15 @@ class NativeBackend final : public Backend {
       return native::create_einsum_kernel(request, outputs);
     if (auto create = find_kernel_factory<OpSpec>(kFamilies, request.op.op_type)) {
       KernelOrReason offer = create(request.op, outputs);
+      if (offer.kernel && request.input_layout(0) == Layout::nhwc &&
+          same_position_elementwise(request.op, outputs)) {
+        std::vector<Layout> layouts;
+        for (size_t i = 0; i < request.op.inputs.size(); ++i) {
+          const bool full = request.op.has_input(i) && request.op.input(i).shape == request.op.input(0).shape;
+          layouts.push_back(full ? Layout::nhwc : Layout::plain);
+        }
+        offer.kernel = std::make_unique<ChannelsLastElementwise>(std::move(offer.kernel), std::move(layouts));
+      }
       if (offer.kernel && request.precision != Precision::fp32)
         offer.note = "precision bf16 requested, float32 used: the native kernels compute in float32";
       return offer;

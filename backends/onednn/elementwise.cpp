@@ -40,7 +40,9 @@ KernelOrReason make_activation(const KernelRequest& request, std::span<const Ten
 
 class BinaryKernel final : public PrimitiveKernel {
  public:
-  BinaryKernel(dnnl::algorithm algorithm, const TensorInfo& a, Layout a_layout, const TensorInfo& b) {
+  // a is kiln's input a_index (oneDNN's src0, of the output's shape), b the other (src1).
+  BinaryKernel(dnnl::algorithm algorithm, const TensorInfo& a, Layout a_layout, size_t a_index,
+               const TensorInfo& b) {
     // src1 broadcasts: its dims are right-aligned to src0's rank, missing ones are 1.
     Shape b_dims(a.shape.size() - b.shape.size(), 1);
     b_dims.insert(b_dims.end(), b.shape.begin(), b.shape.end());
@@ -51,10 +53,13 @@ class BinaryKernel final : public PrimitiveKernel {
     const dnnl::binary::primitive_desc pd(desc, primitive_attributes(), engine());
     name_ = "onednn:" + implementation_name(pd);
     primitive_ = Primitive(pd);
-    input_layouts_ = {a_layout, b_layout};
+    const size_t b_index = 1 - a_index;
+    input_layouts_ = {Layout::plain, Layout::plain};
+    input_layouts_[a_index] = a_layout;
+    input_layouts_[b_index] = b_layout;
     output_layouts_ = {a_layout};
-    bind_input(DNNL_ARG_SRC_0, 0, a_desc);
-    bind_input(DNNL_ARG_SRC_1, 1, b_desc);
+    bind_input(DNNL_ARG_SRC_0, a_index, a_desc);
+    bind_input(DNNL_ARG_SRC_1, b_index, b_desc);
     bind_output(DNNL_ARG_DST, 0, a_desc);
   }
 };
@@ -65,19 +70,30 @@ KernelOrReason make_binary(const KernelRequest& request, std::span<const TensorI
   if (spec.num_inputs() != 2)
     return KernelOrReason::rejected(RefusalKind::unsupported_attribute,
                                     "oneDNN binary takes exactly two inputs");
-  const TensorInfo& a = spec.input(0);
-  const TensorInfo& b = spec.input(1);
-  if (a.dtype != DType::f32 || b.dtype != DType::f32)
+  if (spec.input(0).dtype != DType::f32 || spec.input(1).dtype != DType::f32)
     return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "oneDNN binary here runs float32 only");
+  // oneDNN broadcasts only its second source; Add and Mul are commutative (bitwise, in IEEE
+  // arithmetic), so a first input that broadcasts (a squeeze-excitation's scale times the
+  // feature map) becomes the second.
+  const bool commutative =
+      algorithm == dnnl::algorithm::binary_add || algorithm == dnnl::algorithm::binary_mul;
+  const size_t a_index = commutative && outputs[0].shape != spec.input(0).shape &&
+                                 outputs[0].shape == spec.input(1).shape
+                             ? 1
+                             : 0;
+  const TensorInfo& a = spec.input(a_index);
+  const TensorInfo& b = spec.input(1 - a_index);
   if (a.shape.empty() || a.shape.size() > 6)
     return KernelOrReason::rejected(RefusalKind::unsupported_shape, "oneDNN binary here runs ranks 1 to 6");
   if (outputs[0].shape != a.shape || b.shape.size() > a.shape.size()) {
     return KernelOrReason::rejected(
         RefusalKind::unsupported_shape,
-        "the second input broadcasts the first (oneDNN broadcasts only the second)");
+        commutative ? "both inputs broadcast (oneDNN broadcasts only one)"
+                    : "the second input broadcasts the first (oneDNN broadcasts only the second)");
   }
-  return create_primitive_kernel(
-      [&] { return std::make_unique<BinaryKernel>(algorithm, a, request.input_layout(0), b); });
+  return create_primitive_kernel([&] {
+    return std::make_unique<BinaryKernel>(algorithm, a, request.input_layout(a_index), a_index, b);
+  });
 }
 
 template <dnnl::algorithm kAlgorithm>

@@ -252,6 +252,61 @@ TEST(Onednn, ConcatBinaryAndEltwiseFollowChannelsLast) {
   EXPECT_EQ(plan->reorder_steps(), 2);
 }
 
+// mobilenet_v3's hard-swish (x * HardSigmoid(x)) and squeeze-excitation (the pooled scale times the
+// feature map, scale first) between oneDNN convs: native's HardSigmoid runs on the channels-last
+// values as stored, the broadcasting Mul runs on oneDNN with its inputs swapped, and nothing is
+// reordered but the graph's input and output (and the [N, C, 1, 1] scale, whose bytes are the same
+// in both layouts: a view).
+TEST(Onednn, HardSwishAndSqueezeExcitationStayChannelsLast) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
+  const Shape input = {2, 8, 7, 6};
+  GraphBuilder g(input);
+  const std::string conv =
+      g.add("Conv", {"x", g.weights({16, 8, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  Attributes hard;
+  hard.set("alpha", float_attr(1.0f / 6));
+  hard.set("beta", float_attr(0.5f));
+  const std::string swish = g.add("Mul", {conv, g.add("HardSigmoid", {conv}, hard)});
+  const std::string pooled = g.add("GlobalAveragePool", {swish});
+  const std::string scale = g.add("HardSigmoid", {pooled}, hard);
+  const std::string excited = g.add("Mul", {scale, swish});
+  const std::string clipped =
+      g.add("Clip", {excited, g.constant(Tensor::scalar(-0.5f)), g.constant(Tensor::scalar(0.5f))});
+  const std::string out = g.add("Exp", {clipped});
+  const std::string conv2 =
+      g.add("Conv", {out, g.weights({4, 16, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}));
+  const auto plan = expect_matches_native(g.finish({conv2}), input);
+  int mul_steps = 0;
+  for (const PlanStep& step : plan->steps()) {
+    const StepRecord& record = step.record;
+    if (record.op_type == "HardSigmoid" || record.op_type == "Exp") {
+      EXPECT_EQ(record.backend, "native") << record.node_name;
+      EXPECT_EQ(record.output_layouts.at(0), Layout::nhwc) << record.node_name;
+    }
+    if (record.op_type == "Mul") {
+      ++mul_steps;
+      EXPECT_EQ(record.backend, "onednn") << record.node_name << ": " << record.kernel;
+      EXPECT_EQ(record.output_layouts.at(0), Layout::nhwc) << record.node_name;
+    }
+  }
+  EXPECT_EQ(mul_steps, 2);
+  EXPECT_EQ(plan->reorder_steps(), 3);
+}
+
+// A broadcast on both sides is still refused, naming why.
+TEST(Onednn, BinaryWhoseInputsBothBroadcastIsRefused) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
+  GraphBuilder g({3, 1});
+  const std::string sum = g.add("Add", {"x", g.weights({1, 4})});
+  const auto plan = expect_matches_native(g.finish({sum}), {3, 1});
+  const StepRecord& step = step_for(*plan, "Add");
+  EXPECT_EQ(step.backend, "native");
+  const auto onednn = std::find_if(step.decision.refusals.begin(), step.decision.refusals.end(),
+                                   [](const auto& refusal) { return refusal.backend == "onednn"; });
+  ASSERT_NE(onednn, step.decision.refusals.end());
+  EXPECT_EQ(onednn->detail, "both inputs broadcast (oneDNN broadcasts only one)");
+}
+
 TEST(Onednn, Float32ConcatIsLeftToNativeWithTheReason) {
   KILN_SKIP_UNLESS_BUILT("onednn");
   const Shape input = {2, 5, 4, 3};
