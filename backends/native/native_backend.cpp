@@ -30,7 +30,9 @@ bool same_position_elementwise(const OpSpec& spec, std::span<const TensorInfo> o
     return false;
   const Shape& shape = spec.input(0).shape;
   for (const TensorInfo& output : outputs) {
-    if (output.shape != shape) return false;
+    // Float32 only: Reorders convert nothing else, and a Cast to float16 feeding a graph output
+    // would leave a value stored nhwc that no step can bring back to plain.
+    if (output.shape != shape || output.dtype != DType::f32) return false;
   }
   for (size_t i = 1; i < spec.inputs.size(); ++i) {
     if (spec.has_input(i) && spec.input(i).shape != shape && checked_numel(spec.input(i).shape) != 1) return false;

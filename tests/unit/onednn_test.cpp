@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend_test_util.h"
+#include "backends/native/native_backend.h"
 #include "backends/selection.h"
 #include "graph/session.h"
 #include "graph_builder.h"
@@ -291,6 +292,28 @@ TEST(Onednn, HardSwishAndSqueezeExcitationStayChannelsLast) {
   }
   EXPECT_EQ(mul_steps, 2);
   EXPECT_EQ(plan->reorder_steps(), 3);
+}
+
+// Native runs an elementwise step on channels-last values as stored only when its outputs are
+// float32: Reorders convert nothing else, so a model stored in float16 would end in a Cast whose
+// nhwc float16 output could never reach the caller.
+TEST(Onednn, NativeElementwiseKeepsChannelsLastForFloat32OutputsOnly) {
+  Attributes to;
+  KernelRequest request;
+  request.op.op_type = "Cast";
+  request.op.opset = 13;
+  request.op.attributes = &to;
+  request.op.inputs = {TensorInfo{DType::f32, {1, 8, 5, 5}, {}}};
+  request.input_layouts = {Layout::nhwc};
+  for (const DType dtype : {DType::f32, DType::f16}) {
+    to.set("to", int_attr(dtype == DType::f16 ? 10 : 1));
+    const TensorInfo output{dtype, {1, 8, 5, 5}, {}};
+    const KernelOrReason offer = native_backend().create_kernel(request, std::span(&output, 1));
+    ASSERT_NE(offer.kernel, nullptr) << offer.refusal.detail;
+    const Layout expected = dtype == DType::f32 ? Layout::nhwc : Layout::plain;
+    EXPECT_EQ(offer.kernel->input_layout(0), expected) << dtype_name(dtype);
+    EXPECT_EQ(offer.kernel->output_layout(0), expected) << dtype_name(dtype);
+  }
 }
 
 // A broadcast on both sides is still refused, naming why.
