@@ -228,6 +228,16 @@ std::vector<Tap> make_taps(const Window3d& w) {
   return taps;
 }
 
+// Packed B panels hold `cols` columns in slivers of nr: the last sliver's columns past `cols` are
+// zeros, which the micro-kernel multiplies like the rest.
+void zero_last_sliver_padding(int64_t kc, int64_t cols, int64_t nr, float* dst) {
+  const int64_t slivers = (cols + nr - 1) / nr;
+  const int64_t tail = cols - (slivers - 1) * nr;
+  if (tail == nr) return;
+  float* last = dst + (slivers - 1) * kc * nr;
+  for (int64_t p = 0; p < kc; ++p) std::fill(last + p * nr + tail, last + (p + 1) * nr, 0.0f);
+}
+
 // im2col written straight into the sgemm's packed B panels, so the matrix is never materialized:
 // row p of B is (input channel, tap), column j an output position (od, oh, ow); taps that fall in
 // the padding read as zero.
@@ -240,12 +250,7 @@ class Im2colB final : public PackedBSource {
     const int64_t out_h = w_.out[1];
     const int64_t out_w = w_.out[2];
     const int64_t plane = out_h * out_w;
-    const int64_t slivers = (cols + nr - 1) / nr;
-    const int64_t tail = cols - (slivers - 1) * nr;
-    if (tail < nr) {
-      float* last = dst + (slivers - 1) * kc * nr;
-      for (int64_t p = 0; p < kc; ++p) std::fill(last + p * nr + tail, last + (p + 1) * nr, 0.0f);
-    }
+    zero_last_sliver_padding(kc, cols, nr, dst);
     for (int64_t p = 0; p < kc; ++p) {
       const int64_t row = p0 + p;
       const Tap& tap = taps_[static_cast<size_t>(row % tap_count)];
@@ -394,12 +399,7 @@ class TapRegionB final : public PackedBSource {
   void pack(int64_t p0, int64_t kc, int64_t j0, int64_t cols, int64_t nr, float* dst) const override {
     const int64_t rows = tap_.hi[1] - tap_.lo[1];
     const int64_t width = tap_.hi[2] - tap_.lo[2];
-    const int64_t slivers = (cols + nr - 1) / nr;
-    const int64_t tail = cols - (slivers - 1) * nr;
-    if (tail < nr) {
-      float* last = dst + (slivers - 1) * kc * nr;
-      for (int64_t p = 0; p < kc; ++p) std::fill(last + p * nr + tail, last + (p + 1) * nr, 0.0f);
-    }
+    zero_last_sliver_padding(kc, cols, nr, dst);
     for (int64_t p = 0; p < kc; ++p) {
       const float* channel = src_ + (p0 + p) * w_.in_size();
       float* out = dst + p * nr;

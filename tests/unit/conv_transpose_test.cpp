@@ -27,20 +27,11 @@ using testing::OpRun;
 using testing::run_op;
 using testing::sample_tensor;
 using testing::string_attr;
+using testing::unravel;
 
 Tensor i64s(std::vector<int64_t> values) {
   const auto count = static_cast<int64_t>(values.size());
   return Tensor::from_vector(values, {count});
-}
-
-// Multi-index of flat index `i` in `shape`.
-std::vector<int64_t> unravel(int64_t i, const Shape& shape) {
-  std::vector<int64_t> index(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    index[d] = i % shape[d];
-    i /= shape[d];
-  }
-  return index;
 }
 
 void expect_close(const Tensor& actual, const Shape& shape, const std::vector<double>& expected,

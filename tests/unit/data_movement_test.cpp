@@ -44,22 +44,8 @@ std::vector<T> values_of(const Tensor& tensor) {
 }
 
 using testing::error_of;
-
-// Multi-index of flat index `i` in `shape`.
-std::vector<int64_t> unravel(int64_t i, const Shape& shape) {
-  std::vector<int64_t> index(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    index[d] = i % shape[d];
-    i /= shape[d];
-  }
-  return index;
-}
-
-int64_t ravel(const std::vector<int64_t>& index, const Shape& shape) {
-  int64_t flat = 0;
-  for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + index[d];
-  return flat;
-}
+using testing::ravel;
+using testing::unravel;
 
 // ---- Concat / Split -----------------------------------------------------------------------------
 

@@ -21,9 +21,11 @@ namespace {
 using testing::error_of;
 using testing::int_attr;
 using testing::OpRun;
+using testing::ravel;
 using testing::run_op;
 using testing::sample_values;
 using testing::string_attr;
+using testing::unravel;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -48,22 +50,6 @@ Tensor iota(Shape shape, T start = T(0)) {
   for (int64_t i = 0; i < tensor.numel(); ++i)
     tensor.data<T>()[i] = static_cast<T>(start + static_cast<T>(i));
   return tensor;
-}
-
-// Multi-index of flat index `i` in `shape`, and back.
-std::vector<int64_t> unravel(int64_t i, const Shape& shape) {
-  std::vector<int64_t> index(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    index[d] = i % shape[d];
-    i /= shape[d];
-  }
-  return index;
-}
-
-int64_t ravel(const std::vector<int64_t>& index, const Shape& shape) {
-  int64_t flat = 0;
-  for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + index[d];
-  return flat;
 }
 
 // Deterministic integers in [low, high].

@@ -32,10 +32,12 @@ using testing::float_attr;
 using testing::int_attr;
 using testing::ints_attr;
 using testing::OpRun;
+using testing::ravel;
 using testing::run_op;
 using testing::sample_tensor;
 using testing::sample_values;
 using testing::string_attr;
+using testing::unravel;
 
 Tensor f32s(std::vector<float> values, Shape shape) {
   return Tensor::from_vector(values, std::move(shape));
@@ -54,22 +56,6 @@ template <typename T>
 std::vector<T> values_of(const Tensor& tensor) {
   const auto span = tensor.values<T>();
   return {span.begin(), span.end()};
-}
-
-// Multi-index of flat index `i` in `shape`, and back.
-std::vector<int64_t> unravel(int64_t i, const Shape& shape) {
-  std::vector<int64_t> index(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    index[d] = i % shape[d];
-    i /= shape[d];
-  }
-  return index;
-}
-
-int64_t ravel(const std::vector<int64_t>& index, const Shape& shape) {
-  int64_t flat = 0;
-  for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + index[d];
-  return flat;
 }
 
 // `actual` (float32 or float64) against `expected`, within `tolerance` x max(1, |expected|).

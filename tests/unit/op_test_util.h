@@ -53,4 +53,19 @@ Tensor sample_tensor(const Shape& shape, float low = -3, float high = 3, uint32_
 // Max |a - b| over all elements (both float32, same shape; otherwise +inf).
 double max_abs_diff(const Tensor& a, const Tensor& b);
 
+// The multi-index of flat (row-major) index `i` in `shape`, and back.
+inline std::vector<int64_t> unravel(int64_t i, const Shape& shape) {
+  std::vector<int64_t> index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = i % shape[d];
+    i /= shape[d];
+  }
+  return index;
+}
+inline int64_t ravel(const std::vector<int64_t>& index, const Shape& shape) {
+  int64_t flat = 0;
+  for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + index[d];
+  return flat;
+}
+
 }  // namespace kiln::testing
