@@ -314,6 +314,17 @@ TEST(Onednn, NativeElementwiseKeepsChannelsLastForFloat32OutputsOnly) {
     EXPECT_EQ(offer.kernel->input_layout(0), expected) << dtype_name(dtype);
     EXPECT_EQ(offer.kernel->output_layout(0), expected) << dtype_name(dtype);
   }
+  // An integer exponent of the output's shape would have to be read channels-last too: plain.
+  KernelRequest power;
+  power.op.op_type = "Pow";
+  power.op.opset = 15;
+  power.op.inputs = {TensorInfo{DType::f32, {1, 8, 5, 5}, {}}, TensorInfo{DType::i64, {1, 8, 5, 5}, {}}};
+  power.input_layouts = {Layout::nhwc, Layout::plain};
+  const TensorInfo powered{DType::f32, {1, 8, 5, 5}, {}};
+  const KernelOrReason offer = native_backend().create_kernel(power, std::span(&powered, 1));
+  ASSERT_NE(offer.kernel, nullptr) << offer.refusal.detail;
+  EXPECT_EQ(offer.kernel->input_layout(0), Layout::plain);
+  EXPECT_EQ(offer.kernel->output_layout(0), Layout::plain);
 }
 
 // A broadcast on both sides is still refused, naming why.
