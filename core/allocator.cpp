@@ -1,5 +1,7 @@
 #include "core/allocator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <mutex>
@@ -187,6 +189,15 @@ std::vector<std::string> registered_allocators() {
   std::vector<std::string> names;
   for (Allocator* allocator : reg.allocators) names.emplace_back(allocator->name());
   return names;
+}
+
+uint64_t physical_memory_bytes() {
+  static const uint64_t bytes = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page_size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page_size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) : 0;
+  }();
+  return bytes;
 }
 
 }  // namespace kiln

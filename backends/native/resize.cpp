@@ -12,6 +12,7 @@
 #include "backends/native/element_visit.h"
 #include "backends/native/native_backend.h"
 #include "backends/native/thread_scratch.h"
+#include "core/allocator.h"
 #include "runtime/parallel.h"
 
 namespace kiln::native {
@@ -92,20 +93,32 @@ void drop_zero_taps(AxisTaps& taps) {
   taps.count = static_cast<int64_t>(needed);
 }
 
+// Antialiasing widens the filter by 1 / scale when shrinking; otherwise the filter has its own width.
+double filter_scale(const ResizeParams& p, size_t d) {
+  return p.antialias && p.scales[d] < 1 ? p.scales[d] : 1.0;
+}
+
+// ONNX's window around a coordinate along dim d is [first, 2 - first) with first = floor(-radius /
+// filter scale) + 1: how many taps that is (nearest reads one pixel; the filters read the whole
+// window, a tap of which may weigh zero). In double: a tiny antialiasing scale makes it huge.
+double window_taps(const ResizeParams& p, size_t d) {
+  if (p.mode == ResizeMode::nearest) return 1;
+  const double radius = p.mode == ResizeMode::cubic ? 2.0 : 1.0;
+  return 2 - 2 * (std::floor(-radius / filter_scale(p, d)) + 1);
+}
+
 AxisTaps axis_taps(const ResizeParams& p, size_t d, int64_t in, int64_t out, int64_t stride) {
+  AxisTaps taps;
+  if (out == 0) return taps;  // nothing to read, whatever the scale
   const float scale = p.scales[d];
   const size_t rank = p.scales.size();
   const float roi_start = p.roi.empty() ? 0.0f : p.roi[d];
   const float roi_end = p.roi.empty() ? 1.0f : p.roi[rank + d];
-  // Antialiasing widens the filter by 1 / scale when shrinking; otherwise the filter has its own width.
-  const double filter_scale = p.antialias && scale < 1 ? scale : 1.0;
-  const double radius = p.mode == ResizeMode::cubic ? 2.0 : 1.0;
-  const auto tap_begin = static_cast<int64_t>(std::floor(-radius / filter_scale) + 1);
-  const int64_t tap_end = 2 - tap_begin;  // ONNX's window: [tap_begin, 2 - tap_begin)
+  const double filter = filter_scale(p, d);
+  const auto tap_begin = static_cast<int64_t>(1 - window_taps(p, d) / 2);
+  const int64_t tap_end = 2 - tap_begin;
   const bool normalize = p.antialias || p.exclude_outside;
-  AxisTaps taps;
-  // Nearest reads one pixel; the filters read ONNX's whole window (a tap may weigh zero).
-  taps.count = p.mode == ResizeMode::nearest ? 1 : tap_end - tap_begin;
+  taps.count = static_cast<int64_t>(window_taps(p, d));
   taps.offset.reserve(static_cast<size_t>(out * taps.count));
   taps.weight.reserve(static_cast<size_t>(out * taps.count));
   std::vector<double> window(static_cast<size_t>(taps.count));
@@ -135,7 +148,7 @@ AxisTaps axis_taps(const ResizeParams& p, size_t d, int64_t in, int64_t out, int
     double sum = 0;
     for (int64_t i = tap_begin; i < tap_end; ++i) {
       const int64_t j = static_cast<int64_t>(base) + i;
-      const double t = (static_cast<double>(i) - ratio) * filter_scale;
+      const double t = (static_cast<double>(i) - ratio) * filter;
       double w = p.mode == ResizeMode::cubic ? cubic_weight(t, p.cubic_coeff_a) : linear_weight(t);
       if (p.exclude_outside && (j < 0 || j >= in)) w = 0;
       sum += w;
@@ -159,6 +172,18 @@ struct ResizeGeometry {
 ResizeGeometry make_geometry(const ResizeParams& params, const Shape& in) {
   ResizeGeometry g;
   g.out = params.output;
+  // Each dim's tables hold out x taps entries, which a thin or empty output does not bound (a Resize
+  // to 2^31 rows of no columns is an empty tensor): their size is checked before they are built.
+  double table_bytes = 0;
+  for (size_t d = 0; d < in.size(); ++d) {
+    table_bytes += static_cast<double>(g.out[d]) *
+                   (window_taps(params, d) * static_cast<double>(sizeof(int64_t) + sizeof(float)) + 1);
+  }
+  const uint64_t memory = physical_memory_bytes();
+  KILN_CHECK(memory == 0 || table_bytes <= static_cast<double>(memory), invalid_argument, "Resize to ",
+             shape_to_string(g.out), " needs interpolation tables of ",
+             static_cast<uint64_t>(table_bytes / (1 << 20)), " MiB, more than this machine's memory (",
+             memory >> 20, " MiB)");
   int64_t stride = 1;
   g.axes.resize(in.size());
   for (size_t d = in.size(); d-- > 0;) {

@@ -1,6 +1,5 @@
+#include "core/allocator.h"
 #include "graph/passes/passes.h"
-
-#include <unistd.h>
 
 namespace kiln {
 
@@ -18,18 +17,8 @@ const OpSchema& node_schema(const Node& node, const OpSpec& spec) {
 
 namespace {
 
-// The machine's physical memory in bytes (0 when the system does not say).
-uint64_t physical_memory_bytes() {
-  static const uint64_t bytes = [] {
-    const long pages = sysconf(_SC_PHYS_PAGES);
-    const long page_size = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page_size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) : 0;
-  }();
-  return bytes;
-}
-
-// A value larger than the machine's memory can never be allocated: refuse it here, before any kernel
-// builds plan-time tables sized by it (Resize's taps) or folding allocates it.
+// A value larger than the machine's memory can never be allocated: refuse it here, before folding
+// allocates it or a kernel builds plan-time tables sized by it.
 void expect_allocatable(const Node& node, const std::vector<TensorInfo>& outputs) {
   const uint64_t memory = physical_memory_bytes();
   if (memory == 0) return;

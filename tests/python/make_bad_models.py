@@ -8,6 +8,7 @@ the path to pass to `kiln run`. The small models are y = op(x) on x: float[1, 4]
 are one node (or two) named NODE_NAME with a wrong attribute or constant input, at the opset they name.
 """
 import argparse
+import os
 import pathlib
 import sys
 
@@ -121,15 +122,15 @@ def op_model(nodes, inputs, outputs, initializers=(), opset=OPSET):
 IMAGE = ("x", TensorProto.FLOAT, [1, 1, 4, 4])
 
 
-def resize_model(folder, file_name, scales=None, sizes=None):
-    """y = Resize(x: float[1, 1, 4, 4], roi "", scales, sizes), nearest, scales and sizes constants."""
+def resize_model(folder, file_name, scales=None, sizes=None, mode="nearest"):
+    """y = Resize(x: float[1, 1, 4, 4], roi "", scales, sizes), scales and sizes constants."""
     initializers = {}
     if scales is not None:
         initializers["scales"] = np.array(scales, np.float32)
     if sizes is not None:
         initializers["sizes"] = np.array(sizes, np.int64)
     node = helper.make_node("Resize", ["x", "", "scales" if scales is not None else "", "sizes" if sizes is not None else ""],
-                            ["y"], name=NODE_NAME, mode="nearest")
+                            ["y"], name=NODE_NAME, mode=mode)
     model = op_model([node], [IMAGE], [("y", TensorProto.FLOAT, None)], initializers)
     return save(model, pathlib.Path(folder) / file_name)
 
@@ -145,6 +146,13 @@ def resize_negative_scale(folder):
 def resize_sizes_beyond_memory(folder):
     """sizes whose product still fits in int64 but whose output no machine holds (the fuzzer's find)."""
     return resize_model(folder, "resize_sizes_beyond_memory.onnx", sizes=[1, 1, 2 ** 40, 4])
+
+
+def resize_tables_beyond_memory(folder):
+    """A cubic Resize to one row of memory / 8 columns: its output (half the machine's memory) could be
+    allocated, but its column taps (4 per column) could not (the fuzzer's second find)."""
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return resize_model(folder, "resize_tables_beyond_memory.onnx", sizes=[1, 1, 1, memory // 8], mode="cubic")
 
 
 def resize_scales_and_sizes(folder):

@@ -67,8 +67,11 @@ def test_external_data_file_missing(kiln_bin, tmp_path):
                                            (bad.resize_negative_scale, ["scale -2", "dim 2", "positive"]),
                                            (bad.resize_scales_and_sizes, ["scales or sizes, not both"]),
                                            (bad.resize_sizes_wrong_length, ["sizes has 2 entries", "expected 4"]),
-                                           (bad.resize_sizes_beyond_memory, ["needs more memory than this machine has"])],
-                         ids=["zero_scale", "negative_scale", "scales_and_sizes", "sizes_length", "beyond_memory"])
+                                           (bad.resize_sizes_beyond_memory, ["needs more memory than this machine has"]),
+                                           (bad.resize_tables_beyond_memory,
+                                            ["interpolation tables", "more than this machine's memory"])],
+                         ids=["zero_scale", "negative_scale", "scales_and_sizes", "sizes_length", "beyond_memory",
+                              "tables_beyond_memory"])
 def test_resize_with_bad_scales_or_sizes(kiln_bin, tmp_path, make, mentions):
     expect_error(kiln_bin, "run", make(tmp_path), mentions=[f"'{bad.NODE_NAME}'", "Resize", *mentions])
 
