@@ -172,8 +172,8 @@ struct ResizeGeometry {
 ResizeGeometry make_geometry(const ResizeParams& params, const Shape& in) {
   ResizeGeometry g;
   g.out = params.output;
-  // Each dim's tables hold out x taps entries, which a thin or empty output does not bound (a Resize
-  // to 2^31 rows of no columns is an empty tensor): their size is checked before they are built.
+  // Each dim's tables hold out x taps entries, which the output's size does not bound (a cubic Resize
+  // to [1, 1, 3, 2^30]: 12 GB of output, 50 GB of column taps): their size is checked first.
   double table_bytes = 0;
   for (size_t d = 0; d < in.size(); ++d) {
     table_bytes += static_cast<double>(g.out[d]) *
