@@ -18,13 +18,11 @@ using dnnl::memory;
 // feature map) has taps that read only padding for every output. Cropping the kernel to the taps
 // that reach the input computes the same sums with fewer multiplies, and oneDNN then sees a small
 // kernel (1x1 when only the centre is left) instead of running its dilated GEMM over zeros.
-// Returns the cropped weights and adjusts `window`, or nothing when every tap is live (or cropping
-// would need negative pads).
-std::optional<Tensor> crop_dead_taps(const Tensor& weights, const std::vector<int64_t>& input_spatial,
-                                     WindowParams& window) {
+// Returns the cropped window, or nothing when every tap is live (or cropping would need negative pads).
+std::optional<WindowParams> cropped_window(const std::vector<int64_t>& input_spatial,
+                                           const WindowParams& window) {
   const size_t rank = window.kernel.size();
-  std::vector<int64_t> first(rank);
-  std::vector<int64_t> last(rank);
+  WindowParams result = window;
   bool cropped = false;
   for (size_t d = 0; d < rank; ++d) {
     auto live = [&](int64_t k) {
@@ -34,33 +32,36 @@ std::optional<Tensor> crop_dead_taps(const Tensor& weights, const std::vector<in
       }
       return false;
     };
-    first[d] = 0;
-    last[d] = window.kernel[d] - 1;
-    while (first[d] < last[d] && !live(first[d])) ++first[d];
-    while (last[d] > first[d] && !live(last[d])) --last[d];
-    cropped = cropped || first[d] > 0 || last[d] < window.kernel[d] - 1;
-  }
-  if (!cropped) return std::nullopt;
-  WindowParams result = window;
-  for (size_t d = 0; d < rank; ++d) {
-    result.kernel[d] = last[d] - first[d] + 1;
-    result.pads_begin[d] = window.pads_begin[d] - first[d] * window.dilations[d];
+    int64_t first = 0;
+    int64_t last = window.kernel[d] - 1;
+    while (first < last && !live(first)) ++first;
+    while (last > first && !live(last)) --last;
+    cropped = cropped || first > 0 || last < window.kernel[d] - 1;
+    result.kernel[d] = last - first + 1;
+    result.pads_begin[d] = window.pads_begin[d] - first * window.dilations[d];
     const int64_t extent = (result.kernel[d] - 1) * window.dilations[d] + 1;
     result.pads_end[d] =
         (window.output[d] - 1) * window.strides[d] + extent - input_spatial[d] - result.pads_begin[d];
     if (result.pads_begin[d] < 0 || result.pads_end[d] < 0) return std::nullopt;
   }
-  // [O, I, kh, kw] -> [O, I, kh', kw'] (oneDNN Conv runs 2-D only here).
+  if (!cropped) return std::nullopt;
+  return result;
+}
+
+// The taps of [O, I, kh, kw] weights that `cropped` (cropped_window of `window`) keeps (2-D only here).
+Tensor crop_weights(const Tensor& weights, const WindowParams& window, const WindowParams& cropped) {
+  const int64_t first_h = (window.pads_begin[0] - cropped.pads_begin[0]) / window.dilations[0];
+  const int64_t first_w = (window.pads_begin[1] - cropped.pads_begin[1]) / window.dilations[1];
   const Shape& full = weights.shape();
-  Tensor kept = Tensor::empty(DType::f32, {full[0], full[1], result.kernel[0], result.kernel[1]});
+  Tensor kept = Tensor::empty(DType::f32, {full[0], full[1], cropped.kernel[0], cropped.kernel[1]});
   const float* src = weights.data<float>();
   float* dst = kept.data<float>();
   for (int64_t plane = 0; plane < full[0] * full[1]; ++plane) {
-    for (int64_t h = 0; h < result.kernel[0]; ++h) {
-      for (int64_t w = 0; w < result.kernel[1]; ++w) *dst++ = src[(plane * full[2] + first[0] + h) * full[3] + first[1] + w];
+    for (int64_t h = 0; h < cropped.kernel[0]; ++h) {
+      for (int64_t w = 0; w < cropped.kernel[1]; ++w)
+        *dst++ = src[(plane * full[2] + first_h + h) * full[3] + first_w + w];
     }
   }
-  window = result;
   return kept;
 }
 
@@ -69,8 +70,10 @@ class ConvKernel final : public PrimitiveKernel {
   ConvKernel(const KernelRequest& request, ConvParams params, const Shape& output_shape) {
     const OpSpec& spec = request.op;
     const Shape& x_shape = spec.input(0).shape;
-    const std::optional<Tensor> cropped = crop_dead_taps(spec.input(1).value, params.input_spatial, params.window);
-    const Tensor& weights = cropped ? *cropped : spec.input(1).value;
+    const std::optional<WindowParams> cropped = cropped_window(params.input_spatial, params.window);
+    const Tensor weights =
+        cropped ? crop_weights(spec.input(1).value, params.window, *cropped) : spec.input(1).value;
+    if (cropped) params.window = *cropped;
     const int64_t group = params.group;
     const Shape weight_dims = group == 1 ? weights.shape()
                                          : Shape{group, params.out_channels / group, weights.dim(1),
@@ -144,13 +147,13 @@ KernelOrReason make_conv(const KernelRequest& request, std::span<const TensorInf
   OpSpec conv_spec = spec;
   conv_spec.inputs.resize(std::min<size_t>(conv_spec.inputs.size(), 3));
   const ConvParams params = conv_params(conv_spec);
-  WindowParams cropped = params.window;
-  const bool was_cropped = crop_dead_taps(spec.input(1).value, params.input_spatial, cropped).has_value();
+  const std::optional<WindowParams> cropped = cropped_window(params.input_spatial, params.window);
+  const std::vector<int64_t>& kernel = cropped ? cropped->kernel : params.window.kernel;
   // Even cropped, a kernel whose taps mostly land in the padding (DeepLab's dilation 12 on 14x14)
   // is left to native's per-tap products over the live positions: oneDNN would multiply the zeros.
   const double live_share = live_tap_share(params.input_spatial, params.window) *
                             static_cast<double>(checked_numel(params.window.kernel)) /
-                            static_cast<double>(checked_numel(cropped.kernel));
+                            static_cast<double>(checked_numel(kernel));
   if (request.precision == Precision::fp32 && params.group == 1 && live_share <= kMostlyPaddingShare) {
     return KernelOrReason::rejected(
         RefusalKind::predicted_slower,
@@ -161,9 +164,9 @@ KernelOrReason make_conv(const KernelRequest& request, std::span<const TensorInf
   KernelOrReason offer = create_reduced_precision_kernel(request, [&](const KernelRequest& chosen) {
     return std::make_unique<ConvKernel>(chosen, params, outputs[0].shape);
   });
-  if (offer.kernel && was_cropped) {
+  if (offer.kernel && cropped) {
     const std::string note = str_cat("kernel cropped from ", shape_to_string(params.window.kernel), " to ",
-                                     shape_to_string(cropped.kernel),
+                                     shape_to_string(cropped->kernel),
                                      ": the other taps read only padding (FLOP counts keep the full kernel)");
     offer.note = offer.note.empty() ? note : offer.note + "; " + note;
   }
