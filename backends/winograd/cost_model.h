@@ -9,10 +9,13 @@
 //             the direct kernel's rate (above 1: a few large, regular products); the input and
 //             output transforms, kTransformCost per tile element and channel; and reading alpha^2 C K
 //             transformed filters, which a small output cannot amortize (resnet's 512-channel layers
-//             on 7x7 outputs: 16 MiB of filters for 16 tiles).
+//             on 7x7 outputs: 16 MiB of filters for 16 tiles), and again by every later block of
+//             tiles when they are larger than L2, at kStreamCost each (fcn_resnet50's 2048-channel
+//             head: 64 MiB of filters read by 14 blocks).
 // A filter element read from memory costs kElementCost multiply-adds: the direct kernel's rate over
-// memory bandwidth, higher with wider vectors. The constants are fitted to plan-time timings, from
-// cold caches, of 3x3 stride-1 layers (docs/performance.md, "Winograd's cost model").
+// memory bandwidth, higher with wider vectors (kStreamCost is lower: streamed, prefetched reads).
+// The constants are fitted to timings of 3x3 stride-1 layers (docs/performance.md, "Winograd's cost
+// model" and "Dense prediction: segmentation and U-Net (AMD Turin-like VM)").
 #pragma once
 
 #include "backends/winograd/winograd_conv.h"

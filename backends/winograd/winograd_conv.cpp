@@ -352,16 +352,20 @@ TransformedFilters::TransformedFilters(int tile, int64_t in_channels, int64_t ou
   }
 }
 
-WinogradConv::WinogradConv(std::shared_ptr<const TransformedFilters> filters, const ConvShape& shape,
-                           std::vector<float> bias, std::vector<OutputStep> steps)
-    : filters_(std::move(filters)), shape_(shape), bias_(std::move(bias)), steps_(std::move(steps)) {
-  const int64_t alpha = filters_->alpha();
+TileBlocking tile_blocking(const ConvShape& shape, int tile) {
+  const int64_t alpha = tile + 2;
   const int64_t mr = native::gemm_kernel_info().mr;
-  const int64_t tiles = shape_.batch * tiles_h() * tiles_w();
-  const int64_t in_ld = round_up(shape_.in_channels, kRowAlignment);
-  const int64_t out_ld = round_up(shape_.out_channels, kRowAlignment);
+  const int64_t tiles = shape.batch * tile_axis(shape.out_h, shape.dilation_h, tile).tiles() *
+                        tile_axis(shape.out_w, shape.dilation_w, tile).tiles();
+  const int64_t in_ld = round_up(shape.in_channels, kRowAlignment);
+  const int64_t out_ld = round_up(shape.out_channels, kRowAlignment);
+  const int64_t filter_bytes = alpha * alpha *
+                               native::PackedB::floats(shape.in_channels, shape.out_channels) *
+                               static_cast<int64_t>(sizeof(float));
+  TileBlocking blocking;
+  blocking.filters_from_memory = filter_bytes > kSmallFilterBytes;
   int64_t blocks = 1;
-  if (filters_->bytes() <= kSmallFilterBytes) {
+  if (!blocking.filters_from_memory) {
     // The filters stay in L2 while every block reads them: blocks small enough for their
     // transformed input and products to stay there too.
     const int64_t per_tile = alpha * alpha * (in_ld + out_ld) * static_cast<int64_t>(sizeof(float));
@@ -373,8 +377,19 @@ WinogradConv::WinogradConv(std::shared_ptr<const TransformedFilters> filters, co
     blocks = std::max<int64_t>(1, ceil_div(tiles * per_tile, kLargeBlockBytes));
   }
   // Whole micro-kernel row blocks, so the products compute no padding rows but the last block's.
-  tile_block_ = std::max<int64_t>(1, std::min(round_up(ceil_div(tiles, blocks), mr), round_up(tiles, mr)));
+  blocking.tile_block =
+      std::max<int64_t>(1, std::min(round_up(ceil_div(tiles, blocks), mr), round_up(tiles, mr)));
+  blocking.blocks = std::max<int64_t>(1, ceil_div(tiles, blocking.tile_block));
+  return blocking;
 }
+
+WinogradConv::WinogradConv(std::shared_ptr<const TransformedFilters> filters, const ConvShape& shape,
+                           std::vector<float> bias, std::vector<OutputStep> steps)
+    : filters_(std::move(filters)),
+      shape_(shape),
+      bias_(std::move(bias)),
+      steps_(std::move(steps)),
+      blocking_(tile_blocking(shape_, filters_->tile())) {}
 
 void WinogradConv::run(const float* x, const float* residual, float* y) const {
   const int tile = filters_->tile();
@@ -385,18 +400,19 @@ void WinogradConv::run(const float* x, const float* residual, float* y) const {
   if (tiles == 0 || shape_.out_channels == 0) return;
   const int64_t alpha = filters_->alpha();
   const int positions = static_cast<int>(alpha * alpha);
-  const int64_t blocks = ceil_div(tiles, tile_block_);
+  const int64_t tile_block = blocking_.tile_block;
+  const int64_t blocks = blocking_.blocks;
   const int64_t chunks = choose_channel_chunks(blocks, shape_.out_channels, intra_op_threads());
   const int64_t nr = native::gemm_kernel_info().nr;
   const int64_t chunk_width = round_up(ceil_div(shape_.out_channels, chunks), nr);
   const int64_t input_ld = round_up(shape_.in_channels, kRowAlignment);
   const int64_t product_ld = round_up(chunk_width, kRowAlignment);
   const TransformPair transforms = transforms_for(filters_->tile());
-  const int64_t task_cost = 2 * tile_block_ * positions * shape_.in_channels * chunk_width;
+  const int64_t task_cost = 2 * tile_block * positions * shape_.in_channels * chunk_width;
 
   parallel_for(0, blocks * chunks, task_cost, [&](int64_t begin, int64_t end) {
-    const int64_t input_stride = tile_block_ * input_ld;
-    const int64_t product_stride = tile_block_ * product_ld;
+    const int64_t input_stride = tile_block * input_ld;
+    const int64_t product_stride = tile_block * product_ld;
     float* inputs =
         native::thread_scratch_floats<InputScratch>(static_cast<size_t>(positions * input_stride));
     float* products =
@@ -406,8 +422,8 @@ void WinogradConv::run(const float* x, const float* residual, float* y) const {
     int64_t transformed_block = -1;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t block = task / chunks;
-      const int64_t first_tile = block * tile_block_;
-      const int64_t tile_count = std::min(tile_block_, tiles - first_tile);
+      const int64_t first_tile = block * tile_block;
+      const int64_t tile_count = std::min(tile_block, tiles - first_tile);
       TaskArgs args{};
       args.shape = &shape_;
       args.grid = grid;

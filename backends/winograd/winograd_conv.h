@@ -44,6 +44,16 @@ struct TileAxis {
 };
 TileAxis tile_axis(int64_t outputs, int64_t dilation, int tile);
 
+// How a run splits a convolution's tiles into blocks (a task transforms one block's input and
+// multiplies it by the filters). Every block reads the transformed filters; filters larger than L2
+// are read from memory once per block, which the cost model counts.
+struct TileBlocking {
+  int64_t tile_block = 1;  // tiles per block
+  int64_t blocks = 1;
+  bool filters_from_memory = false;
+};
+TileBlocking tile_blocking(const ConvShape& shape, int tile);
+
 // U = G g G^T for every (output, input) channel pair, as alpha^2 packed C x K matrices: computed in
 // double, stored in float. Immutable, so one set serves every run and every thread.
 class TransformedFilters {
@@ -95,7 +105,7 @@ class WinogradConv {
   ConvShape shape_;
   std::vector<float> bias_;  // empty: none
   std::vector<OutputStep> steps_;
-  int64_t tile_block_ = 0;  // tiles per task
+  TileBlocking blocking_;
 };
 
 // Which vector variant the transforms run in ("avx512", "avx2" or "baseline"), for kernel names.
