@@ -6,6 +6,29 @@
 namespace kiln {
 namespace {
 
+// A node whose inputs are all constants is folded unless its outputs would be larger than both of
+// these: a fixed allowance, and a multiple of its constant inputs. Casts of half-stored weights (2x)
+// and dequantized int8 weights (4x) fold at any size; a Pad, Expand, Tile or Resize that blows a
+// small constant up to gigabytes runs as a step instead, so planning does not allocate it.
+constexpr double kFoldAllowanceBytes = 64.0 * 1024 * 1024;
+constexpr double kFoldMaxGrowth = 4.0;
+
+double bytes_of(const TensorInfo& info) {
+  double elements = 1;
+  for (int64_t dim : info.shape) elements *= static_cast<double>(dim);
+  return elements * static_cast<double>(dtype_size(info.dtype));
+}
+
+bool worth_folding(const OpSpec& spec, const std::vector<TensorInfo>& outputs) {
+  double output_bytes = 0;
+  for (const TensorInfo& info : outputs) output_bytes += bytes_of(info);
+  double input_bytes = 0;
+  for (const TensorInfo& info : spec.inputs) {
+    if (info.present()) input_bytes += bytes_of(info);
+  }
+  return output_bytes <= kFoldAllowanceBytes || output_bytes <= kFoldMaxGrowth * input_bytes;
+}
+
 // Runs a node whose inputs are all constants with the native reference kernel, at plan time.
 void fold(const OpSpec& spec, std::vector<TensorInfo>& outputs) {
   KernelRequest request;
@@ -47,7 +70,8 @@ bool fold_constants(PlanState& state, const Node& node, const OpSpec& spec, cons
                   [](const TensorInfo& info) { return !info.present() || info.is_constant(); });
   const bool values_known =
       std::all_of(outputs.begin(), outputs.end(), [](const TensorInfo& info) { return info.is_constant(); });
-  if (!values_known && !(schema.foldable && all_inputs_constant)) return false;
+  if (!values_known && !(schema.foldable && all_inputs_constant && worth_folding(spec, outputs)))
+    return false;
   if (!values_known) fold(spec, outputs);
   for (size_t i = 0; i < node.outputs.size(); ++i) {
     if (!node.outputs[i].empty()) state.add_slot(node.outputs[i], outputs[i], SlotOrigin::constant);

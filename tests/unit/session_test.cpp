@@ -99,6 +99,30 @@ TEST(Session, FoldsShapeComputationsAtPlanTime) {
   EXPECT_NE(outputs.at("y").raw_data(), x.raw_data());
 }
 
+// A constant blown up far beyond its inputs (the fuzzer's case: a Pad of a few floats to 7.6 GB) is
+// not folded: planning would allocate it. It runs as a step, with the right values.
+TEST(Session, LeavesConstantsBlownUpBeyondTheFoldAllowanceAsSteps) {
+  Model model;
+  model.opsets[""] = 13;
+  model.graph.inputs = {float_input("x", {Dim{1, ""}})};
+  model.graph.outputs = {ValueInfo{"y", DType::f32, false, {}}};
+  model.graph.initializers["c"] = Tensor::from_vector<float>({1, 2}, {2});
+  model.graph.initializers["pads"] = Tensor::from_vector<int64_t>({0, int64_t{1} << 25}, {2});  // 128 MiB
+  model.graph.nodes = {
+      node("pad", "Pad", {"c", "pads"}, {"padded"}),
+      node("sum", "ReduceSum", {"padded"}, {"total"}),
+      node("add", "Add", {"total", "x"}, {"y"}),
+  };
+  model.graph.nodes[1].attributes.set("keepdims", testing::int_attr(0));
+  Session session(std::move(model));
+  TensorMap outputs = session.run({{"x", Tensor::from_vector<float>({10}, {1})}});
+  EXPECT_EQ(outputs.at("y").data<float>()[0], 13.0f);
+  auto plan = session.plan_for({Shape{1}});
+  EXPECT_EQ(plan->folded_nodes(), 0);
+  ASSERT_FALSE(plan->steps().empty());
+  EXPECT_EQ(plan->steps()[0].record.op_type, "Pad");
+}
+
 TEST(Session, RejectsBadInputsNamingThem) {
   Session session(relu_model());
   Tensor good = Tensor::zeros(DType::f32, {1, 4});
