@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/events.h"
+#include "core/memory_limit.h"
 
 namespace kiln {
 namespace {
@@ -189,6 +190,21 @@ std::vector<std::string> registered_allocators() {
   std::vector<std::string> names;
   for (Allocator* allocator : reg.allocators) names.emplace_back(allocator->name());
   return names;
+}
+
+namespace {
+std::atomic<uint64_t> lowered_planning_limit{0};  // 0: not lowered
+}  // namespace
+
+uint64_t planning_memory_limit_bytes() {
+  const uint64_t lowered = lowered_planning_limit.load(std::memory_order_relaxed);
+  const uint64_t physical = physical_memory_bytes();
+  if (lowered == 0) return physical;
+  return physical == 0 ? lowered : std::min(lowered, physical);
+}
+
+void set_planning_memory_limit(uint64_t bytes) {
+  lowered_planning_limit.store(bytes, std::memory_order_relaxed);
 }
 
 uint64_t physical_memory_bytes() {

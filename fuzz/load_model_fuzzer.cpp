@@ -5,6 +5,7 @@
 #include <span>
 
 #include "core/error.h"
+#include "core/memory_limit.h"
 #include "graph/onnx_import.h"
 #include "graph/plan.h"
 
@@ -12,8 +13,16 @@ namespace {
 
 // Inputs larger than this are not planned: the fuzzer looks for crashes, not for big allocations.
 constexpr int64_t kMaxInputElements = 1 << 20;
+// Values and plan-time tables larger than this are refused as kiln errors, well under the 4 GB the
+// fuzzer allows the whole process (scripts/fuzz.sh).
+constexpr uint64_t kPlanningMemoryLimit = uint64_t{1} << 30;
 
 }  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  kiln::set_planning_memory_limit(kPlanningMemoryLimit);
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -12,7 +12,7 @@
 #include "backends/native/element_visit.h"
 #include "backends/native/native_backend.h"
 #include "backends/native/thread_scratch.h"
-#include "core/allocator.h"
+#include "core/memory_limit.h"
 #include "runtime/parallel.h"
 
 namespace kiln::native {
@@ -179,7 +179,7 @@ ResizeGeometry make_geometry(const ResizeParams& params, const Shape& in) {
     table_bytes += static_cast<double>(g.out[d]) *
                    (window_taps(params, d) * static_cast<double>(sizeof(int64_t) + sizeof(float)) + 1);
   }
-  const uint64_t memory = physical_memory_bytes();
+  const uint64_t memory = planning_memory_limit_bytes();
   KILN_CHECK(memory == 0 || table_bytes <= static_cast<double>(memory), invalid_argument, "Resize to ",
              shape_to_string(g.out), " needs interpolation tables of ",
              static_cast<uint64_t>(table_bytes / (1 << 20)), " MiB, more than this machine's memory (",

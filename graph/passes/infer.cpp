@@ -1,4 +1,4 @@
-#include "core/allocator.h"
+#include "core/memory_limit.h"
 #include "graph/passes/passes.h"
 
 namespace kiln {
@@ -20,7 +20,7 @@ namespace {
 // A value larger than the machine's memory can never be allocated: refuse it here, before folding
 // allocates it or a kernel builds plan-time tables sized by it.
 void expect_allocatable(const Node& node, const std::vector<TensorInfo>& outputs) {
-  const uint64_t memory = physical_memory_bytes();
+  const uint64_t memory = planning_memory_limit_bytes();
   if (memory == 0) return;
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (!outputs[i].present()) continue;

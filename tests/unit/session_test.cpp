@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/memory_limit.h"
 #include "op_test_util.h"
 #include "runtime/core_load.h"
 #include "runtime/thread_budget.h"
@@ -121,6 +122,29 @@ TEST(Session, LeavesConstantsBlownUpBeyondTheFoldAllowanceAsSteps) {
   EXPECT_EQ(plan->folded_nodes(), 0);
   ASSERT_FALSE(plan->steps().empty());
   EXPECT_EQ(plan->steps()[0].record.op_type, "Pad");
+}
+
+// Planning refuses a value larger than its memory limit, naming the node; the model fuzzer sets
+// the limit below its own.
+TEST(Session, RefusesValuesLargerThanThePlanningMemoryLimit) {
+  Model model;
+  model.opsets[""] = 13;
+  model.graph.inputs = {float_input("x", {Dim{-1, "batch"}, Dim{1024, ""}})};
+  model.graph.outputs = {ValueInfo{"y", DType::f32, false, {}}};
+  model.graph.nodes = {node("relu", "Relu", {"x"}, {"y"})};
+  Session session(std::move(model));
+  set_planning_memory_limit(1 << 20);
+  EXPECT_NO_THROW(session.plan_for({Shape{256, 1024}}));  // exactly 1 MiB
+  try {
+    session.plan_for({Shape{257, 1024}});
+    ADD_FAILURE() << "a 1028 KiB value planned under a 1 MiB limit";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::invalid_argument);
+    EXPECT_NE(std::string(error.what()).find("Relu output 0 of shape [257, 1024]"), std::string::npos)
+        << error.what();
+  }
+  set_planning_memory_limit(0);
+  EXPECT_NO_THROW(session.plan_for({Shape{257, 1024}}));
 }
 
 TEST(Session, RejectsBadInputsNamingThem) {
