@@ -70,7 +70,8 @@ std::vector<TensorInfo> infer_reshape(const OpSpec& spec) {
     }
     KILN_CHECK(shape[i] >= 0, invalid_model, "Reshape shape ", shape_to_string(target.to_int64_vector()),
                " has a negative dim");
-    known *= shape[i];
+    KILN_CHECK(!__builtin_mul_overflow(known, shape[i], &known), invalid_argument, "Reshape shape ",
+               shape_to_string(target.to_int64_vector()), " has more elements than an int64 counts");
   }
   const int64_t count = checked_numel(input);
   if (inferred >= 0) {

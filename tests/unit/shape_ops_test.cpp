@@ -110,6 +110,9 @@ TEST(ShapeOps, ReshapeErrorsNameBothShapes) {
   EXPECT_NE(error_of([&] { run_op(run); }).find("cannot reshape"), std::string::npos);
   run.inputs = {iota({2, 3}), i64s({-2, 3})};
   EXPECT_NE(error_of([&] { run_op(run); }).find("negative"), std::string::npos);
+  // The fuzzer's case: the known dims' product overflows before -1 is inferred.
+  run.inputs = {iota({2, 3}), i64s({1688849860263940, 274877906952, -1})};
+  EXPECT_NE(error_of([&] { run_op(run); }).find("more elements than an int64 counts"), std::string::npos);
 }
 
 TEST(ShapeOps, ReshapeNeedsConstantShape) {
