@@ -1,7 +1,5 @@
 #include "core/allocator.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <mutex>
@@ -10,7 +8,6 @@
 
 #include "core/error.h"
 #include "core/events.h"
-#include "core/memory_limit.h"
 
 namespace kiln {
 namespace {
@@ -190,30 +187,6 @@ std::vector<std::string> registered_allocators() {
   std::vector<std::string> names;
   for (Allocator* allocator : reg.allocators) names.emplace_back(allocator->name());
   return names;
-}
-
-namespace {
-std::atomic<uint64_t> lowered_planning_limit{0};  // 0: not lowered
-}  // namespace
-
-uint64_t planning_memory_limit_bytes() {
-  const uint64_t lowered = lowered_planning_limit.load(std::memory_order_relaxed);
-  const uint64_t physical = physical_memory_bytes();
-  if (lowered == 0) return physical;
-  return physical == 0 ? lowered : std::min(lowered, physical);
-}
-
-void set_planning_memory_limit(uint64_t bytes) {
-  lowered_planning_limit.store(bytes, std::memory_order_relaxed);
-}
-
-uint64_t physical_memory_bytes() {
-  static const uint64_t bytes = [] {
-    const long pages = sysconf(_SC_PHYS_PAGES);
-    const long page_size = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page_size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) : 0;
-  }();
-  return bytes;
 }
 
 }  // namespace kiln

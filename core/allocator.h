@@ -96,8 +96,4 @@ class AllocatedBlock {
   const char* tag_ = "scratch";
 };
 
-// The machine's physical memory in bytes (0 when the system does not say): no allocation or
-// plan-time table larger than it can ever succeed, so planning refuses those with a clear error.
-uint64_t physical_memory_bytes();
-
 }  // namespace kiln
