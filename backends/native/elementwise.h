@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "backends/base/kernel.h"
+#include "backends/native/fast_math.h"
 #include "ops/op_spec.h"
 
 namespace kiln::native::elementwise {
@@ -23,15 +24,6 @@ inline constexpr int64_t kTranscendentalCost = 20;
 // "native:" and the op type in lower case.
 std::string kernel_name(const OpSpec& spec);
 KernelOrReason unsupported_dtype(const OpSpec& spec, DType dtype);
-
-// `condition ? if_true : if_false` for float without a branch. GCC vectorizes a loop only when its
-// body has no branches, and with the default -ftrapping-math it keeps `c ? a : b` a branch whenever
-// an arm holds float arithmetic (which may not run speculatively); blending bits avoids that.
-inline float select(bool condition, float if_true, float if_false) {
-  const uint32_t mask = 0u - static_cast<uint32_t>(condition);
-  return std::bit_cast<float>((std::bit_cast<uint32_t>(if_true) & mask) |
-                              (std::bit_cast<uint32_t>(if_false) & ~mask));
-}
 
 // select() for float, the plain conditional for other types.
 template <typename C>
