@@ -159,6 +159,15 @@ void set_fastpath_enabled(bool enabled) {
 }
 }  // namespace mha
 
+namespace rnn {
+bool get_fastpath_enabled() {
+  return current_settings().on("rnn_fastpath");
+}
+void set_fastpath_enabled(bool enabled) {
+  set_settings(Settings().set(SettingKey("rnn_fastpath"), enabled ? 1 : 0));
+}
+}  // namespace rnn
+
 namespace openmp {
 bool is_available() {
   return version() != 0;

@@ -86,6 +86,14 @@ bool get_fastpath_enabled();
 void set_fastpath_enabled(bool enabled);
 }  // namespace mha
 
+// The fast RNN path's switch over the rnn_fastpath setting (global; a ScopedSettings of
+// rnn_fastpath for a scope): on, LSTM, GRU and RNN layers run on oneDNN's RNN primitives where
+// those take them (kiln explain names each refusal); off, on the native kernel.
+namespace rnn {
+bool get_fastpath_enabled();
+void set_fastpath_enabled(bool enabled);
+}  // namespace rnn
+
 namespace openmp {
 bool is_available();
 // The OpenMP specification date kiln was built against (e.g. 201511), 0 without OpenMP.

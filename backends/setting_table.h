@@ -180,6 +180,12 @@ inline constexpr std::array kSettingRows = {
                .help = "the MHA fast path: a transformer block's residual Add, the attention output's "
                        "transposition before it and the LayerNorm after it as one step; off plans them as "
                        "exported (torch.backends.mha.set_fastpath_enabled)"},
+    SettingRow{.name = "rnn_fastpath",
+               .default_value = 1,
+               .changes_plan = true,
+               .help =
+                   "the fast RNN path: LSTM, GRU and RNN layers on oneDNN's RNN primitives where they take "
+                   "the node; off runs them on the native kernel (torch.backends.cudnn's rnn switch on CPU)"},
     SettingRow{.name = "einsum_optimize",
                .default_value = 1,
                .changes_plan = true,

@@ -598,6 +598,8 @@ PYBIND11_MODULE(_kiln, m) {
   b.def("openmp_version", &backends::openmp::version);
   b.def("mha_get_fastpath_enabled", &backends::mha::get_fastpath_enabled);
   b.def("mha_set_fastpath_enabled", &backends::mha::set_fastpath_enabled, py::arg("enabled"));
+  b.def("rnn_get_fastpath_enabled", &backends::rnn::get_fastpath_enabled);
+  b.def("rnn_set_fastpath_enabled", &backends::rnn::set_fastpath_enabled, py::arg("enabled"));
   b.def(
       "einsum_path",
       [](const std::string& equation, const std::vector<Shape>& shapes, const std::string& strategy,

@@ -51,6 +51,7 @@ struct KernelRequest {
   bool einsum_optimize = true;
   EinsumStrategy einsum_strategy = EinsumStrategy::automatic;
   ConvAlgorithm conv_algorithm = ConvAlgorithm::automatic;  // the conv_algorithm setting
+  bool rnn_fastpath = true;  // the rnn_fastpath setting: recurrent layers may run on a fast backend
   // Set when the offers will be timed against each other (autotune): a backend that would refuse a
   // kernel its own rule predicts slower than the next candidate's offers it, to be measured.
   bool timed = false;

@@ -49,6 +49,7 @@ NodeForm unfused_form(const PlanState& state, const Node& node, const OpSpec& sp
   form.request.einsum_optimize = state.settings.on("einsum_optimize");
   form.request.einsum_strategy = static_cast<EinsumStrategy>(state.settings.get("einsum_strategy"));
   form.request.conv_algorithm = static_cast<ConvAlgorithm>(state.settings.get("conv_algorithm"));
+  form.request.rnn_fastpath = state.settings.on("rnn_fastpath");
   for (const std::string& input : node.inputs) {
     const int slot = input.empty() ? -1 : state.slot_of(input);
     form.input_slots.push_back(slot);

@@ -311,6 +311,16 @@ mha = _types.SimpleNamespace(
 )
 
 
+# ---- the fast RNN path (torch.backends.cudnn's rnn switch, on CPU) ----
+
+rnn = _types.SimpleNamespace(
+    # On by default: LSTM, GRU and RNN layers run on oneDNN's RNN primitives where those take them
+    # (`kiln explain` gives each refusal), else on the native kernel. Global; for a scope use
+    # kiln.backends.settings(rnn_fastpath=False).
+    get_fastpath_enabled=lambda: _b.rnn_get_fastpath_enabled(),
+    set_fastpath_enabled=lambda enabled: _b.rnn_set_fastpath_enabled(bool(enabled)),
+)
+
 # ---- Einsum's contraction order (torch.backends.opt_einsum) ----
 
 

@@ -53,6 +53,16 @@ class GraphBuilder {
     return node.outputs[0];
   }
 
+  // A node with `count` outputs (LSTM's Y, Y_h, Y_c); "" in `inputs` skips an optional input.
+  std::vector<std::string> add_outputs(const std::string& op, std::vector<std::string> inputs, int count,
+                                       Attributes attributes = {}) {
+    const std::string first = add(op, std::move(inputs), std::move(attributes));
+    Node& node = model_.graph.nodes.back();
+    for (int i = 1; i < count; ++i) node.outputs.push_back(node.name + "_out" + std::to_string(i));
+    node.outputs[0] = first;
+    return node.outputs;
+  }
+
   void set_opset(int64_t opset) { model_.opsets[""] = opset; }
 
   Model finish(const std::vector<std::string>& outputs) {

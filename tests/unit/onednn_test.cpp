@@ -654,5 +654,102 @@ TEST(Onednn, DilatedConvReadingOnlyPaddingOutsideTheCentreIsCropped) {
             "per-tap products skip the padding)");
 }
 
+// ---- LSTM, GRU, RNN: oneDNN's RNN primitives against the native kernel ----------------------------
+
+struct RecurrentCase {
+  std::string op;
+  std::string direction = "forward";
+  bool batch_first = false;
+  bool initial = false;
+  bool peepholes = false;
+  int64_t linear_before_reset = 0;
+  std::string activation;  // RNN only: its one function
+};
+
+// A layer over x [seq 6, batch 3, input 5] (batch first: [3, 6, 5]), hidden 8, every output kept.
+Model recurrent_model(const RecurrentCase& c, const Shape& input) {
+  const int64_t nd = c.direction == "bidirectional" ? 2 : 1;
+  const int64_t gates = c.op == "LSTM" ? 4 : c.op == "GRU" ? 3 : 1;
+  const int64_t hidden = 8, batch = 3;
+  GraphBuilder g(input);
+  g.set_opset(14);
+  Attributes attributes;
+  attributes.set("hidden_size", int_attr(hidden));
+  attributes.set("direction", testing::string_attr(c.direction));
+  attributes.set("layout", int_attr(c.batch_first ? 1 : 0));
+  if (c.op == "GRU") attributes.set("linear_before_reset", int_attr(c.linear_before_reset));
+  if (!c.activation.empty()) {
+    Attribute names;
+    names.type = Attribute::Type::strings;
+    names.strings = {c.activation};
+    attributes.set("activations", names);
+  }
+  if (c.activation == "LeakyRelu") {
+    Attribute alpha;
+    alpha.type = Attribute::Type::floats;
+    alpha.floats = {0.2f};
+    attributes.set("activation_alpha", alpha);
+  }
+  const Shape state = c.batch_first ? Shape{batch, nd, hidden} : Shape{nd, batch, hidden};
+  std::vector<std::string> inputs = {"x",
+                                     g.weights({nd, gates * hidden, input[2]}),
+                                     g.weights({nd, gates * hidden, hidden}),
+                                     g.weights({nd, 2 * gates * hidden}),
+                                     "",
+                                     c.initial ? g.weights(state, 1.0f) : ""};
+  if (c.op == "LSTM") {
+    inputs.push_back(c.initial ? g.weights(state, 1.0f) : "");
+    inputs.push_back(c.peepholes ? g.weights({nd, 3 * hidden}) : "");
+  }
+  while (inputs.back().empty()) inputs.pop_back();
+  return g.finish(g.add_outputs(c.op, inputs, c.op == "LSTM" ? 3 : 2, attributes));
+}
+
+class OnednnRecurrent : public ::testing::TestWithParam<RecurrentCase> {};
+
+TEST_P(OnednnRecurrent, MatchesNative) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
+  const RecurrentCase& c = GetParam();
+  const Shape input = c.batch_first ? Shape{3, 6, 5} : Shape{6, 3, 5};
+  const auto plan = expect_matches_native(recurrent_model(c, input), input);
+  EXPECT_EQ(step_for(*plan, c.op).backend, "onednn");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cells, OnednnRecurrent,
+    ::testing::Values(RecurrentCase{"LSTM"}, RecurrentCase{"LSTM", "reverse", false, true},
+                      RecurrentCase{"LSTM", "bidirectional", false, true, true},
+                      RecurrentCase{"LSTM", "bidirectional", true, true, true}, RecurrentCase{"GRU"},
+                      RecurrentCase{"GRU", "bidirectional", false, true},
+                      RecurrentCase{"GRU", "bidirectional", true, true, false, 1},
+                      RecurrentCase{"GRU", "reverse", false, false, false, 1}, RecurrentCase{"RNN"},
+                      RecurrentCase{"RNN", "bidirectional", true, true, false, 0, "Relu"},
+                      RecurrentCase{"RNN", "forward", false, true, false, 0, "LeakyRelu"},
+                      RecurrentCase{"RNN", "reverse", false, false, false, 0, "Sigmoid"}));
+
+// What oneDNN's primitives cannot compute runs natively, with the reason kept in the plan.
+TEST(Onednn, RecurrentRefusalsNameTheirReason) {
+  KILN_SKIP_UNLESS_BUILT("onednn");
+  const Shape input = {6, 3, 5};
+  auto refusal_of = [&](const Model& model, const Settings& settings) {
+    const ScopedSettings scoped(settings);
+    Session session(model);
+    session.run({{"x", random_tensor(input, 2)}});
+    const StepRecord& step = step_for(*session.plan_for({input}), "LSTM");
+    EXPECT_EQ(step.backend, "native");
+    const auto onednn = std::find_if(step.decision.refusals.begin(), step.decision.refusals.end(),
+                                     [](const Refusal& r) { return r.backend == "onednn"; });
+    return onednn != step.decision.refusals.end() ? *onednn : Refusal{};
+  };
+  Model clipped = recurrent_model(RecurrentCase{"LSTM"}, input);
+  clipped.graph.nodes.back().attributes.set("clip", float_attr(0.5f));
+  const Refusal clip = refusal_of(clipped, Settings());
+  EXPECT_EQ(clip.kind, RefusalKind::unsupported_attribute);
+  EXPECT_NE(clip.detail.find("clip"), std::string::npos);
+  const Refusal off = refusal_of(recurrent_model(RecurrentCase{"LSTM"}, input),
+                                 Settings().set(SettingKey("rnn_fastpath"), 0));
+  EXPECT_EQ(off.kind, RefusalKind::excluded_by_setting);
+}
+
 }  // namespace
 }  // namespace kiln
