@@ -22,6 +22,19 @@ int64_t step_flops(const StepRecord& step) {
     for (size_t d = 1; d < b.size(); ++d) per_output *= b[d];
     return 2 * numel(out) * per_output;
   }
+  if (step.op_type == "ConvTranspose" && b.size() >= 3) {
+    // Each input element is scattered through (output channels per group) x (kernel window) products.
+    int64_t per_input = 1;
+    for (size_t d = 1; d < b.size(); ++d) per_input *= b[d];
+    return 2 * numel(a) * per_input;
+  }
+  if ((step.op_type == "LSTM" || step.op_type == "GRU" || step.op_type == "RNN") && a.size() == 3 &&
+      b.size() == 3 && step.input_shapes.size() > 2 && step.input_shapes[2].size() == 3) {
+    // Every step of every sequence multiplies its input by W and the hidden state by R, per direction.
+    const int64_t steps = numel(a) / a[2];
+    const int64_t gate_rows = b[0] * b[1];
+    return 2 * steps * gate_rows * (b[2] + step.input_shapes[2][2]);
+  }
   if (step.op_type == "MatMul" && !a.empty()) return 2 * numel(out) * a.back();
   if (step.op_type == "Gemm" && out.size() == 2 && out[0] > 0) return 2 * numel(out) * (numel(a) / out[0]);
   return 0;

@@ -1,5 +1,5 @@
-// Arithmetic work of a plan: multiply-adds of convolutions and matrix products counted as two
-// FLOPs each (the convention of GFLOP/s figures); other ops are memory-bound and not counted.
+// Arithmetic work of a plan: multiply-adds of convolutions, matrix products and recurrent layers
+// counted as two FLOPs each (the convention of GFLOP/s figures); other ops are memory-bound and not counted.
 #pragma once
 
 #include <cstdint>

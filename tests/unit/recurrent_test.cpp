@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/flops.h"
 #include "runtime/threads.h"
 #include "tests/unit/op_test_util.h"
 
@@ -497,6 +498,19 @@ TEST(Recurrent, ParamsResolveDefaults) {
   ASSERT_EQ(p.activations.size(), 4u);
   EXPECT_EQ(p.activation(1, 0).kind, RecurrentActivationKind::sigmoid);
   EXPECT_EQ(p.activation(1, 1).kind, RecurrentActivationKind::tanh);
+}
+
+TEST(Recurrent, FlopsCountBothProductsOfEveryStep) {
+  StepRecord step;
+  step.op_type = "LSTM";
+  // seq 20, batch 2, input 64; bidirectional, hidden 128: W [2, 512, 64], R [2, 512, 128].
+  step.input_shapes = {{20, 2, 64}, {2, 512, 64}, {2, 512, 128}};
+  step.output_shapes = {{20, 2, 2, 128}};
+  EXPECT_EQ(step_flops(step), 2 * 40 * 1024 * (64 + 128));
+  step.op_type = "ConvTranspose";  // x [1, 4, 5, 5], w [4, 3, 2, 2]: 3 * 4 products per input element
+  step.input_shapes = {{1, 4, 5, 5}, {4, 3, 2, 2}};
+  step.output_shapes = {{1, 3, 10, 10}};
+  EXPECT_EQ(step_flops(step), 2 * 100 * 12);
 }
 
 }  // namespace
