@@ -195,6 +195,113 @@ using SmallMKernel = void (*)(KILN_SMALL_M_PARAMETERS);
 #undef KILN_SMALL_M_PARAMETERS
 #undef KILN_SMALL_M_ARGUMENTS
 
+// ---- few rows against a prepacked B --------------------------------------------------------------
+
+// C[0:m, slivers [s0, s1)) for m <= kGemmSmallRows rows of A (unpacked, row i at a + i * lda) times a
+// prepacked B: a recurrent layer's hidden state times R, step after step, at batch 1. The
+// register-blocked micro-kernel computes all kMr rows of its block whatever `rows` is (14 on
+// AVX-512, for the one that exists), so this walks kSlivers slivers at once instead, one accumulator
+// pair per row and sliver, summing every K block in registers before writing C once.
+template <typename Vec, int64_t kRows, int64_t kSlivers>
+[[gnu::always_inline]] inline void packed_rows_tile(const float* __restrict a, int64_t lda, int64_t k,
+                                                    const PackedB& b, float* __restrict c, int64_t ldc,
+                                                    const GemmEpilogue& epilogue, int64_t first_sliver,
+                                                    int64_t slivers) {
+  constexpr int64_t kLanes = sizeof(Vec) / sizeof(float);
+  constexpr int64_t kNr = 2 * kLanes;
+  Vec acc[kRows][kSlivers][2];
+#pragma GCC unroll 8
+  for (int64_t i = 0; i < kRows; ++i)
+#pragma GCC unroll 8
+    for (int64_t s = 0; s < kSlivers; ++s) acc[i][s][0] = acc[i][s][1] = Vec{};
+  for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+    const int64_t kc = std::min(kKc, k - p0);
+    const float* panel[kSlivers];
+    for (int64_t s = 0; s < kSlivers; ++s) {
+      // A missing sliver past the end reads the first again; its sums are never written.
+      const int64_t sliver = first_sliver + (s < slivers ? s : 0);
+      panel[s] = b.packed(p0, kc, sliver * kNr, kNr, kNr);
+    }
+    for (int64_t p = 0; p < kc; ++p) {
+#pragma GCC unroll 8
+      for (int64_t s = 0; s < kSlivers; ++s) {
+        Vec b0, b1;
+        std::memcpy(&b0, panel[s] + p * kNr, sizeof(Vec));
+        std::memcpy(&b1, panel[s] + p * kNr + kLanes, sizeof(Vec));
+#pragma GCC unroll 8
+        for (int64_t i = 0; i < kRows; ++i) {
+          const float a_value = a[i * lda + p0 + p];
+          acc[i][s][0] += a_value * b0;
+          acc[i][s][1] += a_value * b1;
+        }
+      }
+    }
+  }
+  const int64_t n = b.columns();
+  for (int64_t i = 0; i < kRows; ++i) {
+    float* row = c + i * ldc;
+    const float bias = epilogue.row_bias != nullptr ? epilogue.row_bias[i] : 0.0f;
+    for (int64_t s = 0; s < slivers; ++s) {
+      alignas(kAlignment) float sums[kNr];
+      std::memcpy(sums, &acc[i][s][0], sizeof(Vec));
+      std::memcpy(sums + kLanes, &acc[i][s][1], sizeof(Vec));
+      const int64_t j0 = (first_sliver + s) * kNr;
+      const int64_t cols = std::min(kNr, n - j0);
+      for (int64_t j = 0; j < cols; ++j) {
+        const float old = epilogue.beta != 0.0f ? epilogue.beta * row[j0 + j] : 0.0f;
+        row[j0 + j] = epilogue.alpha * sums[j] + bias + old;
+      }
+    }
+  }
+}
+
+// Slivers [s0, s1) for m rows, in tiles of as many slivers as the accumulators allow (16 vectors).
+template <typename Vec>
+[[gnu::always_inline]] inline void packed_rows_body(int64_t m, const float* a, int64_t lda, int64_t k,
+                                                    const PackedB& b, float* c, int64_t ldc,
+                                                    const GemmEpilogue& epilogue, int64_t s0, int64_t s1) {
+  constexpr int64_t kWide = 4;    // slivers per tile for 1 or 2 rows
+  constexpr int64_t kNarrow = 2;  // for 3 or 4
+  const int64_t step = m <= 2 ? kWide : kNarrow;
+  for (int64_t s = s0; s < s1; s += step) {
+    const int64_t count = std::min(step, s1 - s);
+    switch (m) {
+      case 1:
+        packed_rows_tile<Vec, 1, kWide>(a, lda, k, b, c, ldc, epilogue, s, count);
+        break;
+      case 2:
+        packed_rows_tile<Vec, 2, kWide>(a, lda, k, b, c, ldc, epilogue, s, count);
+        break;
+      case 3:
+        packed_rows_tile<Vec, 3, kNarrow>(a, lda, k, b, c, ldc, epilogue, s, count);
+        break;
+      default:
+        packed_rows_tile<Vec, 4, kNarrow>(a, lda, k, b, c, ldc, epilogue, s, count);
+        break;
+    }
+  }
+}
+
+#define KILN_PACKED_ROWS_PARAMETERS                                                           \
+  int64_t m, const float *a, int64_t lda, int64_t k, const PackedB &b, float *c, int64_t ldc, \
+      const GemmEpilogue &epilogue, int64_t s0, int64_t s1
+#define KILN_PACKED_ROWS_ARGUMENTS m, a, lda, k, b, c, ldc, epilogue, s0, s1
+
+__attribute__((target("avx512f,avx512vl,fma"))) void packed_rows_avx512(KILN_PACKED_ROWS_PARAMETERS) {
+  packed_rows_body<Vec16>(KILN_PACKED_ROWS_ARGUMENTS);
+}
+__attribute__((target("avx2,fma"))) void packed_rows_avx2(KILN_PACKED_ROWS_PARAMETERS) {
+  packed_rows_body<Vec8>(KILN_PACKED_ROWS_ARGUMENTS);
+}
+void packed_rows_baseline(KILN_PACKED_ROWS_PARAMETERS) {
+  packed_rows_body<Vec4>(KILN_PACKED_ROWS_ARGUMENTS);
+}
+
+using PackedRowsKernel = void (*)(KILN_PACKED_ROWS_PARAMETERS);
+
+#undef KILN_PACKED_ROWS_PARAMETERS
+#undef KILN_PACKED_ROWS_ARGUMENTS
+
 // ---- dispatch ----------------------------------------------------------------------------------
 
 struct KernelSet {
@@ -204,14 +311,21 @@ struct KernelSet {
   MicroKernel micro;
   SmallMKernel small_m;
   RowsMicroKernel micro_rows;
+  PackedRowsKernel packed_rows;
 };
 
 constexpr KernelSet kAvx512Kernels{
-    "avx512", kMrAvx512, 2 * 16, micro_kernel_avx512, small_m_avx512, micro_kernel_rows_avx512};
+    "avx512",          kMrAvx512, 2 * 16, micro_kernel_avx512, small_m_avx512, micro_kernel_rows_avx512,
+    packed_rows_avx512};
 constexpr KernelSet kAvx2Kernels{
-    "avx2", kMrAvx2, 2 * 8, micro_kernel_avx2, small_m_avx2, micro_kernel_rows_avx2};
-constexpr KernelSet kBaselineKernels{
-    "baseline", kMrBaseline, 2 * 4, micro_kernel_baseline, small_m_baseline, micro_kernel_rows_baseline};
+    "avx2", kMrAvx2, 2 * 8, micro_kernel_avx2, small_m_avx2, micro_kernel_rows_avx2, packed_rows_avx2};
+constexpr KernelSet kBaselineKernels{"baseline",
+                                     kMrBaseline,
+                                     2 * 4,
+                                     micro_kernel_baseline,
+                                     small_m_baseline,
+                                     micro_kernel_rows_baseline,
+                                     packed_rows_baseline};
 
 // The variant for the ISA tier in effect, which is fixed once read, so PackedA's layout (packed
 // for one register block) always matches the micro-kernel that reads it.
@@ -444,6 +558,17 @@ void PackedB::pack(int64_t p0, int64_t kc, int64_t j0, int64_t cols, int64_t nr,
 void sgemm(bool transpose_a, int64_t m, const float* a, int64_t lda, const PackedB& b, float* c, int64_t ldc,
            const GemmEpilogue& epilogue) {
   if (trivial_product(m, b.columns(), b.rows(), c, ldc, epilogue)) return;
+  if (m <= kGemmSmallRows && !transpose_a) {
+    const KernelSet& kernels = kernel_set();
+    const int64_t slivers = ceil_div(b.columns(), kernels.nr);
+    constexpr int64_t kSliversPerTask = 4;
+    parallel_for(0, ceil_div(slivers, kSliversPerTask), m * b.rows() * kernels.nr * kSliversPerTask,
+                 [&](int64_t t0, int64_t t1) {
+                   kernels.packed_rows(m, a, lda, b.rows(), b, c, ldc, epilogue, t0 * kSliversPerTask,
+                                       std::min(slivers, t1 * kSliversPerTask));
+                 });
+    return;
+  }
   gemm_packing_a(transpose_a, {m, b.columns(), b.rows()}, a, lda, b, c, ldc, epilogue);
 }
 

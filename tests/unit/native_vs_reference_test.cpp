@@ -152,6 +152,35 @@ TEST(NativeGemmVsReference, RowMajorAReadInPlace) {
   }
 }
 
+// Up to kGemmSmallRows rows of A against a prepacked B (a recurrent step): every row count, columns
+// cut inside a sliver and across tiles of slivers, K across the 256-deep block, alpha, beta, a bias.
+TEST(NativeGemmVsReference, FewRowsAgainstAPrepackedB) {
+  for (int threads : kThreadCounts) {
+    const ScopedIntraOpThreads scoped(threads);
+    for (int64_t m = 1; m <= native::kGemmSmallRows; ++m) {
+      for (int64_t k : {5, 256, 300}) {
+        for (int64_t n : {7, 40, 300}) {
+          const int64_t lda = k + 3;
+          const std::vector<float> a = sample_values(m * lda, -1, 1, 23);
+          const std::vector<float> b = sample_values(k * n, -1, 1, 29);  // B^T: n x k
+          const std::vector<float> bias = sample_values(m, -1, 1, 31);
+          const std::vector<float> c0 = sample_values(m * n, -1, 1, 37);
+          std::vector<float> storage(static_cast<size_t>(native::PackedB::floats(k, n)));
+          const native::PackedB packed(true, k, n, b.data(), k, storage.data());
+          std::vector<float> actual = c0;
+          native::sgemm(false, m, a.data(), lda, packed, actual.data(), n,
+                        native::GemmEpilogue{0.5f, 2.0f, bias.data()});
+          native::ref::Values expected =
+              native::ref::gemm(false, true, m, n, k, 0.5f, a.data(), lda, b.data(), k, 2.0f, c0.data(), n);
+          for (int64_t i = 0; i < m * n; ++i)
+            expected.value[static_cast<size_t>(i)] += bias[static_cast<size_t>(i / n)];
+          expect_close(actual, expected, str_cat(m, "x", n, "x", k, ", ", threads, " threads"));
+        }
+      }
+    }
+  }
+}
+
 // ---- Conv ------------------------------------------------------------------------------------
 
 struct ConvCase {
