@@ -1,5 +1,7 @@
 // Branch-free float math GCC vectorizes: loops calling these become SIMD code (elementwise ops,
-// recurrent cells). Every case is computed and the right one selected (select()).
+// recurrent cells). Every case is computed and the right one selected (select()). Always inlined:
+// GCC does not inline a plain inline function into a caller compiled for a wider ISA (the
+// AVX-512 and AVX2 variants of isa_variant.h), and a call per element would not vectorize.
 #pragma once
 
 #include <bit>
@@ -12,7 +14,7 @@ namespace kiln::native {
 // `condition ? if_true : if_false` for float without a branch. GCC vectorizes a loop only when its
 // body has no branches, and with the default -ftrapping-math it keeps `c ? a : b` a branch whenever
 // an arm holds float arithmetic (which may not run speculatively); blending bits avoids that.
-inline float select(bool condition, float if_true, float if_false) {
+[[gnu::always_inline]] inline float select(bool condition, float if_true, float if_false) {
   const uint32_t mask = 0u - static_cast<uint32_t>(condition);
   return std::bit_cast<float>((std::bit_cast<uint32_t>(if_true) & mask) |
                               (std::bit_cast<uint32_t>(if_false) & ~mask));
@@ -24,7 +26,7 @@ inline float select(bool condition, float if_true, float if_false) {
 
 // e^x within about 1 ulp. x = n ln2 + r with |r| <= ln2/2, e^r = 1 + r + r^2 G(r) with G of degree
 // 4, and 2^n written into exponent bits in two halves, so results in the subnormal range are right.
-inline float fast_exp(float x) {
+[[gnu::always_inline]] inline float fast_exp(float x) {
   constexpr float kLog2e = 1.44269504f;
   constexpr float kLn2High = 0.693359375f;  // few mantissa bits: n * kLn2High is exact
   constexpr float kLn2Low = -2.12194440e-4f;
@@ -56,13 +58,13 @@ inline float fast_exp(float x) {
 
 // 1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) below, so e^-|x| never overflows and tiny results
 // keep their precision.
-inline float fast_sigmoid(float x) {
+[[gnu::always_inline]] inline float fast_sigmoid(float x) {
   const float e = fast_exp(-std::fabs(x));
   return select(x >= 0.0f, 1.0f, e) / (1.0f + e);
 }
 
 // tanh: an odd polynomial near 0, where 1 - 2 / (e^2|x| + 1) would cancel.
-inline float fast_tanh(float x) {
+[[gnu::always_inline]] inline float fast_tanh(float x) {
   constexpr float kPolynomialLimit = 0.625f;
   const float magnitude = std::fabs(x);
   const float u = x * x;
@@ -77,7 +79,7 @@ inline float fast_tanh(float x) {
 }
 
 // erf: x P(x^2) below 1; above, 1 - erfc with erfc(x) = e^(-x^2) R(t), t = 1 / (1 + x/2).
-inline float fast_erf(float x) {
+[[gnu::always_inline]] inline float fast_erf(float x) {
   constexpr float kPolynomialLimit = 1.0f;
   const float magnitude = std::fabs(x);
   const float u = x * x;

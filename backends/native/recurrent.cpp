@@ -28,6 +28,7 @@
 #include "backends/base/function_kernel.h"
 #include "backends/native/fast_math.h"
 #include "backends/native/gemm.h"
+#include "backends/native/isa_variant.h"
 #include "backends/native/native_backend.h"
 #include "backends/native/thread_scratch.h"
 #include "core/allocator.h"
@@ -125,7 +126,7 @@ std::vector<DirectionWeights> prepare_weights(const RecurrentParams& p, const fl
 
 // ---- the cells' elementwise work -----------------------------------------------------------------
 
-void activate(const RecurrentActivation& a, float* x, int64_t n) {
+[[gnu::always_inline]] inline void activate(const RecurrentActivation& a, float* x, int64_t n) {
   switch (a.kind) {
     case RecurrentActivationKind::sigmoid:
       for (int64_t j = 0; j < n; ++j) x[j] = fast_sigmoid(x[j]);
@@ -165,14 +166,15 @@ void activate(const RecurrentActivation& a, float* x, int64_t n) {
 }
 
 // pre[j] = x[j] + pre[j] + bias[j] (pre holds the recurrent product), clipped when asked.
-void add_inputs(float* pre, const float* x, const float* bias, int64_t n, float clip) {
+[[gnu::always_inline]] inline void add_inputs(float* pre, const float* x, const float* bias, int64_t n,
+                                              float clip) {
   for (int64_t j = 0; j < n; ++j) pre[j] += x[j] + bias[j];
   if (clip > 0.0f) {
     for (int64_t j = 0; j < n; ++j) pre[j] = std::min(std::max(pre[j], -clip), clip);
   }
 }
 
-void clip_values(float* x, int64_t n, float clip) {
+[[gnu::always_inline]] inline void clip_values(float* x, int64_t n, float clip) {
   if (clip <= 0.0f) return;
   for (int64_t j = 0; j < n; ++j) x[j] = std::min(std::max(x[j], -clip), clip);
 }
@@ -180,9 +182,12 @@ void clip_values(float* x, int64_t n, float clip) {
 // ---- one direction over the sequence --------------------------------------------------------------
 
 // Where a direction's values live for one run.
+struct CellKernels;
+
 struct DirectionRun {
   const RecurrentParams* p = nullptr;
   const DirectionWeights* weights = nullptr;
+  const CellKernels* cells = nullptr;
   int64_t direction = 0;
   bool reverse = false;
   const float* x = nullptr;
@@ -194,6 +199,164 @@ struct DirectionRun {
   float* y_c = nullptr;
   float* scratch = nullptr;  // direction_scratch_floats
 };
+
+// One time step of one direction: where its values are, and which time each batch row is at.
+struct StepContext {
+  const RecurrentParams& p;
+  const DirectionRun& run;
+  int64_t step;
+  const float* projected;  // x W^T of every step, rows in X's order
+  float* gates;            // H R^T on entry, the gates' activations after
+  float* hidden;
+  float* cell;
+  float* reset_hidden;   // GRU resetting before Rh: r . H
+  float* reset_product;  // and (r . H) Rh^T
+
+  int64_t length_of(int64_t row) const { return run.lengths != nullptr ? run.lengths[row] : p.seq_length; }
+  bool active(int64_t row) const { return step < length_of(row); }
+  int64_t time_of(int64_t row) const { return run.reverse ? length_of(row) - 1 - step : step; }
+  const float* input_of(int64_t row) const {
+    const int64_t t = time_of(row);
+    return projected +
+           (p.batch_first ? row * p.seq_length + t : t * p.batch + row) * p.gates() * p.hidden_size;
+  }
+};
+
+// A GRU resetting H before Rh: z, r and r . H for rows [begin, end), before the product with Rh.
+[[gnu::always_inline]] inline void reset_rows_body(const StepContext& s, int64_t begin, int64_t end) {
+  const RecurrentParams& p = s.p;
+  const int64_t h = p.hidden_size;
+  const int64_t gate_width = p.gates() * h;
+  for (int64_t row = begin; row < end; ++row) {
+    float* pre = s.gates + row * gate_width;
+    float* reset = s.reset_hidden + row * h;
+    if (!s.active(row)) {
+      std::fill(reset, reset + h, 0.0f);
+      continue;
+    }
+    add_inputs(pre, s.input_of(row), s.run.weights->bias, 2 * h, p.clip);
+    activate(p.activation(s.run.direction, 0), pre, 2 * h);
+    const float* r = pre + kGruReset * h;
+    const float* state = s.hidden + row * h;
+    for (int64_t j = 0; j < h; ++j) reset[j] = r[j] * state[j];
+  }
+}
+
+// The cell's equations for rows [begin, end): new H (and C), written to Y at the row's time.
+[[gnu::always_inline]] inline void update_rows_body(const StepContext& s, int64_t begin, int64_t end) {
+  const RecurrentParams& p = s.p;
+  const DirectionWeights& weights = *s.run.weights;
+  const int64_t h = p.hidden_size;
+  const int64_t gate_width = p.gates() * h;
+  const RecurrentActivation& f = p.activation(s.run.direction, 0);
+  for (int64_t row = begin; row < end; ++row) {
+    if (!s.active(row)) continue;
+    const float* x = s.input_of(row);
+    float* pre = s.gates + row * gate_width;
+    float* state = s.hidden + row * h;
+    switch (p.cell) {
+      case RecurrentCell::rnn:
+        add_inputs(pre, x, weights.bias, h, p.clip);
+        activate(f, pre, h);
+        std::copy(pre, pre + h, state);
+        break;
+      case RecurrentCell::gru: {
+        const float* z = pre + kGruUpdate * h;
+        const float* r = pre + kGruReset * h;
+        float* candidate = pre + kGruHidden * h;
+        const float* xh = x + kGruHidden * h;
+        const float* bh = weights.bias + kGruHidden * h;
+        if (p.linear_before_reset) {
+          add_inputs(pre, x, weights.bias, 2 * h, p.clip);
+          activate(f, pre, 2 * h);
+          for (int64_t j = 0; j < h; ++j) {
+            candidate[j] = xh[j] + r[j] * (candidate[j] + weights.hidden_bias[j]) + bh[j];
+          }
+        } else {
+          const float* product = s.reset_product + row * h;
+          for (int64_t j = 0; j < h; ++j) candidate[j] = xh[j] + product[j] + bh[j];
+        }
+        clip_values(candidate, h, p.clip);
+        activate(p.activation(s.run.direction, 1), candidate, h);
+        for (int64_t j = 0; j < h; ++j) state[j] = (1.0f - z[j]) * candidate[j] + z[j] * state[j];
+        break;
+      }
+      case RecurrentCell::lstm: {
+        float* c = s.cell + row * h;
+        float* i_gate = pre + kLstmInput * h;
+        float* o_gate = pre + kLstmOutput * h;
+        float* f_gate = pre + kLstmForget * h;
+        float* c_gate = pre + kLstmCell * h;
+        const float* peep = weights.peepholes;
+        for (int64_t j = 0; j < 4 * h; ++j) pre[j] += x[j] + weights.bias[j];
+        if (peep != nullptr) {
+          for (int64_t j = 0; j < h; ++j) {
+            i_gate[j] += peep[kPeepholeInput * h + j] * c[j];
+            f_gate[j] += peep[kPeepholeForget * h + j] * c[j];
+          }
+        }
+        clip_values(i_gate, h, p.clip);
+        clip_values(f_gate, h, p.clip);
+        clip_values(c_gate, h, p.clip);
+        activate(f, i_gate, h);
+        if (p.input_forget) {
+          for (int64_t j = 0; j < h; ++j) f_gate[j] = 1.0f - i_gate[j];
+        } else {
+          activate(f, f_gate, h);
+        }
+        activate(p.activation(s.run.direction, 1), c_gate, h);
+        for (int64_t j = 0; j < h; ++j) c[j] = f_gate[j] * c[j] + i_gate[j] * c_gate[j];
+        if (peep != nullptr) {
+          for (int64_t j = 0; j < h; ++j) o_gate[j] += peep[kPeepholeOutput * h + j] * c[j];
+        }
+        clip_values(o_gate, h, p.clip);
+        activate(f, o_gate, h);
+        std::copy(c, c + h, c_gate);
+        activate(p.activation(s.run.direction, 2), c_gate, h);
+        for (int64_t j = 0; j < h; ++j) state[j] = o_gate[j] * c_gate[j];
+        break;
+      }
+    }
+    if (s.run.y != nullptr) {
+      const int64_t t = s.time_of(row);
+      const int64_t y_row = p.batch_first ? (row * p.seq_length + t) * p.num_directions + s.run.direction
+                                          : (t * p.num_directions + s.run.direction) * p.batch + row;
+      std::copy(state, state + h, s.run.y + y_row * h);
+    }
+  }
+}
+
+// The elementwise phases compiled for each ISA tier, so the activations' loops are as wide as the
+// machine allows (isa_variant.h).
+#define KILN_CELL_PARAMETERS const StepContext &s, int64_t begin, int64_t end
+__attribute__((target("avx512f,avx512vl,avx512dq,fma"))) void reset_rows_avx512(KILN_CELL_PARAMETERS) {
+  reset_rows_body(s, begin, end);
+}
+__attribute__((target("avx2,fma"))) void reset_rows_avx2(KILN_CELL_PARAMETERS) {
+  reset_rows_body(s, begin, end);
+}
+void reset_rows_baseline(KILN_CELL_PARAMETERS) {
+  reset_rows_body(s, begin, end);
+}
+__attribute__((target("avx512f,avx512vl,avx512dq,fma"))) void update_rows_avx512(KILN_CELL_PARAMETERS) {
+  update_rows_body(s, begin, end);
+}
+__attribute__((target("avx2,fma"))) void update_rows_avx2(KILN_CELL_PARAMETERS) {
+  update_rows_body(s, begin, end);
+}
+void update_rows_baseline(KILN_CELL_PARAMETERS) {
+  update_rows_body(s, begin, end);
+}
+#undef KILN_CELL_PARAMETERS
+
+using RowsFn = void (*)(const StepContext&, int64_t, int64_t);
+struct CellKernels {
+  RowsFn reset_rows;
+  RowsFn update_rows;
+};
+constexpr CellKernels kAvx512Cells{reset_rows_avx512, update_rows_avx512};
+constexpr CellKernels kAvx2Cells{reset_rows_avx2, update_rows_avx2};
+constexpr CellKernels kBaselineCells{reset_rows_baseline, update_rows_baseline};
 
 int64_t direction_scratch_floats(const RecurrentParams& p) {
   const int64_t h = p.hidden_size;
@@ -221,7 +384,7 @@ void run_direction(const DirectionRun& run) {
   float* gates = take(batch * gate_width);
   float* hidden = take(batch * h);
   float* cell = take(batch * h);
-  float* reset_hidden = take(batch * h);  // GRU resetting before Rh: r . H, then its product
+  float* reset_hidden = take(batch * h);
   float* reset_product = take(batch * h);
 
   // Every step's input projection in one product: rows in X's order, (t, b) or (b, t).
@@ -242,116 +405,15 @@ void run_direction(const DirectionRun& run) {
     }
   }
 
-  const RecurrentActivation& f = p.activation(run.direction, 0);
-  const RecurrentActivation* g = p.functions() > 1 ? &p.activation(run.direction, 1) : nullptr;
-  const RecurrentActivation* h_act = p.functions() > 2 ? &p.activation(run.direction, 2) : nullptr;
-
   for (int64_t step = 0; step < p.seq_length; ++step) {
+    const StepContext context{p, run, step, projected, gates, hidden, cell, reset_hidden, reset_product};
     sgemm(false, batch, hidden, h, weights.recurrent, gates, gate_width, GemmEpilogue{});
-    auto length_of = [&](int64_t row) { return run.lengths != nullptr ? run.lengths[row] : p.seq_length; };
-    auto time_of = [&](int64_t row) { return run.reverse ? length_of(row) - 1 - step : step; };
-    auto input_of = [&](int64_t row) {
-      const int64_t t = time_of(row);
-      return projected + (p.batch_first ? row * p.seq_length + t : t * batch + row) * gate_width;
-    };
-
     if (gru_resets_before_product(p)) {
-      // z and r first, then (r . H) Rh^T for every row at once.
-      for (int64_t row = 0; row < batch; ++row) {
-        float* pre = gates + row * gate_width;
-        float* reset = reset_hidden + row * h;
-        if (step >= length_of(row)) {
-          std::fill(reset, reset + h, 0.0f);
-          continue;
-        }
-        add_inputs(pre, input_of(row), weights.bias, 2 * h, p.clip);
-        activate(f, pre, 2 * h);
-        const float* r = pre + kGruReset * h;
-        const float* state = hidden + row * h;
-        for (int64_t j = 0; j < h; ++j) reset[j] = r[j] * state[j];
-      }
+      run.cells->reset_rows(context, 0, batch);
       sgemm(false, batch, reset_hidden, h, *weights.reset_hidden, reset_product, h, GemmEpilogue{});
     }
-
-    parallel_for(0, batch, kCellCost * gate_width, [&](int64_t row_begin, int64_t row_end) {
-      for (int64_t row = row_begin; row < row_end; ++row) {
-        if (step >= length_of(row)) continue;
-        const float* x = input_of(row);
-        float* pre = gates + row * gate_width;
-        float* state = hidden + row * h;
-        switch (p.cell) {
-          case RecurrentCell::rnn:
-            add_inputs(pre, x, weights.bias, h, p.clip);
-            activate(f, pre, h);
-            std::copy(pre, pre + h, state);
-            break;
-          case RecurrentCell::gru: {
-            float* z = pre + kGruUpdate * h;
-            float* r = pre + kGruReset * h;
-            float* candidate = pre + kGruHidden * h;
-            const float* xh = x + kGruHidden * h;
-            const float* bh = weights.bias + kGruHidden * h;
-            if (p.linear_before_reset) {
-              add_inputs(pre, x, weights.bias, 2 * h, p.clip);
-              activate(f, pre, 2 * h);
-              for (int64_t j = 0; j < h; ++j) {
-                candidate[j] = xh[j] + r[j] * (candidate[j] + weights.hidden_bias[j]) + bh[j];
-              }
-            } else {
-              const float* product = reset_product + row * h;
-              for (int64_t j = 0; j < h; ++j) candidate[j] = xh[j] + product[j] + bh[j];
-            }
-            clip_values(candidate, h, p.clip);
-            activate(*g, candidate, h);
-            for (int64_t j = 0; j < h; ++j) state[j] = (1.0f - z[j]) * candidate[j] + z[j] * state[j];
-            break;
-          }
-          case RecurrentCell::lstm: {
-            float* c = cell + row * h;
-            float* i_gate = pre + kLstmInput * h;
-            float* o_gate = pre + kLstmOutput * h;
-            float* f_gate = pre + kLstmForget * h;
-            float* c_gate = pre + kLstmCell * h;
-            const float* peep = weights.peepholes;
-            for (int64_t j = 0; j < 4 * h; ++j) pre[j] += x[j] + weights.bias[j];
-            if (peep != nullptr) {
-              for (int64_t j = 0; j < h; ++j) {
-                i_gate[j] += peep[kPeepholeInput * h + j] * c[j];
-                f_gate[j] += peep[kPeepholeForget * h + j] * c[j];
-              }
-            }
-            clip_values(i_gate, h, p.clip);
-            clip_values(f_gate, h, p.clip);
-            clip_values(c_gate, h, p.clip);
-            activate(f, i_gate, h);
-            if (p.input_forget) {
-              for (int64_t j = 0; j < h; ++j) f_gate[j] = 1.0f - i_gate[j];
-            } else {
-              activate(f, f_gate, h);
-            }
-            activate(*g, c_gate, h);
-            for (int64_t j = 0; j < h; ++j) c[j] = f_gate[j] * c[j] + i_gate[j] * c_gate[j];
-            if (peep != nullptr) {
-              for (int64_t j = 0; j < h; ++j) o_gate[j] += peep[kPeepholeOutput * h + j] * c[j];
-            }
-            clip_values(o_gate, h, p.clip);
-            activate(f, o_gate, h);
-            std::copy(c, c + h, c_gate);
-            activate(*h_act, c_gate, h);
-            for (int64_t j = 0; j < h; ++j) state[j] = o_gate[j] * c_gate[j];
-            break;
-          }
-        }
-        if (run.y != nullptr) {
-          const int64_t t = time_of(row);
-          const int64_t y_offset =
-              (p.batch_first ? (row * p.seq_length + t) * p.num_directions + run.direction
-                             : (t * p.num_directions + run.direction) * batch + row) *
-              h;
-          std::copy(state, state + h, run.y + y_offset);
-        }
-      }
-    });
+    parallel_for(0, batch, kCellCost * gate_width,
+                 [&](int64_t begin, int64_t end) { run.cells->update_rows(context, begin, end); });
   }
 
   for (int64_t row = 0; row < batch; ++row) {
@@ -406,11 +468,13 @@ KernelOrReason make_recurrent(const OpSpec& spec, std::span<const TensorInfo>) {
     packed = std::move(block);
   }
 
+  const IsaVariant<const CellKernels*> cells = pick_isa_variant(&kAvx512Cells, &kAvx2Cells, &kBaselineCells);
   return make_kernel(
       "native:" + std::string(p.cell == RecurrentCell::lstm  ? "lstm"
                               : p.cell == RecurrentCell::gru ? "gru"
                                                              : "rnn"),
-      [p, packed, constant, weight_floats](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+      [p, packed, constant, weight_floats, cells = cells.fn](std::span<const Tensor> inputs,
+                                                             std::span<Tensor> outputs) {
         const Tensor* lengths_tensor = kRecurrentSequenceLens < static_cast<int>(inputs.size()) &&
                                                inputs[kRecurrentSequenceLens].defined()
                                            ? &inputs[kRecurrentSequenceLens]
@@ -442,6 +506,7 @@ KernelOrReason make_recurrent(const OpSpec& spec, std::span<const TensorInfo>) {
         for (int64_t d = 0; d < p.num_directions; ++d) {
           runs[d] = DirectionRun{&p,
                                  &(*weights)[d],
+                                 cells,
                                  d,
                                  p.direction == RecurrentDirection::reverse || d == 1,
                                  inputs[kRecurrentX].data<float>(),
