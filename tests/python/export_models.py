@@ -4,12 +4,13 @@
     /usr/bin/python3 tests/python/export_models.py NAME... [--opset 13 ...] [--out DIR] [--static-batch]
 
 NAME is one of CNNS, LARGE_CNNS, TRANSFORMERS ("transformer" and the attention benchmark's encoders),
-SEGMENTATION, "unet", "gpt_decoder", or "all". Each model is written as
+SEGMENTATION, "unet", "gpt_decoder", RECURRENT ("lstm_tagger", "gru_encoder", "lstm_packed"), or "all".
+Each model is written as
 DIR/<name>_opset<N>_v<EXPORT_VERSION>.onnx (DIR defaults to $KILN_MODEL_CACHE, else /tmp/kiln-models);
 an existing file is reused, so bump EXPORT_VERSION after changing how a model is built or exported.
 The opset defaults to the model's MIN_OPSET (13; gpt_decoder 14). Axis 0 of "input" and "output" is
 dynamic ("batch") unless --static-batch, which writes <name>_opset<N>_static_v<EXPORT_VERSION>.onnx
-with batch 1.
+with batch 1. lstm_packed has a second input, "lengths" (int64 [batch]), whose axis 0 is "batch" too.
 """
 import argparse
 import math
@@ -21,6 +22,7 @@ import torch
 import torchvision
 from torch import nn
 from torch.nn import functional as F
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 CNNS = ["resnet18", "resnet50", "resnext50_32x4d", "mobilenet_v2", "squeezenet1_1", "shufflenet_v2_x1_0",
         "googlenet", "alexnet", "vgg16", "inception_v3", "mobilenet_v1"]
@@ -50,8 +52,22 @@ GPT = {"vocab": 1000, "sequence": 32, "d_model": 128, "heads": 4, "layers": 2, "
 # Models with ops kiln is still gaining (Resize, ConvTranspose, Trilu, CumSum): the parity test runs
 # them, but they are not in ALL, whose every model test_model_settings and the benchmarks run.
 NEW_OPS = SEGMENTATION + [UNET, GPT_DECODER]
-MODELS = ALL + NEW_OPS
+# Recurrent models defined here (nn.LSTM, nn.GRU, batch first): not CNNs, and on ops kiln gained last, so
+# they are neither in ALL nor in NEW_OPS (whose batches are 1 and 2); the benchmark runs the first two as
+# its "recurrent" set. lstm_tagger: int64 token ids [batch, sequence] -> Embedding -> a bidirectional
+# LSTM -> a Linear to tag logits [batch, sequence, tags]. gru_encoder: features [batch, sequence,
+# features] (audio-like frames) -> a unidirectional GRU -> its last layer's final hidden state -> a
+# Linear to [batch, outputs]. lstm_packed: lstm_tagger's network on padded sequences of the lengths
+# given in a second input, through pack_padded_sequence, which PyTorch exports as the LSTMs'
+# sequence_lens.
+LSTM_TAGGER, GRU_ENCODER, LSTM_PACKED = "lstm_tagger", "gru_encoder", "lstm_packed"
+TAGGER = {"vocab": 5000, "sequence": 64, "embedding": 128, "hidden": 256, "layers": 2, "tags": 20}
+ENCODER = {"features": 80, "sequence": 100, "hidden": 256, "layers": 2, "outputs": 128}
+RECURRENT = [LSTM_TAGGER, GRU_ENCODER, LSTM_PACKED]
+MODELS = ALL + NEW_OPS + RECURRENT
 # The lowest opset a model exports at, where not 13: PyTorch 1.13 exports triu as Trilu (opset 14).
+# The recurrent models gain nothing at 14: PyTorch 1.13 writes no LSTM/GRU `layout` attribute there; at
+# 13 and 14 alike it transposes batch-first values to and from the nodes' sequence-first layout.
 MIN_OPSET = {GPT_DECODER: 14}
 SEED = 0
 # Part of every cached file name: bump it whenever a change here changes an exported graph or weights,
@@ -180,6 +196,49 @@ class GPTDecoder(nn.Module):
         return self.head(self.norm(x))
 
 
+class LSTMTagger(nn.Module):
+    """A sequence tagger: int64 token ids [batch, sequence] -> logits [batch, sequence, tags].
+
+    Embedding, a bidirectional `layers`-layer LSTM (batch first), a Linear from both directions' hidden
+    states to the tags. With `packed`, forward also takes the sequences' lengths (int64 [batch], any
+    order) and runs the LSTM on pack_padded_sequence's packing; PyTorch exports that as the lengths cast
+    to int32 into every LSTM node's sequence_lens (and a TopK/Gather sort and its inverse for
+    enforce_sorted=False), and the padding past each length comes out as zeros, then the Linear's bias."""
+
+    def __init__(self, vocab, sequence, embedding, hidden, layers, tags, packed=False):
+        super().__init__()
+        self.packed = packed
+        self.embedding = nn.Embedding(vocab, embedding)
+        self.lstm = nn.LSTM(embedding, hidden, layers, batch_first=True, bidirectional=True)
+        self.head = nn.Linear(2 * hidden, tags)
+
+    def forward(self, ids, lengths=None):
+        x = self.embedding(ids)
+        if not self.packed:
+            return self.head(self.lstm(x)[0])
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        # total_length keeps the output as long as the input, as the exported LSTM's Y is; without it
+        # PyTorch cuts the output to the longest length and the export does not.
+        y, _ = pad_packed_sequence(self.lstm(packed)[0], batch_first=True, total_length=ids.shape[1])
+        return self.head(y)
+
+
+class GRUEncoder(nn.Module):
+    """An utterance encoder: features [batch, sequence, features] -> [batch, outputs].
+
+    A unidirectional `layers`-layer GRU (batch first; PyTorch's GRU exports with linear_before_reset=1),
+    then the last layer's final hidden state through a Linear: the export uses both GRU outputs, Y
+    between the layers and Y_h at the end."""
+
+    def __init__(self, features, sequence, hidden, layers, outputs):
+        super().__init__()
+        self.gru = nn.GRU(features, hidden, layers, batch_first=True)
+        self.head = nn.Linear(hidden, outputs)
+
+    def forward(self, x):
+        return self.head(self.gru(x)[1][-1])
+
+
 class OutputOnly(nn.Module):
     """A torchvision segmentation model that returns its "out" tensor alone (they return {"out": ...})."""
 
@@ -215,6 +274,12 @@ def build(name):
         calibrate(model, name)
     elif name == GPT_DECODER:
         model = GPTDecoder(**GPT).eval()
+    elif name in (LSTM_TAGGER, LSTM_PACKED):
+        model = LSTMTagger(**TAGGER, packed=name == LSTM_PACKED)
+        calibrate(model, name)
+    elif name == GRU_ENCODER:
+        model = GRUEncoder(**ENCODER)
+        calibrate(model, name)
     else:
         kwargs = {"weights": None}
         if name in ("googlenet", "inception_v3"):
@@ -231,10 +296,12 @@ def calibrate(model, name):
     come out at ~1e-9 (mobilenet_v2), where a 1e-4 tolerance passes anything, or ~1e12 (inception_v3).
     So: recompute every BatchNorm's statistics as the plain average over two seeded random batches,
     then scale the output layers (see output_layers) so the output's standard deviation is ~1.
-    Deterministic; costs a few forward passes."""
+    The recurrent models have no BatchNorm but come out at a standard deviation of 0.03-0.06, below
+    the tolerance's floor of 1 for the output's scale: only their head is scaled. Deterministic; costs a
+    few forward passes."""
     norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     generator = torch.Generator().manual_seed(SEED + 1)
-    batch = random_input(name, 2, generator)
+    batch = random_inputs(name, 2, generator).values()
     with torch.no_grad():
         if norms:
             for norm in norms:
@@ -242,9 +309,9 @@ def calibrate(model, name):
                 norm.momentum = None  # cumulative average
             model.train()
             for _ in range(2):
-                model(random_input(name, 2, generator))
+                model(*random_inputs(name, 2, generator).values())
         model.eval()
-        std = float(model(batch).std())
+        std = float(model(*batch).std())
         if std > 0:
             for layer in output_layers(model):
                 layer.weight /= std
@@ -270,16 +337,36 @@ def input_shape(name, batch=1):
         return (batch, sequence, d_model)
     if name == GPT_DECODER:
         return (batch, GPT["sequence"])
+    if name in (LSTM_TAGGER, LSTM_PACKED):
+        return (batch, TAGGER["sequence"])
+    if name == GRU_ENCODER:
+        return (batch, ENCODER["sequence"], ENCODER["features"])
     size = {"inception_v3": 299, UNET: 128}.get(name, 224)
     return (batch, 3, size, size)
 
 
 def random_input(name, batch=1, generator=None):
     """A random "input" for `name` at `batch` from `generator` (default: the global one): int64 token
-    ids uniform in [0, vocab) for gpt_decoder, standard normal float32 otherwise."""
+    ids uniform in [0, vocab) for gpt_decoder and the LSTM taggers, standard normal float32 otherwise."""
     if name == GPT_DECODER:
         return torch.randint(0, GPT["vocab"], input_shape(name, batch), generator=generator)
+    if name in (LSTM_TAGGER, LSTM_PACKED):
+        return torch.randint(0, TAGGER["vocab"], input_shape(name, batch), generator=generator)
     return torch.randn(input_shape(name, batch), generator=generator)
+
+
+def random_inputs(name, batch=1, generator=None):
+    """Every input of `name` by ONNX input name, in the order forward takes them: "input" as
+    random_input draws it, then for lstm_packed "lengths", distinct lengths in [1, sequence] in random
+    order (a batch that pack_padded_sequence must sort, and whose every sequence but at most one is
+    padded)."""
+    inputs = {"input": random_input(name, batch, generator)}
+    if name == LSTM_PACKED:
+        sequence = TAGGER["sequence"]
+        if batch > sequence:
+            raise ValueError(f"{name}: distinct lengths need batch <= {sequence}, not {batch}")
+        inputs["lengths"] = torch.randperm(sequence, generator=generator)[:batch] + 1
+    return inputs
 
 
 def min_opset(name):
@@ -289,17 +376,20 @@ def min_opset(name):
 def export(name, path, opset=13, batch_dynamic=True, model=None):
     """Exports `name` (or the already built `model` of that name) to `path`; returns the module.
 
-    Axis 0 of "input" and "output" is dynamic and named "batch" when batch_dynamic."""
+    Axis 0 of every input and of "output" is dynamic and named "batch" when batch_dynamic."""
     if opset < min_opset(name):
         raise ValueError(f"{name} exports at opset {min_opset(name)} or later, not {opset}")
     if model is None:
         model, _ = build(name)
-    example = random_input(name, generator=torch.Generator().manual_seed(SEED))
-    dynamic_axes = {"input": {0: "batch"}, "output": {0: "batch"}} if batch_dynamic else None
+    # Batch 1 matters for lstm_packed: PyTorch 1.13 exports its LSTMs' zero initial states as a constant
+    # of the example's batch expanded to the run's, which only a batch of 1 broadcasts.
+    example = random_inputs(name, generator=torch.Generator().manual_seed(SEED))
+    dynamic_axes = ({**{input_name: {0: "batch"} for input_name in example}, "output": {0: "batch"}}
+                    if batch_dynamic else None)
     # Grad stays enabled: under no_grad PyTorch 1.13 runs TransformerEncoder on a fused fast path that
     # the exporter cannot trace.
     with torch.enable_grad():
-        torch.onnx.export(model, example, str(path), opset_version=opset, input_names=["input"],
+        torch.onnx.export(model, tuple(example.values()), str(path), opset_version=opset, input_names=list(example),
                           output_names=["output"], dynamic_axes=dynamic_axes)
     return model
 
