@@ -1,5 +1,6 @@
-"""Model parity: kiln's outputs match PyTorch's for torchvision CNNs, a transformer encoder, and the
-NEW_OPS models: torchvision segmentation models, a U-Net and a GPT-style decoder.
+"""Model parity: kiln's outputs match PyTorch's for torchvision CNNs, a transformer encoder, the
+NEW_OPS models (torchvision segmentation models, a U-Net and a GPT-style decoder) and the RECURRENT
+ones (an LSTM tagger, the same on padded sequences of given lengths, and a GRU encoder).
 
 Each model is exported with random weights, run by PyTorch (eval, no_grad) and by `kiln run` on the
 same seeded input (float32 normal; for gpt_decoder int64 token ids) at batch 1 and 4, the NEW_OPS models
@@ -9,6 +10,11 @@ relative to the output's scale (the deep LARGE_CNNS and fcn_resnet50: PyTorch's 
 PyTorch's own float32 error, see References.run). Cases run model by model: a model is built once, exported once (cached
 in $KILN_MODEL_CACHE across runs), and its PyTorch reference is computed once per batch (the
 transformer's is shared by its opset 13 and 17 exports).
+
+The RECURRENT models run the native reference at batch 4 in the default tier too: with the default
+backends their layers go to oneDNN's RNN primitives, and the native kernel is the only one that takes
+lstm_packed's shortened sequences (its batch 4 has four different lengths, batch 1 one below the
+maximum), so batch 4 checks what batch 1 cannot.
 """
 import copy
 
@@ -31,7 +37,7 @@ FLOAT64_REFERENCE = set(export_models.LARGE_CNNS) | {"fcn_resnet50"}
 
 CASES = ([(name, 13) for name in export_models.CNNS + export_models.LARGE_CNNS]
          + [(export_models.TRANSFORMER, 13), (export_models.TRANSFORMER, 17)]
-         + [(name, export_models.min_opset(name)) for name in export_models.NEW_OPS])
+         + [(name, export_models.min_opset(name)) for name in export_models.NEW_OPS + export_models.RECURRENT])
 
 
 # The default backends (Winograd, oneDNN and BLAS first, as users run kiln) and the native reference alone.
@@ -42,8 +48,10 @@ def params():
     for name, opset in CASES:  # model by model, so each PyTorch model is built once
         for backends in BACKENDS:
             for batch in NEW_OPS_BATCHES if name in export_models.NEW_OPS else BATCHES:
-                # The native reference at batch 4 (2) only in the slow tier: it repeats what batch 1 checks.
-                slow = ((name, batch) in SLOW or (backends == "native" and (batch > 1 or name in SLOW_NATIVE))
+                # The native reference at batch 4 (2) only in the slow tier: it repeats what batch 1 checks
+                # (but for RECURRENT, see the module's docstring).
+                native_repeats = batch > 1 and name not in export_models.RECURRENT
+                slow = ((name, batch) in SLOW or (backends == "native" and (native_repeats or name in SLOW_NATIVE))
                         or name in export_models.LARGE_CNNS)
                 marks = [pytest.mark.slow] if slow else []
                 yield pytest.param(name, opset, batch, backends, marks=marks,
@@ -67,7 +75,8 @@ class References:
         return self.model
 
     def run(self, name, batch):
-        """(input, expected output, tolerance relative to the output's scale) for `name` at `batch`.
+        """({input name: array}, expected output, tolerance relative to the output's scale) for `name`
+        at `batch`.
 
         The deep LARGE_CNNS and fcn_resnet50 (FLOAT64_REFERENCE) are ill-conditioned with random weights:
         PyTorch's own float32 output is 1e-4 to 3.4e-4 (resnet152) of the scale away from its float64 one
@@ -76,16 +85,17 @@ class References:
         model = self.module(name)
         if batch not in self.outputs:
             generator = torch.Generator().manual_seed(1000 + batch)
-            x = export_models.random_input(name, batch, generator)  # int64 token ids for gpt_decoder
+            # int64 token ids for gpt_decoder and the LSTM taggers; lstm_packed also takes "lengths"
+            inputs = export_models.random_inputs(name, batch, generator)
             with torch.no_grad():
-                expected = model(x).numpy()
+                expected = model(*inputs.values()).numpy()
                 tolerance = TOLERANCE
                 if name in FLOAT64_REFERENCE:
-                    exact = copy.deepcopy(model).double()(x.double()).numpy()
+                    exact = copy.deepcopy(model).double()(inputs["input"].double()).numpy()
                     scale = max(1.0, float(np.abs(exact).max()))
                     tolerance = max(TOLERANCE, 3 * float(np.abs(expected - exact).max()) / scale)
                     expected = exact.astype(np.float32)
-            self.outputs[batch] = (x.numpy(), expected, tolerance)
+            self.outputs[batch] = ({key: value.numpy() for key, value in inputs.items()}, expected, tolerance)
         return self.outputs[batch]
 
 
@@ -97,8 +107,8 @@ def references():
 @pytest.mark.parametrize("name,opset,batch,backends", params())
 def test_matches_pytorch(name, opset, batch, backends, kiln_bin, model_cache, references, tmp_path):
     path = export_models.cached_export(name, model_cache, opset, model=references.module(name))
-    x, expected, tolerance = references.run(name, batch)
-    outputs = kiln_cli.run_model(kiln_bin, path, {"input": x}, tmp_path, extra_args=BACKENDS[backends])
+    inputs, expected, tolerance = references.run(name, batch)
+    outputs = kiln_cli.run_model(kiln_bin, path, inputs, tmp_path, extra_args=BACKENDS[backends])
     assert "output" in outputs, f"kiln wrote {sorted(outputs)}"
     actual = outputs["output"]
     assert actual.shape == expected.shape
