@@ -558,8 +558,17 @@ void PackedB::pack(int64_t p0, int64_t kc, int64_t j0, int64_t cols, int64_t nr,
 void sgemm(bool transpose_a, int64_t m, const float* a, int64_t lda, const PackedB& b, float* c, int64_t ldc,
            const GemmEpilogue& epilogue) {
   if (trivial_product(m, b.columns(), b.rows(), c, ldc, epilogue)) return;
+  const KernelSet& kernels = kernel_set();
+  const int64_t tail = m % kernels.mr;
+  if (m > kGemmSmallRows && tail != 0 && tail <= kGemmSmallRows && !transpose_a) {
+    // The register blocks' last few rows on the few-rows path: 16 rows on AVX-512 would compute 28.
+    sgemm(false, m - tail, a, lda, b, c, ldc, epilogue);
+    GemmEpilogue rest = epilogue;
+    if (rest.row_bias != nullptr) rest.row_bias += m - tail;
+    sgemm(false, tail, a + (m - tail) * lda, lda, b, c + (m - tail) * ldc, ldc, rest);
+    return;
+  }
   if (m <= kGemmSmallRows && !transpose_a) {
-    const KernelSet& kernels = kernel_set();
     const int64_t slivers = ceil_div(b.columns(), kernels.nr);
     constexpr int64_t kSliversPerTask = 4;
     parallel_for(0, ceil_div(slivers, kSliversPerTask), m * b.rows() * kernels.nr * kSliversPerTask,

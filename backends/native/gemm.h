@@ -111,7 +111,8 @@ void sgemm(bool transpose_a, bool transpose_b, GemmShape shape, const float* a, 
            int64_t ldb, float* c, int64_t ldc, const GemmEpilogue& epilogue);
 
 // C[m, b.columns()] = epilogue(op(A) x B) with B prepacked (A packed on the fly; up to kGemmSmallRows
-// rows of an untransposed A are read in place, each against the whole of B: a recurrent step).
+// rows of an untransposed A, alone or left after full register blocks, are read in place against
+// the whole of B: a recurrent step).
 void sgemm(bool transpose_a, int64_t m, const float* a, int64_t lda, const PackedB& b, float* c, int64_t ldc,
            const GemmEpilogue& epilogue);
 

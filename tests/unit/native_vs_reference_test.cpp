@@ -152,12 +152,14 @@ TEST(NativeGemmVsReference, RowMajorAReadInPlace) {
   }
 }
 
-// Up to kGemmSmallRows rows of A against a prepacked B (a recurrent step): every row count, columns
+// Up to kGemmSmallRows rows of A against a prepacked B (a recurrent step), alone or after full
+// register blocks: every row count, columns
 // cut inside a sliver and across tiles of slivers, K across the 256-deep block, alpha, beta, a bias.
 TEST(NativeGemmVsReference, FewRowsAgainstAPrepackedB) {
   for (int threads : kThreadCounts) {
     const ScopedIntraOpThreads scoped(threads);
-    for (int64_t m = 1; m <= native::kGemmSmallRows; ++m) {
+    // 16 and 31: a register block of 14 (AVX-512) or 6 rows and a few more.
+    for (int64_t m : {1, 2, 3, 4, 16, 31}) {
       for (int64_t k : {5, 256, 300}) {
         for (int64_t n : {7, 40, 300}) {
           const int64_t lda = k + 3;
