@@ -7,6 +7,7 @@
 // it: sequence_lens shorter than the sequence, clip, input_forget, activations other than the
 // cell's standard ones (a vanilla RNN takes Tanh, Relu, LeakyRelu or Sigmoid), weights that are not
 // plan-time constants, and any dtype but float32; and everything when the rnn_fastpath setting is off.
+// Batches of up to kNativeFasterBatch sequences are refused as predicted slower than native.
 //
 // ONNX and oneDNN order the LSTM's gates differently (i, o, f, c against i, f, c, o; peepholes i, o,
 // f against i, f, o), and oneDNN's weights are W transposed (ldigo: input channel, gate, output
@@ -90,6 +91,11 @@ dnnl::rnn_direction rnn_direction(RecurrentDirection direction) {
   }
   return dnnl::rnn_direction::bidirectional_concat;
 }
+
+// Up to this many sequences the native kernel runs a layer faster: each step multiplies a few rows
+// by R, which its few-rows GEMM path does in registers, while oneDNN's RNN primitive pays for a
+// blocked GEMM per step (docs/performance.md, "Recurrent layers"). Autotune still times both.
+constexpr int64_t kNativeFasterBatch = 4;
 
 class RecurrentKernel final : public Kernel {
  public:
@@ -339,6 +345,12 @@ KernelOrReason make_recurrent(const KernelRequest& request, std::span<const Tens
   if (p.seq_length == 0 || p.batch == 0 || p.input_size == 0) {
     return KernelOrReason::rejected(RefusalKind::unsupported_shape,
                                     "oneDNN's RNN primitives need non-empty X");
+  }
+  if (p.batch <= kNativeFasterBatch && !request.timed) {
+    return KernelOrReason::rejected(
+        RefusalKind::predicted_slower,
+        str_cat("batch ", p.batch, " <= ", kNativeFasterBatch,
+                ": the native kernel's per-step product of a few rows is faster than oneDNN's here"));
   }
   // oneDNN names its RNN implementation "ref:any" though it runs on its optimized GEMMs, so the
   // reference-implementation refusal of create_primitive_kernel does not apply here.
