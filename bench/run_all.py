@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Times kiln, PyTorch and ONNX Runtime side by side on the model-parity set; writes a markdown table and JSON.
 
-    /usr/bin/python3 bench/run_all.py [--models resnet18,transformer|seed|dense] [--configs b1t1,b1t2,b16t2]
+    /usr/bin/python3 bench/run_all.py [--models resnet18,transformer|seed|dense|recurrent] [--configs b1t1,b1t2,b16t2]
         [--batches 1,64 --threads 1,2,4] [--warmup W] [--iters N] [--rounds R] [--kiln build/kiln] [--kiln-args "..."]
         [--peak-gflops-per-core 225] [--out-md bench/results/latest.md] [--out-json bench/results/latest.json]
         [--bf16]
@@ -43,7 +43,11 @@ SEED_MODELS = ["resnet18", "resnet50", "resnet101", "resnet152", "resnext50_32x4
 # Dense prediction: the segmentation models (each upsampling its logits with Resize) and the U-Net
 # (ConvTranspose, skip Concats), whose ops ONNX Runtime had and kiln gained later (--models dense).
 DENSE_MODELS = ["fcn_resnet50", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large", "unet"]
-NAMED_SETS = {"seed": SEED_MODELS, "dense": DENSE_MODELS}
+# Recurrent: an LSTM tagger (token ids in) and a GRU encoder (audio-like frames in), on ops kiln gained
+# after the CNNs (--models recurrent). Not lstm_packed: the benchmarks fill int64 inputs with 0-9, which
+# as its lengths would be at most 9 of its 64 steps, empty sequences among them.
+RECURRENT_MODELS = ["lstm_tagger", "gru_encoder"]
+NAMED_SETS = {"seed": SEED_MODELS, "dense": DENSE_MODELS, "recurrent": RECURRENT_MODELS}
 CONFIG_PATTERN = re.compile(r"b([1-9][0-9]*)t([1-9][0-9]*)")
 RUNTIMES = ["kiln", "pytorch", "ort"]
 ORT_INSTALL_HINT = "(cd bench && ONNXRUNTIME_NODE_INSTALL=skip npm install)"
@@ -53,8 +57,9 @@ TIMEOUT_S = 1800  # per process: a hung runtime must not stall the whole set
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=",".join(DEFAULT_MODELS),
-                        help="comma-separated model names, 'seed' for the seed's model table, or 'dense' for the "
-                             "segmentation models and the U-Net")
+                        help="comma-separated model names, 'seed' for the seed's model table, 'dense' for the "
+                             "segmentation models and the U-Net, or 'recurrent' for the LSTM tagger and the GRU "
+                             "encoder")
     parser.add_argument("--configs", default="b1t1,b1t2,b16t2",
                         help="comma-separated bBtT: batch B at T threads (default b1t1,b1t2,b16t2)")
     parser.add_argument("--batches", help="comma-separated batch sizes; with --threads, replaces --configs")
