@@ -46,5 +46,6 @@ std::span<const OpSchema> indexing_schemas();        // ops/indexing.cpp: Gather
 std::span<const OpSchema> data_dependent_schemas();  // ops/data_dependent.cpp: NonZero, Unique, Compress, NMS
 std::span<const OpSchema> roi_schemas();             // ops/roi.cpp: RoiAlign, MaxRoiPool
 std::span<const OpSchema> grid_sample_schemas();     // ops/grid_sample.cpp: GridSample
+std::span<const OpSchema> signal_schemas();          // ops/signal.cpp: DFT, STFT, windows, MelWeightMatrix
 
 }  // namespace kiln

@@ -12,12 +12,15 @@
 namespace kiln {
 namespace {
 
-constexpr std::array<FamilyTable<OpSpec>, 15> kFamilies = {
-    native::conv_kernels,          native::conv_transpose_kernels, native::pool_kernels,
-    native::matmul_kernels,        native::elementwise_kernels,    native::normalization_kernels,
-    native::softmax_kernels,       native::reduce_kernels,         native::shape_kernels,
-    native::data_movement_kernels, native::resize_kernels,         native::indexing_kernels,
-    native::data_dependent_kernels, native::roi_kernels,           native::grid_sample_kernels,
+constexpr std::array<FamilyTable<OpSpec>, 16> kFamilies = {
+    native::conv_kernels,           native::conv_transpose_kernels,
+    native::pool_kernels,           native::matmul_kernels,
+    native::elementwise_kernels,    native::normalization_kernels,
+    native::softmax_kernels,        native::reduce_kernels,
+    native::shape_kernels,          native::data_movement_kernels,
+    native::resize_kernels,         native::indexing_kernels,
+    native::data_dependent_kernels, native::roi_kernels,
+    native::grid_sample_kernels,    native::signal_kernels,
 };
 
 // Whether every output element of `spec` is computed from the elements at the same position of its
