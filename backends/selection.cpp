@@ -10,6 +10,7 @@
 #include "backends/choice_cache.h"
 #include "core/error.h"
 #include "ops/attention.h"
+#include "ops/random.h"
 
 namespace kiln {
 namespace {
@@ -42,6 +43,12 @@ static_assert(kernel_choices_start_with_backends());
 
 // Why deterministic mode keeps backend `position` away from `request`, or empty.
 std::string deterministic_refusal(int position, const KernelRequest& request) {
+  // Deterministic mode promises the same outputs on every run, which no backend's unseeded draw gives.
+  const OpSpec& op = request.op;
+  if (is_default_domain(op.domain) && is_random_op(op.op_type) && !op.attrs().has("seed")) {
+    return str_cat("deterministic mode: ", op.op_type,
+                   " without a seed draws new numbers on every run (give the node a seed attribute)");
+  }
   const BackendRow& row = kBackendRows[position];
   switch (row.determinism) {
     case Determinism::exact:

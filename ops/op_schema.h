@@ -47,5 +47,7 @@ std::span<const OpSchema> data_dependent_schemas();  // ops/data_dependent.cpp: 
 std::span<const OpSchema> roi_schemas();             // ops/roi.cpp: RoiAlign, MaxRoiPool
 std::span<const OpSchema> grid_sample_schemas();     // ops/grid_sample.cpp: GridSample
 std::span<const OpSchema> recurrent_schemas();       // ops/recurrent.cpp: LSTM, GRU, RNN
+std::span<const OpSchema> signal_schemas();          // ops/signal.cpp: DFT, STFT, windows, MelWeightMatrix
+std::span<const OpSchema> random_schemas();          // ops/random.cpp: RandomNormal, Bernoulli, ...
 
 }  // namespace kiln

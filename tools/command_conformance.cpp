@@ -14,6 +14,7 @@
 #include "graph/onnx_import.h"
 #include "graph/session.h"
 #include "ops/op_schema.h"
+#include "ops/random.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/setting_options.h"
@@ -159,6 +160,15 @@ std::map<std::string, std::string> read_known_failures(const std::string& path) 
   return cases;
 }
 
+// Whether a case's outputs are random draws (a random op is among its ops). ONNX compares them with
+// numpy's draws, which no runtime reproduces, so such cases are listed as known failures; but a draw
+// can match by chance (an unseeded Bernoulli of ONNX's ten probabilities does so 0.6% of the time), and
+// that pass must not fail the run.
+bool draws_random_numbers(const CaseResult& result) {
+  return std::any_of(result.ops.begin(), result.ops.end(),
+                     [](const std::string& op) { return is_random_op(op); });
+}
+
 struct Tally {
   int passed = 0;
   int failed = 0;
@@ -210,6 +220,9 @@ int command_conformance(const std::vector<std::string>& args) {
     const bool known = known_failures.count(name) != 0;
     if (known && result.outcome == Outcome::failed) {
       std::printf("FAIL (known: %s) %s: %s\n", known_failures.at(name).c_str(), name.c_str(), result.detail.c_str());
+    } else if (known && result.outcome == Outcome::passed && draws_random_numbers(result)) {
+      std::printf("pass (known failure: %s) %s: its random draws matched ONNX's by chance\n",
+                  known_failures.at(name).c_str(), name.c_str());
     } else if (known) {
       std::printf("UNEXPECTED %s %s: listed as a known failure; remove it from the list\n",
                   result.outcome == Outcome::passed ? "pass" : "skip", name.c_str());

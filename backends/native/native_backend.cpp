@@ -12,7 +12,7 @@
 namespace kiln {
 namespace {
 
-constexpr std::array<FamilyTable<OpSpec>, 16> kFamilies = {
+constexpr std::array<FamilyTable<OpSpec>, 18> kFamilies = {
     native::conv_kernels,           native::conv_transpose_kernels,
     native::pool_kernels,           native::matmul_kernels,
     native::elementwise_kernels,    native::normalization_kernels,
@@ -21,6 +21,7 @@ constexpr std::array<FamilyTable<OpSpec>, 16> kFamilies = {
     native::resize_kernels,         native::indexing_kernels,
     native::data_dependent_kernels, native::roi_kernels,
     native::grid_sample_kernels,    native::recurrent_kernels,
+    native::signal_kernels,         native::random_kernels,
 };
 
 // Whether every output element of `spec` is computed from the elements at the same position of its

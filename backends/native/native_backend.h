@@ -35,6 +35,8 @@ std::span<const KernelEntry> data_dependent_kernels();
 std::span<const KernelEntry> roi_kernels();
 std::span<const KernelEntry> grid_sample_kernels();
 std::span<const KernelEntry> recurrent_kernels();
+std::span<const KernelEntry> signal_kernels();
+std::span<const KernelEntry> random_kernels();
 
 // Attention's kernels are chosen by name (request.variant: "math" or "flash", attention.cpp), so
 // their factory takes the whole request.
