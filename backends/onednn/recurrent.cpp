@@ -122,12 +122,14 @@ class RecurrentKernel final : public Kernel {
     dst_layer_ = memory::desc({t, n, part_directions * c}, memory::data_type::f32, layer_tag);
     state_ = memory::desc({1, part_directions, n, c}, memory::data_type::f32, tag::ldnc);
     if (split) {
-      // Created for one thread: a primitive uses at most the threads it was created under.
-      const ScopedIntraOpThreads one(1);
-      apply_thread_count();
-      parts_.push_back(make_part(spec, 0, 1, dnnl::rnn_direction::unidirectional_left2right));
-      parts_.push_back(make_part(spec, 1, 1, dnnl::rnn_direction::unidirectional_right2left));
-      apply_thread_count();
+      {
+        // Created for one thread: a primitive uses at most the threads it was created under.
+        const ScopedIntraOpThreads one(1);
+        apply_thread_count();
+        parts_.push_back(make_part(spec, 0, 1, dnnl::rnn_direction::unidirectional_left2right));
+        parts_.push_back(make_part(spec, 1, 1, dnnl::rnn_direction::unidirectional_right2left));
+      }
+      apply_thread_count();  // the run's count again, for what planning creates next
     } else {
       parts_.push_back(make_part(spec, 0, p.num_directions, rnn_direction(p.direction)));
     }
@@ -139,6 +141,7 @@ class RecurrentKernel final : public Kernel {
   std::string_view name() const override { return name_; }
 
   void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
+    apply_thread_count();
     const RecurrentParams& p = p_;
     const int64_t n = p.batch, c = p.hidden_size, nd = p.num_directions;
     const int64_t state_floats = nd * n * c;
