@@ -663,7 +663,7 @@ struct RecurrentCase {
   bool initial = false;
   bool peepholes = false;
   int64_t linear_before_reset = 0;
-  std::string activation;  // RNN only: its one function
+  std::string activation = "";  // RNN only: its one function (empty: the default)
 };
 
 // A layer over x [seq 6, batch, input 5] (batch first: [batch, 6, 5]), hidden 8, every output kept.
@@ -718,15 +718,29 @@ TEST_P(OnednnRecurrent, MatchesNative) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cells, OnednnRecurrent,
-    ::testing::Values(RecurrentCase{"LSTM"}, RecurrentCase{"LSTM", "reverse", false, true},
-                      RecurrentCase{"LSTM", "bidirectional", false, true, true},
-                      RecurrentCase{"LSTM", "bidirectional", true, true, true}, RecurrentCase{"GRU"},
-                      RecurrentCase{"GRU", "bidirectional", false, true},
-                      RecurrentCase{"GRU", "bidirectional", true, true, false, 1},
-                      RecurrentCase{"GRU", "reverse", false, false, false, 1}, RecurrentCase{"RNN"},
-                      RecurrentCase{"RNN", "bidirectional", true, true, false, 0, "Relu"},
-                      RecurrentCase{"RNN", "forward", false, true, false, 0, "LeakyRelu"},
-                      RecurrentCase{"RNN", "reverse", false, false, false, 0, "Sigmoid"}));
+    ::testing::Values(
+        RecurrentCase{.op = "LSTM"}, RecurrentCase{.op = "LSTM", .direction = "reverse", .initial = true},
+        RecurrentCase{.op = "LSTM", .direction = "bidirectional", .initial = true, .peepholes = true},
+        RecurrentCase{.op = "LSTM",
+                      .direction = "bidirectional",
+                      .batch_first = true,
+                      .initial = true,
+                      .peepholes = true},
+        RecurrentCase{.op = "GRU"}, RecurrentCase{.op = "GRU", .direction = "bidirectional", .initial = true},
+        RecurrentCase{.op = "GRU",
+                      .direction = "bidirectional",
+                      .batch_first = true,
+                      .initial = true,
+                      .linear_before_reset = 1},
+        RecurrentCase{.op = "GRU", .direction = "reverse", .linear_before_reset = 1},
+        RecurrentCase{.op = "RNN"},
+        RecurrentCase{.op = "RNN",
+                      .direction = "bidirectional",
+                      .batch_first = true,
+                      .initial = true,
+                      .activation = "Relu"},
+        RecurrentCase{.op = "RNN", .initial = true, .activation = "LeakyRelu"},
+        RecurrentCase{.op = "RNN", .direction = "reverse", .activation = "Sigmoid"}));
 
 // What oneDNN's primitives cannot compute runs natively, with the reason kept in the plan.
 TEST(Onednn, RecurrentRefusalsNameTheirReason) {
@@ -742,16 +756,16 @@ TEST(Onednn, RecurrentRefusalsNameTheirReason) {
                                      [](const Refusal& r) { return r.backend == "onednn"; });
     return onednn != step.decision.refusals.end() ? *onednn : Refusal{};
   };
-  Model clipped = recurrent_model(RecurrentCase{"LSTM"}, input);
+  Model clipped = recurrent_model(RecurrentCase{.op = "LSTM"}, input);
   clipped.graph.nodes.back().attributes.set("clip", float_attr(0.5f));
   const Refusal clip = refusal_of(clipped, Settings());
   EXPECT_EQ(clip.kind, RefusalKind::unsupported_attribute);
   EXPECT_NE(clip.detail.find("clip"), std::string::npos);
-  const Refusal off = refusal_of(recurrent_model(RecurrentCase{"LSTM"}, input),
+  const Refusal off = refusal_of(recurrent_model(RecurrentCase{.op = "LSTM"}, input),
                                  Settings().set(SettingKey("rnn_fastpath"), 0));
   EXPECT_EQ(off.kind, RefusalKind::excluded_by_setting);
   const Shape small = {6, 4, 5};
-  Session session(recurrent_model(RecurrentCase{"LSTM"}, small));
+  Session session(recurrent_model(RecurrentCase{.op = "LSTM"}, small));
   session.run({{"x", random_tensor(small, 2)}});
   const StepRecord& step = step_for(*session.plan_for({small}), "LSTM");
   EXPECT_EQ(step.backend, "native");
