@@ -297,19 +297,23 @@ KernelOrReason make_cumsum(const OpSpec& spec, std::span<const TensorInfo>) {
     if constexpr (std::is_same_v<T, bool>) {
       return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "native CumSum adds numbers, not bool");
     } else {
+      // Integers wrap around on overflow, as in numpy and ONNX Runtime: summed unsigned, where
+      // wrapping is defined (a signed overflow would be undefined behaviour).
+      using Sum = std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>,
+                                     std::type_identity<compute_t<T>>>::type;
       return make_kernel("native:cumsum", [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
         const T* src = inputs[0].data<T>();
         T* out = dst[0].data<T>();
         parallel_for(0, lines.outer * lines.inner, lines.dim, [&](int64_t begin, int64_t end) {
           for (int64_t line = begin; line < end; ++line) {
             const int64_t base = (line / lines.inner) * lines.dim * lines.inner + line % lines.inner;
-            compute_t<T> sum{};
+            Sum sum{};
             for (int64_t step = 0; step < lines.dim; ++step) {
               const int64_t j = reverse ? lines.dim - 1 - step : step;
               const int64_t at = base + j * lines.inner;
-              const compute_t<T> value = to_compute(src[at]);  // read first: out may alias src
+              const Sum value = static_cast<Sum>(to_compute(src[at]));  // read first: out may alias src
               if (!exclusive) sum += value;
-              out[at] = from_compute<T>(sum);
+              out[at] = from_compute<T>(static_cast<compute_t<T>>(sum));
               if (exclusive) sum += value;
             }
           }

@@ -621,6 +621,21 @@ std::vector<double> reference_cumsum(const std::vector<double>& x, const Shape& 
   return result;
 }
 
+// Integer sums wrap around on overflow, as numpy's and ONNX Runtime's do (no undefined behaviour).
+TEST(IndexingOps, CumSumIntegersWrapAround) {
+  const int32_t big = std::numeric_limits<int32_t>::max();
+  const std::vector<Tensor> out = run_op(
+      cumsum(Tensor::from_vector<int32_t>({big, 1, 1}, {3}), Tensor::scalar<int64_t>(0), false, false));
+  const int32_t* sums = out[0].data<int32_t>();
+  EXPECT_EQ(sums[0], big);
+  EXPECT_EQ(sums[1], std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(sums[2], std::numeric_limits<int32_t>::min() + 1);
+  const int64_t big64 = std::numeric_limits<int64_t>::max();
+  const std::vector<Tensor> out64 =
+      run_op(cumsum(Tensor::from_vector<int64_t>({big64, 2}, {2}), Tensor::scalar<int64_t>(0), false, false));
+  EXPECT_EQ(out64[0].data<int64_t>()[1], std::numeric_limits<int64_t>::min() + 1);
+}
+
 TEST(IndexingOps, CumSumExclusiveReverse) {
   struct Case {
     bool exclusive;
