@@ -91,6 +91,24 @@ Tensor Tensor::wrap(void* data, DType dtype, Shape shape) {
   return tensor;
 }
 
+Tensor Tensor::sequence(DType element_dtype, std::vector<Tensor> elements) {
+  KILN_CHECK(element_dtype != DType::undefined, invalid_argument, "a sequence needs an element dtype");
+  for (size_t i = 0; i < elements.size(); ++i) {
+    KILN_CHECK(elements[i].dtype() == element_dtype && !elements[i].is_sequence(), invalid_argument,
+               "sequence element ", i, " is ", elements[i].is_sequence() ? "a sequence" : "",
+               dtype_name(elements[i].dtype()), ", expected a ", dtype_name(element_dtype), " tensor");
+  }
+  Tensor tensor;
+  tensor.dtype_ = element_dtype;
+  tensor.elements_ = std::make_shared<const std::vector<Tensor>>(std::move(elements));
+  return tensor;
+}
+
+std::span<const Tensor> Tensor::elements() const {
+  if (elements_ == nullptr) return {};
+  return *elements_;
+}
+
 bool Tensor::is_contiguous() const {
   // Compared in place: this runs on every input of every run, which must not allocate.
   int64_t expected = 1;
@@ -113,6 +131,12 @@ Tensor Tensor::reshaped(Shape shape) const {
 
 Tensor Tensor::clone() const {
   if (!defined()) return {};
+  if (is_sequence()) {
+    std::vector<Tensor> copies;
+    copies.reserve(elements_->size());
+    for (const Tensor& element : *elements_) copies.push_back(element.clone());
+    return sequence(dtype_, std::move(copies));
+  }
   KILN_ASSERT(is_contiguous());
   Tensor copy = empty(dtype_, shape_);
   if (nbytes() > 0) std::memcpy(copy.data_, data_, nbytes());

@@ -1,6 +1,10 @@
 // An n-dimensional array: dtype, int64 shape and strides (in elements), and shared storage.
 // Copies share storage (like numpy views); clone() copies bytes. Kernels in kiln work on
 // contiguous row-major tensors, which is what Tensor::empty creates.
+//
+// A Tensor is also how kiln passes ONNX's other value kinds between steps: a sequence
+// (Tensor::sequence: its elements' dtype, no shape or data of its own, the elements shared) and an
+// optional, which is its value when present and an undefined Tensor when empty.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +45,13 @@ class Tensor {
     return from_vector(std::vector<T>{value}, {});
   }
 
+  // A sequence of tensors of `element_dtype` (ONNX's seq(tensor)), elements of any shapes.
+  static Tensor sequence(DType element_dtype, std::vector<Tensor> elements);
+
   bool defined() const { return dtype_ != DType::undefined; }
+  bool is_sequence() const { return elements_ != nullptr; }
+  // A sequence's elements (empty for a tensor).
+  std::span<const Tensor> elements() const;
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   const std::vector<int64_t>& strides() const { return strides_; }
@@ -72,7 +82,7 @@ class Tensor {
 
   // Same storage, new shape with the same element count (contiguous tensors only).
   Tensor reshaped(Shape shape) const;
-  // Deep copy into a new contiguous tensor.
+  // Deep copy into a new contiguous tensor (a sequence: of every element).
   Tensor clone() const;
   // Element i of a tensor of any numeric dtype, converted; for shape/index inputs.
   int64_t int_at(int64_t index) const;
@@ -87,6 +97,7 @@ class Tensor {
   int64_t numel_ = 0;
   void* data_ = nullptr;
   std::shared_ptr<void> storage_;  // owns data_ unless wrapped
+  std::shared_ptr<const std::vector<Tensor>> elements_;  // a sequence's elements
 };
 
 template <typename T>

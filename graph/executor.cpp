@@ -173,7 +173,10 @@ void run_step(const RunScope& run, size_t s) {
     const int slot = step.inputs[i];
     if (slot >= 0 && !context.fixed[slot]) step_inputs[i] = values[slot];
   }
-  if (!step.kernel->is_view() && !step.kernel->sizes_outputs()) {
+  if (step.kernel->sizes_outputs()) {
+    // The kernel allocates them: it must not find the previous run's (a sequence may hold those).
+    for (Tensor& output : step_outputs) output = Tensor{};
+  } else if (!step.kernel->is_view()) {
     for (size_t o = 0; o < step_outputs.size(); ++o) {
       const int slot = step.outputs[o];
       if (slot >= 0 && context.fixed[slot]) continue;
@@ -194,6 +197,7 @@ void run_step(const RunScope& run, size_t s) {
   const bool report = run.verbose && run.settings.verbose_for(step.backend_index) >= 1;
   const auto start = report ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   try {
+    const ScopedRunControl step_control(run.control);  // a subgraph's run inherits it
     if (context.bound[s]) {
       context.bound[s]->run(step_inputs, step_outputs);
     } else {
@@ -418,6 +422,8 @@ class ParallelRun : public std::enable_shared_from_this<ParallelRun> {
 std::vector<Tensor> execute_plan(const Plan& plan, std::span<const Tensor* const> inputs,
                                  std::span<Observer* const> observers, const Settings& settings,
                                  int thread_capacity, const RunControl* control) {
+  // A subgraph's run (If, Loop) stops when the run whose step started it does.
+  if (control == nullptr) control = current_run_control();
   // The run's event covers all of it, a new context's arena included; the profile keeps the plan its
   // events point into alive until it has read them.
   const uint32_t generation = events::generation();  // before the flag: a later profile drops these events

@@ -10,6 +10,7 @@
 
 #include "core/tensor.h"
 #include "ops/attributes.h"
+#include "ops/op_spec.h"
 
 namespace kiln {
 
@@ -24,9 +25,10 @@ struct Dim {
 // A declared graph input, output or intermediate value (ONNX ValueInfoProto).
 struct ValueInfo {
   std::string name;
-  DType dtype = DType::undefined;
+  DType dtype = DType::undefined;  // a sequence's or optional's: its tensors'; shape likewise
   bool has_shape = false;  // false: rank unknown
   std::vector<Dim> shape;
+  ValueKind kind = ValueKind::tensor;
 };
 
 std::string dims_to_string(const std::vector<Dim>& dims);  // "[batch, 3, 224, 224]"

@@ -78,8 +78,10 @@ MemoryPlan plan_memory(const Plan& plan) {
   std::vector<Block> blocks;
   std::vector<int> block_of_root(slots.size(), -1);
   for (size_t s = 0; s < slots.size(); ++s) {
+    // Values a kernel allocates when it runs (sequences, run-sized tensors) have no place in the arena.
     const bool placed = memory.root[s] == static_cast<int>(s) && slots[s].origin == SlotOrigin::computed &&
-                        producer[s] >= 0 && !excluded[s];
+                        producer[s] >= 0 && !excluded[s] &&
+                        !steps[static_cast<size_t>(producer[s])].kernel->sizes_outputs();
     if (!placed) continue;
     block_of_root[s] = static_cast<int>(blocks.size());
     blocks.push_back({static_cast<int>(s), aligned(stored_bytes[s]), producer[s], last_use[s], 0, {}});

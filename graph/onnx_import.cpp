@@ -58,8 +58,8 @@ class Importer {
     }
     for (const onnx::ValueInfoProto& info : proto.value_info()) {
       // value_info is only a hint for intermediate values: entries kiln cannot represent (sequences,
-      // maps, unsupported element types) are skipped; the nodes that produce them will be rejected
-      // by the planner with a clearer message. Malformed entries (negative dims) still fail.
+      // maps, unsupported element types) are skipped; the nodes that produce them are rejected by the
+      // planner with a clearer message, if at all. Malformed entries (negative dims) still fail.
       if (!info.type().has_tensor_type() || !is_supported_elem_type(info.type().tensor_type().elem_type()))
         continue;
       graph.value_info.push_back(convert_value_info(info, "value_info", depth));
@@ -86,9 +86,7 @@ class Importer {
       // Subgraph inputs and outputs (Loop bodies) may leave their type to inference.
       if (!proto.has_type() && depth > 0) return info;
       KILN_CHECK(proto.has_type(), invalid_model, "has no type");
-      KILN_CHECK(proto.type().has_tensor_type(), not_implemented, "is ", type_kind(proto.type()),
-                 ", not a tensor; kiln supports only tensor values");
-      const onnx::TypeProto_Tensor& tensor_type = proto.type().tensor_type();
+      const onnx::TypeProto_Tensor& tensor_type = tensor_type_of(proto.type(), info.kind);
       if (depth == 0 || tensor_type.elem_type() != onnx::TensorProto_DataType_UNDEFINED) {
         info.dtype = checked_dtype_from_onnx(tensor_type.elem_type());
       }
@@ -109,7 +107,29 @@ class Importer {
     });
   }
 
+  // The tensor type of a tensor, a sequence of tensors, or an optional of either; `kind` says which.
+  static const onnx::TypeProto_Tensor& tensor_type_of(const onnx::TypeProto& type, ValueKind& kind) {
+    if (type.has_tensor_type()) {
+      kind = ValueKind::tensor;
+      return type.tensor_type();
+    }
+    if (type.has_sequence_type() && type.sequence_type().elem_type().has_tensor_type()) {
+      kind = ValueKind::sequence;
+      return type.sequence_type().elem_type().tensor_type();
+    }
+    if (type.has_optional_type()) {
+      ValueKind inner = ValueKind::tensor;
+      const onnx::TypeProto_Tensor& tensor = tensor_type_of(type.optional_type().elem_type(), inner);
+      KILN_CHECK(!is_optional(inner), invalid_model, "is an optional of an optional");
+      kind = inner == ValueKind::sequence ? ValueKind::optional_sequence : ValueKind::optional_tensor;
+      return tensor;
+    }
+    fail(ErrorKind::not_implemented, "is ", type_kind(type),
+         ", not a tensor, a sequence of tensors or an optional of either; kiln supports only those");
+  }
+
   static const char* type_kind(const onnx::TypeProto& type) {
+    if (type.has_sequence_type()) return "a sequence of non-tensors";
     if (type.has_sequence_type()) return "a sequence";
     if (type.has_map_type()) return "a map";
     if (type.has_optional_type()) return "an optional";
@@ -191,9 +211,18 @@ class Importer {
               with_context(str_cat("graph #", i), [&] { return convert_subgraph(proto.graphs(i), depth); })));
         }
         break;
+      case onnx::AttributeProto_AttributeType_TYPE_PROTO: {
+        attribute.type = Attribute::Type::type;
+        ValueKind kind = ValueKind::tensor;
+        const onnx::TypeProto_Tensor& tensor_type = tensor_type_of(proto.tp(), kind);
+        KILN_CHECK(!is_optional(kind), not_implemented,
+                   "names an optional type, kiln takes a tensor or sequence");
+        attribute.value_type.sequence = kind == ValueKind::sequence;
+        attribute.value_type.dtype = checked_dtype_from_onnx(tensor_type.elem_type());
+        break;
+      }
       case onnx::AttributeProto_AttributeType_SPARSE_TENSOR:
       case onnx::AttributeProto_AttributeType_SPARSE_TENSORS:
-      case onnx::AttributeProto_AttributeType_TYPE_PROTO:
       case onnx::AttributeProto_AttributeType_TYPE_PROTOS:
         fail(ErrorKind::not_implemented, "has type ", onnx::AttributeProto_AttributeType_Name(proto.type()),
              ", which kiln does not support");

@@ -33,5 +33,8 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::filesystem::
 
 // Reads a serialized TensorProto file (ONNX's test_data_set_*/input_*.pb).
 Tensor load_tensor_file(const std::filesystem::path& path);
+// A value of `kind` from a file: a TensorProto, a SequenceProto (elements of `dtype`) or an
+// OptionalProto (empty: an undefined Tensor), as ONNX's test data stores them.
+Tensor load_value_file(const std::filesystem::path& path, ValueKind kind, DType dtype);
 
 }  // namespace kiln

@@ -24,14 +24,29 @@ void plan_node(PlanState& state, const Node& node) {
     const Node& node;
     ~Done() { state.in_progress.erase(&node); }
   } done{state, node};
-  // A value sized when it runs has no shape to plan on: not even Shape or Size may read it.
+  // A value sized when it runs has no shape to plan on: not even Shape or Size may read it. Nor
+  // may any op but the sequence, optional and control-flow ones read a sequence, an optional or a
+  // tensor whose shape depends on the branch taken or the iterations run.
+  const OpSchema* row = find_op_schema(node.op_type, node.domain);
+  const bool reads_any_value = row != nullptr && row->reads_any_value;
   for (const std::string& input : node.inputs) {
+    if (reads_any_value || input.empty()) continue;
     const auto sized = state.run_time_sized.find(input);
-    if (sized == state.run_time_sized.end()) continue;
-    fail(ErrorKind::not_implemented, sized->second, " sizes its output '", input,
-         "' when it runs (the size depends on the input values), and this node reads it: ",
-         "kiln fixes every other step's shapes when it plans, so such an output can only be ",
-         "a graph output (or computed from plan-time constants, which kiln folds)");
+    if (sized != state.run_time_sized.end()) {
+      fail(ErrorKind::not_implemented, sized->second, " sizes its output '", input,
+           "' when it runs (the size depends on the input values), and this node reads it: ",
+           "kiln fixes every other step's shapes when it plans, so such an output can only be ",
+           "a graph output (or computed from plan-time constants, which kiln folds)");
+    }
+    const Slot* slot = state.planned(input);
+    if (slot == nullptr || slot->info.is_static_tensor()) continue;
+    if (slot->info.kind != ValueKind::tensor) {
+      fail(ErrorKind::type_mismatch, node.op_type, " reads '", input, "', a ",
+           value_kind_name(slot->info.kind), ": only the sequence, optional and control-flow ops take one");
+    }
+    fail(ErrorKind::not_implemented, "reads '", input, "', whose shape only the run knows (",
+         "it comes from an If whose branches differ, a Loop, or a sequence of differently shaped tensors): ",
+         "kiln fixes this node's shapes when it plans");
   }
   if (plan_attention(state, node)) return;
   if (plan_residual_layer_norm(state, node)) return;
@@ -89,7 +104,7 @@ void plan_node(PlanState& state, const Node& node) {
 bool plan_ahead(PlanState& state, const std::string& value, int depth) {
   if (state.planned(value) != nullptr) return true;
   const auto producer = state.producers.find(value);
-  if (depth <= 0 || producer == state.producers.end()) return false;
+  if (depth <= 0 || producer == state.producers.end() || state.deferred_values.count(value)) return false;
   const Node& node = state.graph.nodes[producer->second];
   if (state.in_progress.count(&node) || state.fused.count(&node) || state.planned_ahead.count(&node))
     return false;
@@ -117,8 +132,10 @@ void run_passes(PlanState& state) {
     const Node& node = state.graph.nodes[index];
     // Its work happens inside the step it was fused into, or it was planned ahead of its turn.
     if (state.fused.count(&node) || state.planned_ahead.count(&node)) continue;
+    if (defer_if_run_time_shaped(state, node)) continue;
     with_context(node_label(node), [&] { plan_node(state, node); });
   }
+  plan_deferred_region(state);
   bind_outputs(state);
   plan_liveness(state);
   for (PlanStep& step : state.steps) step.threads = step.record.threads = state.settings.threads();
@@ -151,8 +168,9 @@ std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Sh
     }
     return state;
   };
-  const std::optional<Model> widened = widen_half_storage(model);
-  const Model& source = widened ? *widened : model;
+  const std::optional<Model> captured = append_captures(model);
+  const std::optional<Model> widened = widen_half_storage(captured ? *captured : model);
+  const Model& source = widened ? *widened : captured ? *captured : model;
   const std::optional<DistributedConcats> distributed = distribute_concats(source, settings);
   std::unique_ptr<PlanState> planned;  // refers to the model it plans, so declared after `distributed`
   std::map<std::string, std::string> undistributed;  // per Concat: why it was planned as written

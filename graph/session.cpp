@@ -49,11 +49,21 @@ void Session::bind_inputs(const TensorMap& inputs, std::span<const Tensor*> boun
     KILN_CHECK(it != inputs.end(), invalid_argument, "missing input '", declared.name, "' (",
                dtype_name(declared.dtype), " ", dims_to_string(declared.shape), ")");
     const Tensor& tensor = it->second;
-    KILN_CHECK(tensor.defined(), invalid_argument, "input '", declared.name, "' is an undefined tensor");
-    KILN_CHECK(tensor.dtype() == declared.dtype, type_mismatch, "input '", declared.name, "' must be ",
-               dtype_name(declared.dtype), ", got ", dtype_name(tensor.dtype()));
-    KILN_CHECK(tensor.is_contiguous(), invalid_argument, "input '", declared.name, "' must be contiguous");
     bound[i] = &tensor;
+    if (is_optional(declared.kind) && !tensor.defined()) continue;  // an empty optional
+    KILN_CHECK(tensor.defined(), invalid_argument, "input '", declared.name, "' is an undefined tensor");
+    const bool sequence = holds_sequence(declared.kind);
+    KILN_CHECK(tensor.is_sequence() == sequence, type_mismatch, "input '", declared.name, "' must be a ",
+               sequence ? "sequence (a list of tensors)" : "tensor", ", got a ",
+               tensor.is_sequence() ? "sequence" : "tensor");
+    KILN_CHECK(tensor.dtype() == declared.dtype, type_mismatch, "input '", declared.name, "' must be ",
+               sequence ? "a sequence of " : "", dtype_name(declared.dtype), ", got ",
+               dtype_name(tensor.dtype()));
+    for (size_t e = 0; e < tensor.elements().size(); ++e) {
+      KILN_CHECK(tensor.elements()[e].is_contiguous(), invalid_argument, "input '", declared.name,
+                 "' element ", e, " must be contiguous");
+    }
+    KILN_CHECK(tensor.is_contiguous(), invalid_argument, "input '", declared.name, "' must be contiguous");
   }
 }
 

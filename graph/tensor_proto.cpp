@@ -3,7 +3,7 @@
 // allocate more memory than the data it holds.
 #include "graph/tensor_proto.h"
 
-#include <onnx/onnx_pb.h>  // defines ONNX_API, then includes onnx-ml.pb.h
+#include <onnx/onnx-data_pb.h>  // defines ONNX_API, then includes onnx-ml.pb.h and onnx-data.pb.h
 
 #include <bit>
 #include <cerrno>
@@ -335,6 +335,53 @@ Tensor load_tensor_file(const fs::path& path) {
              path.string(), "' is not a valid serialized ONNX TensorProto (protobuf parse failed)");
   const fs::path folder = path.has_parent_path() ? path.parent_path() : fs::path(".");
   return tensor_from_proto_labeled(proto, folder, str_cat("tensor file '", path.string(), "'"));
+}
+
+namespace {
+
+Tensor sequence_from_proto(const onnx::SequenceProto& proto, DType dtype, const fs::path& folder) {
+  KILN_CHECK(
+      proto.elem_type() == onnx::SequenceProto_DataType_TENSOR ||
+          (proto.elem_type() == onnx::SequenceProto_DataType_UNDEFINED && proto.tensor_values_size() == 0),
+      not_implemented, "holds a sequence of element type ", proto.elem_type(),
+      "; kiln reads sequences of tensors");
+  std::vector<Tensor> elements;
+  for (int i = 0; i < proto.tensor_values_size(); ++i)
+    elements.push_back(tensor_from_proto_labeled(proto.tensor_values(i), folder, str_cat("element ", i)));
+  return Tensor::sequence(dtype, std::move(elements));
+}
+
+}  // namespace
+
+Tensor load_value_file(const fs::path& path, ValueKind kind, DType dtype) {
+  if (kind == ValueKind::tensor) return load_tensor_file(path);
+  const std::string bytes = read_file_bytes(path, "value file");
+  const fs::path folder = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  return with_context(str_cat("value file '", path.string(), "'"), [&]() -> Tensor {
+    if (kind == ValueKind::sequence) {
+      onnx::SequenceProto proto;
+      KILN_CHECK(proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())), invalid_model,
+                 "is not a valid serialized ONNX SequenceProto (protobuf parse failed)");
+      return sequence_from_proto(proto, dtype, folder);
+    }
+    onnx::OptionalProto proto;
+    KILN_CHECK(proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())), invalid_model,
+               "is not a valid serialized ONNX OptionalProto (protobuf parse failed)");
+    switch (proto.elem_type()) {
+      case onnx::OptionalProto_DataType_UNDEFINED:
+        return Tensor{};
+      case onnx::OptionalProto_DataType_TENSOR:
+        return proto.has_tensor_value()
+                   ? tensor_from_proto_labeled(proto.tensor_value(), folder, "its tensor")
+                   : Tensor{};
+      case onnx::OptionalProto_DataType_SEQUENCE:
+        return proto.has_sequence_value() ? sequence_from_proto(proto.sequence_value(), dtype, folder)
+                                          : Tensor{};
+      default:
+        fail(ErrorKind::not_implemented, "holds an optional of element type ", proto.elem_type(),
+             "; kiln reads optional tensors and sequences");
+    }
+  });
 }
 
 }  // namespace kiln

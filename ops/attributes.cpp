@@ -16,6 +16,8 @@ std::string_view attribute_type_name(Attribute::Type type) {
     case Attribute::Type::strings: return "strings";
     case Attribute::Type::tensors: return "tensors";
     case Attribute::Type::graphs: return "graphs";
+    case Attribute::Type::type:
+      return "type";
   }
   return "unknown";
 }

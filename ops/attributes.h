@@ -15,8 +15,14 @@ namespace kiln {
 
 class Graph;  // nested graphs (If/Loop bodies) are kept opaque to the op layer
 
+// A TYPE_PROTO attribute (Optional's `type`): a tensor or a sequence of tensors of `dtype`.
+struct ValueType {
+  bool sequence = false;
+  DType dtype = DType::undefined;
+};
+
 struct Attribute {
-  enum class Type { f, i, s, t, g, floats, ints, strings, tensors, graphs };
+  enum class Type { f, i, s, t, g, floats, ints, strings, tensors, graphs, type };
   Type type = Type::i;
   float f = 0;
   int64_t i = 0;
@@ -28,6 +34,7 @@ struct Attribute {
   std::vector<std::string> strings;
   std::vector<Tensor> tensors;
   std::vector<std::shared_ptr<const Graph>> graphs;
+  ValueType value_type;
 };
 
 std::string_view attribute_type_name(Attribute::Type type);

@@ -23,6 +23,9 @@ struct OpSchema {
   // May run at plan time when every input is a constant (false for ops with side effects or
   // randomness).
   bool foldable = true;
+  // Reads sequences, optionals and tensors whose shape only the run knows (the sequence, optional
+  // and control-flow ops); every other op's inputs are tensors of planned shapes.
+  bool reads_any_value = false;
 };
 
 // Schema for `op_type` in `domain` ("" or "ai.onnx"), or null when kiln does not know the op.
@@ -49,5 +52,8 @@ std::span<const OpSchema> grid_sample_schemas();     // ops/grid_sample.cpp: Gri
 std::span<const OpSchema> recurrent_schemas();       // ops/recurrent.cpp: LSTM, GRU, RNN
 std::span<const OpSchema> signal_schemas();          // ops/signal.cpp: DFT, STFT, windows, MelWeightMatrix
 std::span<const OpSchema> random_schemas();          // ops/random.cpp: RandomNormal, Bernoulli, ...
+std::span<const OpSchema>
+sequence_schemas();  // ops/sequence.cpp: Sequence*, SplitToSequence, ConcatFromSequence, Optional*
+std::span<const OpSchema> control_flow_schemas();  // ops/control_flow.cpp: If, Loop, Scan, SequenceMap
 
 }  // namespace kiln

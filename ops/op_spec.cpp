@@ -1,8 +1,55 @@
 #include "ops/op_spec.h"
 
 #include "core/error.h"
+#include "ops/subgraph.h"
 
 namespace kiln {
+
+std::string_view value_kind_name(ValueKind kind) {
+  switch (kind) {
+    case ValueKind::tensor:
+      return "tensor";
+    case ValueKind::sequence:
+      return "sequence";
+    case ValueKind::optional_tensor:
+      return "optional(tensor)";
+    case ValueKind::optional_sequence:
+      return "optional(sequence)";
+  }
+  return "?";
+}
+
+bool holds_sequence(ValueKind kind) {
+  return kind == ValueKind::sequence || kind == ValueKind::optional_sequence;
+}
+
+bool is_optional(ValueKind kind) {
+  return kind == ValueKind::optional_tensor || kind == ValueKind::optional_sequence;
+}
+
+TensorInfo info_of(const Tensor& value) {
+  TensorInfo info;
+  info.dtype = value.dtype();
+  if (!value.is_sequence()) {
+    info.shape = value.shape();
+    return info;
+  }
+  info.kind = ValueKind::sequence;
+  const std::span<const Tensor> elements = value.elements();
+  info.shape_known = !elements.empty();
+  for (const Tensor& element : elements) {
+    if (element.shape() != elements.front().shape()) info.shape_known = false;
+  }
+  if (info.shape_known) info.shape = elements.front().shape();
+  return info;
+}
+
+const Subgraph& OpSpec::subgraph(std::string_view name) const {
+  for (const auto& [attribute, graph] : subgraphs) {
+    if (attribute == name && graph != nullptr) return *graph;
+  }
+  fail(ErrorKind::invalid_model, op_type, " needs the graph attribute '", name, "'");
+}
 
 bool is_default_domain(std::string_view domain) {
   return domain.empty() || domain == "ai.onnx";

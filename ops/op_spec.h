@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -15,16 +17,39 @@
 
 namespace kiln {
 
+// ONNX's value kinds: a tensor, a sequence of tensors, and optionals of either (an optional holds
+// its value, or nothing: an undefined Tensor at run time).
+enum class ValueKind : uint8_t { tensor, sequence, optional_tensor, optional_sequence };
+
+std::string_view value_kind_name(ValueKind kind);  // "tensor", "sequence", "optional(tensor)", ...
+bool holds_sequence(ValueKind kind);               // sequence or optional(sequence)
+bool is_optional(ValueKind kind);
+
+class Subgraph;
+
 // A value's type and shape at plan time; `value` is set when the data is known (an initializer,
 // a folded constant, or an output whose value shape inference could compute, like Shape's).
+// For a sequence, dtype and shape are its elements' (the shape when every element has it); for an
+// optional, its value's.
 struct TensorInfo {
   DType dtype = DType::undefined;
   Shape shape;
   Tensor value;  // undefined when not known at plan time
+  ValueKind kind = ValueKind::tensor;
+  // False when only the run knows the shape: a sequence's elements differ, an optional may be empty,
+  // a control-flow output depends on the branch taken or the iterations run.
+  bool shape_known = true;
 
   bool present() const { return dtype != DType::undefined; }
   bool is_constant() const { return value.defined(); }
+  // A plain tensor whose shape planning knows: what every op but the sequence, optional and
+  // control-flow ops reads.
+  bool is_static_tensor() const { return kind == ValueKind::tensor && shape_known; }
 };
+
+// The info of a run-time value: its kind (tensor or sequence), dtype and shape (a sequence's when
+// all of its elements share one).
+TensorInfo info_of(const Tensor& value);
 
 struct OpSpec {
   std::string op_type;
@@ -34,6 +59,10 @@ struct OpSpec {
   const Attributes* attributes = nullptr;
   std::vector<TensorInfo> inputs;  // absent optional inputs are not present()
   int num_outputs = 1;             // outputs the node declares (optional trailing ones may be "")
+  // If's branches, Loop's and Scan's bodies, SequenceMap's body, by attribute name: the graph layer
+  // plans each for the inputs it is given. Inputs past the op's own are the values the subgraphs
+  // read from enclosing graphs, in the order Subgraph::run takes them after its own.
+  std::vector<std::pair<std::string, std::shared_ptr<const Subgraph>>> subgraphs;
 
   const Attributes& attrs() const { return *attributes; }
   int num_inputs() const { return static_cast<int>(inputs.size()); }
@@ -44,6 +73,8 @@ struct OpSpec {
   // run time (kiln plans shapes statically, so shape-defining inputs must be constants; the planner
   // then binds a graph input's value into the plan, or reports the error).
   const Tensor& constant_input(int index, const char* what) const;
+  // The subgraph of graph attribute `name`; throws invalid_model when the node has none.
+  const Subgraph& subgraph(std::string_view name) const;
 };
 
 // Thrown by OpSpec::constant_input; `input` is the node input whose value was needed.

@@ -8,11 +8,10 @@ namespace {
 using FamilyTable = std::span<const OpSchema> (*)();
 
 constexpr std::array kFamilies = {
-    conv_schemas,           pool_schemas,    matmul_schemas,      elementwise_schemas,
-    normalization_schemas,  softmax_schemas, reduce_schemas,      shape_schemas,
-    data_movement_schemas,  einsum_schemas,  resize_schemas,      indexing_schemas,
-    data_dependent_schemas, roi_schemas,     grid_sample_schemas, recurrent_schemas,
-    signal_schemas,         random_schemas,
+    conv_schemas,      pool_schemas,     matmul_schemas,         elementwise_schemas,   normalization_schemas,
+    softmax_schemas,   reduce_schemas,   shape_schemas,          data_movement_schemas, einsum_schemas,
+    resize_schemas,    indexing_schemas, data_dependent_schemas, roi_schemas,           grid_sample_schemas,
+    recurrent_schemas, signal_schemas,   random_schemas,         sequence_schemas,      control_flow_schemas,
 };
 
 }  // namespace

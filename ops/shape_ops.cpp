@@ -182,7 +182,9 @@ std::vector<TensorInfo> infer_constant(const OpSpec& spec) {
 
 std::vector<TensorInfo> infer_identity(const OpSpec& spec) {
   expect_inputs(spec, 1, 1);
-  return {TensorInfo{spec.input(0).dtype, spec.input(0).shape, {}}};
+  TensorInfo info = spec.input(0);  // any kind: the planner forwards the value
+  info.value = {};
+  return {info};
 }
 
 std::vector<TensorInfo> infer_dropout(const OpSpec& spec) {
@@ -228,7 +230,7 @@ constexpr OpSchema kSchemas[] = {
     {"Reshape", infer_reshape, 5},  {"Flatten", infer_flatten},
     {"Squeeze", infer_squeeze},     {"Unsqueeze", infer_unsqueeze},
     {"Expand", infer_expand, 8},    {"ConstantOfShape", infer_constant_of_shape, 9},
-    {"Constant", infer_constant},   {"Identity", infer_identity},
+    {"Constant", infer_constant},   {"Identity", infer_identity, 1, true, true},
     {"Dropout", infer_dropout},     {"Range", infer_range, 11},
     {"EyeLike", infer_eye_like, 9},
 };

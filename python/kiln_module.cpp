@@ -81,6 +81,42 @@ py::array array_from_tensor(const Tensor& tensor, const std::string& name) {
                    tensor.raw_data(), free_owner);
 }
 
+// A model input from Python: a numpy array (a tensor), a list or tuple of arrays (a sequence), or
+// None (an empty optional). `declared` (null for a name the model lacks) gives an empty list's dtype.
+Tensor value_from_python(const py::handle& object, const std::string& what, const ValueInfo* declared,
+                         std::vector<py::object>& keep) {
+  if (object.is_none()) return {};
+  if (!py::isinstance<py::list>(object) && !py::isinstance<py::tuple>(object))
+    return tensor_from_array(object, what, keep);
+  std::vector<Tensor> elements;
+  for (const py::handle& element : object) {
+    elements.push_back(tensor_from_array(element, str_cat(what, " element ", elements.size()), keep));
+  }
+  const DType dtype = !elements.empty() ? elements[0].dtype() : declared ? declared->dtype : DType::f32;
+  try {
+    return Tensor::sequence(dtype, std::move(elements));
+  } catch (const Error& error) {
+    throw py::type_error(str_cat(what, ": ", error.message()));
+  }
+}
+
+// A model output for Python: an array, a list of arrays (a sequence), or None (an empty optional).
+py::object python_from_value(const Tensor& value, const std::string& name) {
+  if (!value.defined()) return py::none();
+  if (!value.is_sequence()) return array_from_tensor(value, name);
+  py::list elements;
+  for (size_t i = 0; i < value.elements().size(); ++i)
+    elements.append(array_from_tensor(value.elements()[i], str_cat(name, "[", i, "]")));
+  return elements;
+}
+
+const ValueInfo* declared_input(const Session& session, const std::string& name) {
+  for (const ValueInfo& info : session.inputs()) {
+    if (info.name == name) return &info;
+  }
+  return nullptr;
+}
+
 // A Python callable as a verbose sink. Calls and the callable's release happen under the GIL,
 // whichever thread writes the line or drops the last reference.
 class PythonCallbackSink final : public VerboseSink {
@@ -269,6 +305,7 @@ py::list value_infos(const std::vector<ValueInfo>& infos) {
     py::dict entry;
     entry["name"] = info.name;
     entry["dtype"] = std::string(dtype_name(info.dtype));
+    entry["kind"] = std::string(value_kind_name(info.kind));
     entry["shape"] = info.has_shape ? py::object(shape) : py::object(py::none());
     list.append(entry);
   }
@@ -286,8 +323,8 @@ ExplainInputs explain_inputs(const Session& session, const py::dict& inputs) {
   ExplainInputs explained;
   for (const ValueInfo& info : session.inputs()) {
     if (!inputs.contains(info.name)) throw py::value_error(str_cat("missing input '", info.name, "'"));
-    const Tensor tensor =
-        tensor_from_array(inputs[py::str(info.name)], str_cat("input '", info.name, "'"), explained.keep);
+    const Tensor tensor = value_from_python(inputs[py::str(info.name)], str_cat("input '", info.name, "'"),
+                                            &info, explained.keep);
     explained.by_name[info.name] = tensor;
     explained.ordered.push_back(tensor);
   }
@@ -300,7 +337,8 @@ py::dict run_session(Session& session, const py::dict& inputs, const std::shared
   for (const auto& [key, value] : inputs) {
     if (!py::isinstance<py::str>(key)) throw py::type_error("input names must be str");
     const std::string name = py::str(key);
-    tensors[name] = tensor_from_array(value, str_cat("input '", name, "'"), keep);
+    tensors[name] =
+        value_from_python(value, str_cat("input '", name, "'"), declared_input(session, name), keep);
   }
   TensorMap outputs;
   {
@@ -309,7 +347,7 @@ py::dict run_session(Session& session, const py::dict& inputs, const std::shared
   }
   py::dict result;
   for (const ValueInfo& info : session.outputs())
-    result[py::str(info.name)] = array_from_tensor(outputs.at(info.name), info.name);
+    result[py::str(info.name)] = python_from_value(outputs.at(info.name), info.name);
   return result;
 }
 
@@ -369,7 +407,7 @@ struct PythonRunFuture {
     const Session& owner = session.cast<const Session&>();
     py::dict result;
     for (const ValueInfo& info : owner.outputs())
-      result[py::str(info.name)] = array_from_tensor(outputs.at(info.name), info.name);
+      result[py::str(info.name)] = python_from_value(outputs.at(info.name), info.name);
     return result;
   }
 };
@@ -382,7 +420,8 @@ PythonRunFuture run_session_async(const py::object& self, const py::dict& inputs
   for (const auto& [key, value] : inputs) {
     if (!py::isinstance<py::str>(key)) throw py::type_error("input names must be str");
     const std::string name = py::str(key);
-    tensors[name] = tensor_from_array(value, str_cat("input '", name, "'"), keep);
+    tensors[name] =
+        value_from_python(value, str_cat("input '", name, "'"), declared_input(session, name), keep);
   }
   auto references = std::make_shared<PythonReferences>(std::move(keep));
   return PythonRunFuture{session.run_async(std::move(tensors), std::move(references), std::move(control)), self};

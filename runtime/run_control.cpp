@@ -15,4 +15,20 @@ void RunControl::check(const char* where) const {
   }
 }
 
+namespace {
+thread_local const RunControl* current_control = nullptr;
+}  // namespace
+
+const RunControl* current_run_control() noexcept {
+  return current_control;
+}
+
+ScopedRunControl::ScopedRunControl(const RunControl* control) noexcept : previous_(current_control) {
+  current_control = control;
+}
+
+ScopedRunControl::~ScopedRunControl() {
+  current_control = previous_;
+}
+
 }  // namespace kiln

@@ -35,4 +35,20 @@ class RunControl {
   std::atomic<Clock::rep> deadline_ns_{kNoDeadline};
 };
 
+// The control of the run whose step is running on this thread (null outside a step, or for a run
+// started without one): a subgraph's run (If, Loop) inherits it, and Loop checks it between
+// iterations, so a deadline stops a loop that would not end by itself.
+const RunControl* current_run_control() noexcept;
+
+class ScopedRunControl {
+ public:
+  explicit ScopedRunControl(const RunControl* control) noexcept;
+  ~ScopedRunControl();
+  ScopedRunControl(const ScopedRunControl&) = delete;
+  ScopedRunControl& operator=(const ScopedRunControl&) = delete;
+
+ private:
+  const RunControl* previous_;
+};
+
 }  // namespace kiln

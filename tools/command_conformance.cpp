@@ -59,6 +59,27 @@ Tensor as_declared(Tensor tensor, DType declared) {
 
 // Empty when equal within tolerance, otherwise what differs.
 std::string compare(const std::string& name, const Tensor& expected, const Tensor& actual) {
+  if (expected.defined() != actual.defined()) {
+    return str_cat("output '", name, "' is ", actual.defined() ? "a value" : "an empty optional",
+                   ", expected ", expected.defined() ? "a value" : "an empty optional");
+  }
+  if (!expected.defined()) return {};
+  if (expected.is_sequence() != actual.is_sequence()) {
+    return str_cat("output '", name, "' is a ", actual.is_sequence() ? "sequence" : "tensor", ", expected a ",
+                   expected.is_sequence() ? "sequence" : "tensor");
+  }
+  if (expected.is_sequence()) {
+    if (expected.elements().size() != actual.elements().size()) {
+      return str_cat("output '", name, "' has ", actual.elements().size(), " elements, expected ",
+                     expected.elements().size());
+    }
+    for (size_t i = 0; i < expected.elements().size(); ++i) {
+      std::string difference =
+          compare(str_cat(name, "[", i, "]"), expected.elements()[i], actual.elements()[i]);
+      if (!difference.empty()) return difference;
+    }
+    return {};
+  }
   if (expected.dtype() != actual.dtype()) {
     return str_cat("output '", name, "' is ", dtype_name(actual.dtype()), ", expected ", dtype_name(expected.dtype()));
   }
@@ -118,16 +139,18 @@ CaseResult run_case(const fs::path& folder) {
       for (size_t i = 0; i < session.inputs().size(); ++i) {
         const fs::path file = data_set / str_cat("input_", i, ".pb");
         if (fs::exists(file)) {
-          inputs[session.inputs()[i].name] = as_declared(load_tensor_file(file), session.inputs()[i].dtype);
+          const ValueInfo& input = session.inputs()[i];
+          inputs[input.name] = as_declared(load_value_file(file, input.kind, input.dtype), input.dtype);
         }
       }
       const TensorMap outputs = session.run(inputs);
       for (size_t i = 0; i < declared_outputs.size(); ++i) {
         const fs::path file = data_set / str_cat("output_", i, ".pb");
         if (!fs::exists(file)) continue;
+        const ValueInfo& output = declared_outputs[i];
         const std::string difference =
-            compare(declared_outputs[i].name, as_declared(load_tensor_file(file), declared_outputs[i].dtype),
-                    outputs.at(declared_outputs[i].name));
+            compare(output.name, as_declared(load_value_file(file, output.kind, output.dtype), output.dtype),
+                    outputs.at(output.name));
         if (!difference.empty()) {
           result.outcome = Outcome::failed;
           result.detail = str_cat(data_set.filename().string(), ": ", difference);

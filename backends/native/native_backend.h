@@ -37,6 +37,8 @@ std::span<const KernelEntry> grid_sample_kernels();
 std::span<const KernelEntry> recurrent_kernels();
 std::span<const KernelEntry> signal_kernels();
 std::span<const KernelEntry> random_kernels();
+std::span<const KernelEntry> sequence_kernels();
+std::span<const KernelEntry> control_flow_kernels();
 
 // Attention's kernels are chosen by name (request.variant: "math" or "flash", attention.cpp), so
 // their factory takes the whole request.

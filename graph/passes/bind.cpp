@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <unordered_map>
 
 #include "graph/passes/passes.h"
@@ -19,6 +20,21 @@ void bind_inputs(PlanState& state) {
     const Shape& shape = state.input_shapes[i];
     KILN_CHECK(declared.dtype != DType::undefined, invalid_model, "graph input '", declared.name,
                "' has no element type");
+    if (declared.kind != ValueKind::tensor) {
+      // A sequence's element shape is planned on when declared in full; an optional's never (it may
+      // be empty).
+      TensorInfo info{declared.dtype, {}, {}};
+      info.kind = declared.kind;
+      info.shape_known = declared.kind == ValueKind::sequence && declared.has_shape &&
+                         std::all_of(declared.shape.begin(), declared.shape.end(),
+                                     [](const Dim& dim) { return dim.is_known(); });
+      for (const Dim& dim : declared.shape) {
+        if (info.shape_known) info.shape.push_back(dim.value);
+      }
+      state.input_slots.push_back(
+          state.add_slot(declared.name, info, SlotOrigin::graph_input, Layout::plain, {i}));
+      continue;
+    }
     if (declared.has_shape) {
       KILN_CHECK(shape.size() == declared.shape.size(), invalid_argument, "input '", declared.name,
                  "' must have rank ", declared.shape.size(), " (shape ", dims_to_string(declared.shape),
@@ -50,6 +66,14 @@ void bind_outputs(PlanState& state) {
     KILN_CHECK(output.dtype == DType::undefined || output.dtype == info.dtype, invalid_model,
                "graph output '", output.name, "' is declared ", dtype_name(output.dtype), " but computes ",
                dtype_name(info.dtype));
+    // An optional and a value of its kind pass for each other (a Loop carrying an optional sequence
+    // returns the sequence it built); other kinds must agree.
+    const auto inner = [](ValueKind kind) {
+      return holds_sequence(kind) ? ValueKind::sequence : ValueKind::tensor;
+    };
+    KILN_CHECK(output.dtype == DType::undefined || inner(output.kind) == inner(info.kind), invalid_model,
+               "graph output '", output.name, "' is declared a ", value_kind_name(output.kind),
+               " but computes a ", value_kind_name(info.kind));
     state.output_slots.push_back(slot);
   }
 }

@@ -21,6 +21,14 @@ namespace kiln {
 // inputs read through a Cast to float32 and half outputs cast back from it. Nothing for other models.
 std::optional<Model> widen_half_storage(const Model& model);
 
+// captures.cpp, first: for a model whose nodes have subgraphs (If, Loop, Scan, SequenceMap), a copy
+// in which each such node's inputs are its own followed by every value its subgraphs read from
+// enclosing graphs (their captures); nothing for other models. A read of a value no enclosing graph
+// defines is an error naming it.
+std::optional<Model> append_captures(const Model& model);
+// The values `graph` and its nested subgraphs read without defining them, in order of first read.
+std::vector<std::string> outer_scope_reads(const Graph& graph);
+
 // concat_distribution.cpp, before the passes (it decides which model they plan): a copy of `model`
 // in which each channel Concat whose every reader is a group-1 float32 Conv with constant weights
 // (the parts' channels fixed by the weights that produce them) is gone, each reader split into one
@@ -87,6 +95,13 @@ struct NodeForm {
   std::vector<FusedNode> unfused;
   std::vector<Refusal> fused_form_refusals;
 };
+
+// deferred.cpp: true when `node` reads a value whose shape only the run knows (and is not an op
+// that takes such values: the sequence, optional and control-flow ops) or a value of a node left for
+// the run; it is then left for the run too. After the other nodes, plan_deferred_region plans those
+// as one step that plans and runs them when the run reaches it.
+bool defer_if_run_time_shaped(PlanState& state, const Node& node);
+void plan_deferred_region(PlanState& state);
 
 // plan.cpp: plans the node producing `value` now, before its turn in the order, if everything it
 // reads is planned or can be planned so (at most `depth` producers deep) and nothing it depends on

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "graph/subgraph_runner.h"
+#include "ops/control_flow.h"
+
 namespace kiln {
 
 std::string node_label(const Node& node) {
@@ -54,9 +57,42 @@ OpSpec PlanState::op_spec_without_inputs(const Node& node) const {
 
 OpSpec PlanState::op_spec(const Node& node) const {
   OpSpec spec = op_spec_without_inputs(node);
-  for (const std::string& input : node.inputs)
-    spec.inputs.push_back(input.empty() ? TensorInfo{} : slots[static_cast<size_t>(slot_of(input))].info);
+  for (const std::string& input : node.inputs) {
+    if (input.empty()) {
+      spec.inputs.emplace_back();
+      continue;
+    }
+    TensorInfo info = slots[static_cast<size_t>(slot_of(input))].info;
+    // A value sized when it runs has only a bound for a shape here.
+    if (run_time_sized.count(input)) {
+      info.shape_known = false;
+      info.shape.clear();
+    }
+    spec.inputs.push_back(std::move(info));
+  }
+  spec.subgraphs = subgraphs_of(node, spec);
   return spec;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<const Subgraph>>> PlanState::subgraphs_of(
+    const Node& node, const OpSpec& spec) const {
+  if (const auto found = subgraphs.find(&node); found != subgraphs.end()) return found->second;
+  std::vector<std::pair<std::string, std::shared_ptr<const Subgraph>>> planned;
+  for (const auto& [name, attribute] : node.attributes.all()) {
+    if (attribute.g == nullptr) continue;
+    const size_t body_inputs = node.op_type == "If" ? 0 : attribute.g->inputs.size();
+    const size_t own = std::min(node.inputs.size(),
+                                static_cast<size_t>(own_input_count(node.op_type, spec.opset, body_inputs)));
+    std::vector<std::string> captures(node.inputs.begin() + static_cast<std::ptrdiff_t>(own),
+                                      node.inputs.end());
+    std::vector<TensorInfo> capture_infos(spec.inputs.begin() + static_cast<std::ptrdiff_t>(own),
+                                          spec.inputs.end());
+    planned.emplace_back(name, std::make_shared<PlannedSubgraph>(
+                                   attribute.g, model.opsets, std::move(captures), std::move(capture_infos),
+                                   settings, str_cat(node_label(node), " subgraph '", name, "'")));
+  }
+  subgraphs[&node] = planned;
+  return planned;
 }
 
 }  // namespace kiln

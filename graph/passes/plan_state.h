@@ -4,6 +4,7 @@
 // which nodes were planned inside another, which converted copies of values exist already.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -53,6 +54,13 @@ struct PlanState {
   std::unordered_set<const Node*> planned_ahead;                 // planned before their turn (plan_ahead)
   std::unordered_set<const Node*> in_progress;                   // being planned now
   std::map<std::pair<int, Layout>, int> reordered;               // (slot, layout) -> converted slot
+  // Each control-flow node's subgraphs, planned by the node's inputs as op_spec first saw them.
+  mutable std::map<const Node*, std::vector<std::pair<std::string, std::shared_ptr<const Subgraph>>>>
+      subgraphs;
+  // Nodes left for the run to plan (passes/deferred.cpp), in order, and the values they produce.
+  std::vector<const Node*> deferred;
+  std::unordered_set<std::string> deferred_values;
+  std::deque<Node> synthesized;  // nodes planning made (a deferred region's step), kept while it plans
   std::map<std::string, std::string> node_notes;  // node name -> note its step carries (a model rewrite's)
   // Values whose size a step finds only when it runs (Kernel::sizes_outputs) -> that step's node label.
   std::map<std::string, std::string> run_time_sized;
@@ -77,6 +85,9 @@ struct PlanState {
   // What the op layer sees of `node`: type, domain, opset, attributes and its planned inputs.
   OpSpec op_spec(const Node& node) const;
   OpSpec op_spec_without_inputs(const Node& node) const;
+  // The subgraphs of `node`'s graph attributes, planned for `spec`'s inputs (made once per node).
+  std::vector<std::pair<std::string, std::shared_ptr<const Subgraph>>> subgraphs_of(const Node& node,
+                                                                                    const OpSpec& spec) const;
 };
 
 std::string node_label(const Node& node);

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 
 #include "graph/passes/passes.h"
@@ -21,7 +22,10 @@ std::string bf16_fallback_note() {
 
 // How a step's output of logical `info` in `layout` is stored: shape and dtype of the tensor it writes.
 TensorInfo stored_info(const TensorInfo& info, Layout layout) {
-  return TensorInfo{stored_dtype(info.dtype, layout), stored_shape(info.shape, layout), {}};
+  TensorInfo stored{stored_dtype(info.dtype, layout), stored_shape(info.shape, layout), {}};
+  stored.kind = info.kind;
+  stored.shape_known = info.shape_known;
+  return stored;
 }
 
 }  // namespace
@@ -84,8 +88,12 @@ void add_step(PlanState& state, NodeForm form, KernelSelection selection, double
   if (const auto rewrite = state.node_notes.find(record.node_name); rewrite != state.node_notes.end())
     record.notes.push_back(rewrite->second);
   if (selection.kernel->sizes_outputs()) {
+    const bool bounded = std::any_of(form.outputs.begin(), form.outputs.end(),
+                                     [](const TensorInfo& output) { return output.is_static_tensor(); });
     record.notes.push_back(
-        "output sized at run time: its size depends on the input values (the planned shape is a bound)");
+        bounded ? "output sized at run time: its size depends on the input values (the planned "
+                  "shape is a bound)"
+                : "outputs made when it runs: their shapes, or the sequences they are, are the run's");
   }
   record.creation_ms = selection_ms;
   for (const Node* follower : form.fused) record.fused.push_back({follower->op_type, follower->name});
@@ -112,7 +120,8 @@ void add_step(PlanState& state, NodeForm form, KernelSelection selection, double
   const std::vector<size_t> dependencies = state.dependencies_of(step.inputs);
   for (size_t i = 0; i < form.output_names.size(); ++i) {
     const Layout layout = kernel.output_layout(i);
-    const TensorInfo info{form.outputs[i].dtype, form.outputs[i].shape, {}};
+    TensorInfo info = form.outputs[i];
+    info.value = {};
     record.output_shapes.push_back(info.shape);
     record.output_dtypes.push_back(info.dtype);
     record.output_layouts.push_back(layout);
@@ -126,7 +135,9 @@ void add_step(PlanState& state, NodeForm form, KernelSelection selection, double
                                   ? state.slots[static_cast<size_t>(step.inputs[0])].origin
                                   : SlotOrigin::computed;
     step.outputs.push_back(state.add_slot(form.output_names[i], info, origin, layout, dependencies));
-    if (kernel.sizes_outputs()) {
+    // A sizing kernel's tensor output planned with a bound for a shape (NonZero's); sequences and
+    // unknown shapes say so in their info.
+    if (kernel.sizes_outputs() && info.is_static_tensor()) {
       state.run_time_sized[form.output_names[i]] =
           str_cat("node '", record.node_name, "' (", record.op_type, ")");
     }
