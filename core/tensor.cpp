@@ -129,6 +129,14 @@ Tensor Tensor::reshaped(Shape shape) const {
   return view;
 }
 
+Tensor Tensor::leading(int64_t count) const {
+  KILN_ASSERT(is_contiguous() && rank() >= 1 && count >= 0 && count <= shape_[0]);
+  Tensor view = *this;
+  view.shape_[0] = count;
+  view.numel_ = checked_numel(view.shape_);
+  return view;
+}
+
 Tensor Tensor::clone() const {
   if (!defined()) return {};
   if (is_sequence()) {

@@ -82,6 +82,8 @@ class Tensor {
 
   // Same storage, new shape with the same element count (contiguous tensors only).
   Tensor reshaped(Shape shape) const;
+  // Same storage, the first `count` entries along axis 0 (contiguous tensors of rank >= 1).
+  Tensor leading(int64_t count) const;
   // Deep copy into a new contiguous tensor (a sequence: of every element).
   Tensor clone() const;
   // Element i of a tensor of any numeric dtype, converted; for shape/index inputs.

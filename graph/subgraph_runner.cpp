@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "graph/executor.h"
+#include "graph/passes/passes.h"
 #include "graph/plan.h"
 
 namespace kiln {
@@ -34,11 +35,66 @@ ValueInfo value_info(const std::string& name, const TensorInfo& info) {
   return value;
 }
 
+// How many times `graph`'s nodes (and the subgraphs nested in them) read `name`.
+int reads_of(const Graph& graph, const std::string& name) {
+  int reads = 0;
+  for (const Node& node : graph.nodes) {
+    reads += static_cast<int>(std::count(node.inputs.begin(), node.inputs.end(), name));
+    for (const auto& [attribute_name, attribute] : node.attributes.all()) {
+      std::vector<std::shared_ptr<const Graph>> nested = attribute.graphs;
+      if (attribute.g != nullptr) nested.push_back(attribute.g);
+      for (const auto& inner : nested) {
+        const std::vector<std::string> outer = outer_scope_reads(*inner);
+        reads += static_cast<int>(std::count(outer.begin(), outer.end(), name));
+      }
+    }
+  }
+  return reads;
+}
+
+// A Loop body (inputs: iteration, condition, carried...; outputs: condition, carried..., scans...)
+// whose carried value v leaves as Concat(v, rows) along axis 0, v read nowhere else and the
+// Concat's output nowhere else but as v's output: returns the body returning `rows` instead, and
+// marks the output in `appended`.
+std::shared_ptr<const Graph> returning_appended_rows(const std::shared_ptr<const Graph>& body,
+                                                     std::vector<bool>& appended) {
+  appended.assign(body->outputs.size(), false);
+  if (body->inputs.size() < 2) return body;
+  std::shared_ptr<Graph> rewritten;
+  const size_t carried =
+      std::min(body->inputs.size() - 2, body->outputs.size() - std::min<size_t>(1, body->outputs.size()));
+  for (size_t v = 0; v < carried; ++v) {
+    const Graph& current = rewritten ? *rewritten : *body;
+    const std::string& input = current.inputs[2 + v].name;
+    const std::string& output = current.outputs[1 + v].name;
+    const auto concat = std::find_if(current.nodes.begin(), current.nodes.end(), [&](const Node& node) {
+      return node.outputs.size() == 1 && node.outputs[0] == output;
+    });
+    if (concat == current.nodes.end() || concat->op_type != "Concat" || !is_default_domain(concat->domain) ||
+        concat->inputs.size() != 2 || concat->inputs[0] != input || concat->inputs[1].empty() ||
+        concat->attributes.get_int("axis", -1) != 0)
+      continue;
+    const auto outputs_named =
+        std::count_if(current.outputs.begin(), current.outputs.end(),
+                      [&](const ValueInfo& info) { return info.name == output || info.name == input; });
+    if (reads_of(current, input) != 1 || reads_of(current, output) != 0 || outputs_named != 1) continue;
+    if (!rewritten) rewritten = std::make_shared<Graph>(*body);
+    const std::string rows = concat->inputs[1];
+    rewritten->nodes.erase(rewritten->nodes.begin() + (concat - current.nodes.begin()));
+    ValueInfo& returned = rewritten->outputs[1 + v];
+    returned.name = rows;
+    returned.has_shape = false;
+    returned.shape.clear();
+    appended[1 + v] = true;
+  }
+  return rewritten ? rewritten : body;
+}
+
 }  // namespace
 
 PlannedSubgraph::PlannedSubgraph(std::shared_ptr<const Graph> graph, std::map<std::string, int64_t> opsets,
                                  std::vector<std::string> captures, std::vector<TensorInfo> capture_infos,
-                                 Settings settings, std::string label)
+                                 Settings settings, std::string label, bool loop_body)
     : graph_(std::move(graph)),
       opsets_(std::move(opsets)),
       captures_(std::move(captures)),
@@ -48,6 +104,14 @@ PlannedSubgraph::PlannedSubgraph(std::shared_ptr<const Graph> graph, std::map<st
   for (size_t i = 0; i < captures_.size(); ++i) {
     if (!capture_infos_[i].is_constant()) run_time_captures_.push_back(i);
   }
+  if (loop_body) graph_ = returning_appended_rows(graph_, appended_);
+  const auto unread = [&](const std::string& name) {
+    return reads_of(*graph_, name) == 0 &&
+           std::none_of(graph_->outputs.begin(), graph_->outputs.end(),
+                        [&](const ValueInfo& output) { return output.name == name; });
+  };
+  for (const ValueInfo& input : graph_->inputs) unread_.push_back(unread(input.name));
+  for (size_t i : run_time_captures_) unread_.push_back(unread(captures_[i]));
   // A body runs inside one step of its enclosing run, on that step's threads: its steps run one
   // after another.
   settings_.set("execution_mode", static_cast<int>(ExecutionMode::sequential));
@@ -96,8 +160,16 @@ std::vector<TensorInfo> PlannedSubgraph::declared_outputs() const {
 
 std::shared_ptr<const Plan> PlannedSubgraph::plan_for(std::span<const TensorInfo> infos,
                                                       std::span<const Tensor> values) const {
+  // An input no node reads (a carried value the body now only appends to) plans the same at any
+  // shape: its shape is not part of the key.
   std::string key;
-  for (const TensorInfo& info : infos) append_key(key, info);
+  for (size_t i = 0; i < infos.size(); ++i) {
+    if (unread_[i]) {
+      key += "unread;";
+    } else {
+      append_key(key, infos[i]);
+    }
+  }
   std::vector<Tensor> bound(infos.size());
   for (;;) {
     {
@@ -111,7 +183,15 @@ std::shared_ptr<const Plan> PlannedSubgraph::plan_for(std::span<const TensorInfo
     try {
       std::shared_ptr<const Plan> plan = Plan::build(*model, shapes, bound, settings_);
       std::lock_guard lock(mutex_);
-      return plans_.try_emplace(key, Planned{model, plan}).first->second.plan;
+      const auto [entry, added] = plans_.try_emplace(key, Planned{model, plan});
+      if (added) {
+        plan_order_.push_back(key);
+        if (plan_order_.size() > kMaxPlans) {
+          plans_.erase(plan_order_.front());
+          plan_order_.pop_front();
+        }
+      }
+      return plan;
     } catch (const NeedsInputValue& needs) {
       // A shape computed from one of its inputs (a Reshape by the iteration number): planned for
       // that input's value, when the run has it.

@@ -5,6 +5,7 @@
 // values planning needed bound), built on first use and kept.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,15 +22,22 @@ class Plan;
 
 class PlannedSubgraph final : public Subgraph {
  public:
-  // `captures` and `capture_infos`: the enclosing node's inputs past the op's own, in order.
+  // Plans kept per subgraph: a body whose shapes change with the data (a Loop resizing each box)
+  // plans per shape; beyond this many the oldest plan is dropped (runs using it keep it alive).
+  static constexpr size_t kMaxPlans = 256;
+
+  // `captures` and `capture_infos`: the enclosing node's inputs past the op's own, in order. A
+  // `loop_body` returns the rows it appends to a loop-carried value instead of the whole value where
+  // it computes `Concat(carried, rows)` along axis 0 and reads the carried value nowhere else.
   PlannedSubgraph(std::shared_ptr<const Graph> graph, std::map<std::string, int64_t> opsets,
                   std::vector<std::string> captures, std::vector<TensorInfo> capture_infos, Settings settings,
-                  std::string label);
+                  std::string label, bool loop_body = false);
 
   size_t num_inputs() const override { return graph_->inputs.size(); }
   size_t num_outputs() const override { return graph_->outputs.size(); }
   const std::string& name() const override { return label_; }
   std::vector<TensorInfo> infer(std::span<const TensorInfo> inputs) const override;
+  const std::vector<bool>& appended_outputs() const override { return appended_; }
   std::vector<Tensor> run(std::span<const Tensor> inputs) const override;
 
   // Plans built so far (for tests and explain).
@@ -54,10 +62,13 @@ class PlannedSubgraph final : public Subgraph {
   std::vector<std::string> captures_;
   std::vector<TensorInfo> capture_infos_;
   std::vector<size_t> run_time_captures_;  // positions in captures_ fed at run time
+  std::vector<bool> appended_;
+  std::vector<bool> unread_;  // per model input (own, then fed captures): no node reads it
   Settings settings_;
   std::string label_;
   mutable std::mutex mutex_;
   mutable std::map<std::string, Planned> plans_;
+  mutable std::deque<std::string> plan_order_;  // keys, oldest first: past kMaxPlans the oldest go
 };
 
 }  // namespace kiln

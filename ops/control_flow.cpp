@@ -105,9 +105,17 @@ std::vector<TensorInfo> infer_loop(const OpSpec& spec) {
   }
   const std::vector<TensorInfo> body_outputs = body.infer(body_inputs);
   std::vector<TensorInfo> outputs;
-  for (size_t i = 0; i < carried; ++i)
-    outputs.push_back(
-        merge(body_inputs[2 + i], body_outputs[1 + i], str_cat("Loop's loop-carried value ", i)));
+  const std::vector<bool>& appended = body.appended_outputs();
+  for (size_t i = 0; i < carried; ++i) {
+    TensorInfo merged =
+        merge(body_inputs[2 + i], body_outputs[1 + i], str_cat("Loop's loop-carried value ", i));
+    // The body returns the rows it appends: the value grows by them every iteration.
+    if (1 + i < appended.size() && appended[1 + i]) {
+      merged.shape_known = false;
+      merged.shape.clear();
+    }
+    outputs.push_back(merged);
+  }
   // Scan outputs stack one slice per iteration: their length is fixed at plan time only for a
   // constant trip count that no condition can cut short.
   const TensorInfo& body_condition = body_outputs[0];

@@ -26,6 +26,12 @@ class Subgraph {
   // values are known to it), planning it for them; throws what planning the subgraph throws.
   virtual std::vector<TensorInfo> infer(std::span<const TensorInfo> inputs) const = 0;
 
+  // Per output: true when the graph layer rewrote a Loop body's `Concat(carried, rows)` along axis 0
+  // (an append) so that the body returns only `rows`: the Loop appends them to the value it carries
+  // in a buffer that grows geometrically, instead of the body copying all of it every iteration.
+  // Empty when nothing was rewritten.
+  virtual const std::vector<bool>& appended_outputs() const = 0;
+
   // Runs it on `inputs`, its own inputs followed by the enclosing node's inputs past the op's own
   // (the captured values), and returns its outputs. Plans it first for shapes not seen before.
   // Safe to call from concurrent runs.

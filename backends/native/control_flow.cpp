@@ -3,6 +3,7 @@
 #include "ops/control_flow.h"
 
 #include <cstring>
+#include <optional>
 
 #include "backends/base/function_kernel.h"
 #include "backends/native/native_backend.h"
@@ -90,6 +91,49 @@ Tensor stack(const std::vector<Tensor>& slices, DType dtype, size_t index) {
   return stacked;
 }
 
+// A loop-carried value the body appends rows to (Subgraph::appended_outputs): kept in a buffer
+// that doubles when full, so N appends copy O(N) rows instead of the O(N^2) of a Concat per
+// iteration.
+class GrowingRows {
+ public:
+  explicit GrowingRows(const Tensor& initial)
+      : buffer_(initial),
+        rows_(initial.dim(0)),
+        row_shape_(initial.shape().begin() + 1, initial.shape().end()) {}
+
+  Tensor value() const { return buffer_.leading(rows_); }
+
+  void append(const Tensor& rows, size_t index) {
+    Shape expected = row_shape_;
+    expected.insert(expected.begin(), rows.rank() > 0 ? rows.dim(0) : 0);
+    KILN_CHECK(!rows.is_sequence() && rows.dtype() == buffer_.dtype() && rows.shape() == expected,
+               invalid_argument, "Loop-carried value ", index, " appends ", dtype_name(rows.dtype()), " ",
+               shape_to_string(rows.shape()), " to ", dtype_name(buffer_.dtype()), " rows of shape ",
+               shape_to_string(row_shape_), ": Concat needs the same dims but the first");
+    const int64_t needed = rows_ + rows.dim(0);
+    const size_t row_bytes = static_cast<size_t>(checked_numel(row_shape_)) * dtype_size(buffer_.dtype());
+    if (!owned_ || needed > buffer_.dim(0)) {
+      Shape shape = row_shape_;
+      shape.insert(shape.begin(), std::max(needed, 2 * buffer_.dim(0)));
+      Tensor grown = Tensor::empty(buffer_.dtype(), shape);
+      if (rows_ > 0)
+        std::memcpy(grown.raw_data(), buffer_.raw_data(), static_cast<size_t>(rows_) * row_bytes);
+      buffer_ = grown;
+      owned_ = true;
+    }
+    if (rows.nbytes() > 0)
+      std::memcpy(static_cast<char*>(buffer_.raw_data()) + static_cast<size_t>(rows_) * row_bytes,
+                  rows.raw_data(), rows.nbytes());
+    rows_ = needed;
+  }
+
+ private:
+  Tensor buffer_;
+  int64_t rows_;
+  Shape row_shape_;
+  bool owned_ = false;  // the initial value is the caller's: copied before the first append
+};
+
 KernelOrReason make_loop(const OpSpec& spec, std::span<const TensorInfo> outputs) {
   const std::shared_ptr<const Subgraph> body = shared_subgraph(spec, "body");
   const size_t own = body->num_inputs();
@@ -106,6 +150,15 @@ KernelOrReason make_loop(const OpSpec& spec, std::span<const TensorInfo> outputs
                    " exceeds kiln's limit of ", kMaxLoopIterations, " iterations");
         bool condition = inputs[1].defined() ? truth(inputs[1], "Loop's condition") : true;
         std::vector<Tensor> values(inputs.begin() + 2, inputs.begin() + static_cast<std::ptrdiff_t>(own));
+        const std::vector<bool>& appended = body->appended_outputs();
+        std::vector<std::optional<GrowingRows>> growing(carried);
+        for (size_t v = 0; v < carried; ++v) {
+          if (1 + v >= appended.size() || !appended[1 + v]) continue;
+          KILN_CHECK(!values[v].is_sequence() && values[v].rank() >= 1, invalid_argument,
+                     "Loop-carried value ", v,
+                     " is concatenated along axis 0, but its initial value has no axis 0");
+          growing[v].emplace(values[v]);
+        }
         const std::span<const Tensor> captures = inputs.subspan(own);
         std::vector<std::vector<Tensor>> slices(scanned);
         const RunControl* control = current_run_control();
@@ -120,7 +173,14 @@ KernelOrReason make_loop(const OpSpec& spec, std::span<const TensorInfo> outputs
           std::vector<Tensor> results = body->run(with_captures(std::move(body_inputs), captures));
           expect_outputs(results, 1 + carried + scanned, "Loop");
           condition = truth(results[0], "the Loop body's condition output");
-          for (size_t v = 0; v < carried; ++v) values[v] = std::move(results[1 + v]);
+          for (size_t v = 0; v < carried; ++v) {
+            if (growing[v]) {
+              growing[v]->append(results[1 + v], v);
+              values[v] = growing[v]->value();
+            } else {
+              values[v] = std::move(results[1 + v]);
+            }
+          }
           for (size_t k = 0; k < scanned; ++k) {
             stacked_bytes += results[1 + carried + k].nbytes();
             slices[k].push_back(std::move(results[1 + carried + k]));

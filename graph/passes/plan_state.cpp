@@ -89,7 +89,8 @@ std::vector<std::pair<std::string, std::shared_ptr<const Subgraph>>> PlanState::
                                           spec.inputs.end());
     planned.emplace_back(name, std::make_shared<PlannedSubgraph>(
                                    attribute.g, model.opsets, std::move(captures), std::move(capture_infos),
-                                   settings, str_cat(node_label(node), " subgraph '", name, "'")));
+                                   settings, str_cat(node_label(node), " subgraph '", name, "'"),
+                                   node.op_type == "Loop" && name == "body"));
   }
   subgraphs[&node] = planned;
   return planned;

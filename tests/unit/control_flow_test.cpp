@@ -180,6 +180,37 @@ TEST(ControlFlow, LoopCarriesValuesStacksScanOutputsAndStopsOnItsCondition) {
   }
 }
 
+// A carried value growing by Concat(carried, rows) along axis 0 (torchvision's paste-masks loop):
+// the Loop appends the rows to a buffer instead of the body copying the whole value each time.
+TEST(ControlFlow, LoopAppendingRowsToACarriedValue) {
+  Graph body;
+  body.inputs = {value("i", DType::i64), value("cond_in", DType::boolean),
+                 value("grown_in", DType::f32, {}, false)};
+  body.initializers["shape"] = Tensor::from_vector<int64_t>({1, 2}, {2});
+  body.nodes = {
+      node("c", "Identity", {"cond_in"}, {"cond_out"}),
+      node("f", "Cast", {"i"}, {"fi"}, attrs({{"to", testing::int_attr(1)}})),
+      node("row", "Expand", {"fi", "shape"}, {"row"}),
+      node("append", "Concat", {"grown_in", "row"}, {"grown_out"}, attrs({{"axis", testing::int_attr(0)}}))};
+  body.outputs = {value("cond_out", DType::boolean), value("grown_out", DType::f32, {}, false)};
+  Graph graph;
+  graph.inputs = {value("M", DType::i64), value("start", DType::f32, {1, 2})};
+  graph.initializers["true"] = Tensor::scalar(true);
+  graph.nodes = {
+      node("loop", "Loop", {"M", "true", "start"}, {"grown"}, attrs({{"body", graph_attr(body)}}))};
+  graph.outputs = {value("grown", DType::f32, {}, false)};
+  Session session(model_of(graph));
+  for (int64_t count : {0, 1, 37}) {
+    const Tensor start = f32s({-1, -2}, {1, 2});
+    const Tensor grown = session.run({{"M", Tensor::scalar<int64_t>(count)}, {"start", start}}).at("grown");
+    ASSERT_EQ(grown.shape(), (Shape{count + 1, 2}));
+    std::vector<float> expected = {-1, -2};
+    for (int64_t i = 0; i < count; ++i) expected.insert(expected.end(), 2, static_cast<float>(i));
+    EXPECT_EQ(values_of<float>(grown), expected);
+    EXPECT_EQ(values_of<float>(start), (std::vector<float>{-1, -2}));  // the caller's value is not written
+  }
+}
+
 TEST(ControlFlow, LoopBodyStepsNestUnderTheLoopStepInAProfile) {
   Session session(loop_model());
   const TensorMap inputs = {{"M", Tensor::scalar<int64_t>(3)}, {"x", f32s({1, 2, 3}, {3})}};
