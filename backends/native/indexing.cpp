@@ -178,7 +178,23 @@ KernelOrReason make_scatter_elements(const OpSpec& spec, std::span<const TensorI
   const Shape indices = spec.input(1).shape;
   const auto axis = static_cast<size_t>(indexing_axis(spec));
   const std::vector<int64_t> data_strides = strides_of(data);
-  const int64_t count = product(indices, 0, indices.size());
+  // The updates as [outer, length, inner] around the axis. Update (o, a, j) goes to (o, index, j):
+  // different (o, j) never meet, so they run in parallel, each over a in order (as a serial loop
+  // would combine duplicates).
+  const int64_t outer = product(indices, 0, axis);
+  const int64_t length = indices[axis];
+  const int64_t inner = product(indices, axis + 1, indices.size());
+  // Where inner position j lands in the data: j itself when the inner dims are the data's.
+  const bool inner_dense = std::equal(indices.begin() + static_cast<std::ptrdiff_t>(axis) + 1, indices.end(),
+                                      data.begin() + static_cast<std::ptrdiff_t>(axis) + 1);
+  const auto place = [=](int64_t position, size_t first, size_t last) {
+    int64_t offset = 0;
+    for (size_t d = last; d-- > first;) {
+      offset += (position % indices[d]) * data_strides[d];
+      position /= indices[d];
+    }
+    return offset;
+  };
   const std::string name = spec.op_type == "Scatter" ? "native:scatter" : "native:scatter_elements";
   const std::string op = spec.op_type;
   return visit_scatter_dtype(spec, reduction, [&](auto tag) {
@@ -187,18 +203,19 @@ KernelOrReason make_scatter_elements(const OpSpec& spec, std::span<const TensorI
       T* out = dst[0].data<T>();
       if (out != inputs[0].data<T>()) std::memcpy(out, inputs[0].raw_data(), inputs[0].nbytes());
       const T* updates = inputs[2].data<T>();
-      for (int64_t i = 0; i < count; ++i) {
-        // The update's own coordinates, with the axis one replaced by its index.
-        int64_t offset = 0;
-        int64_t rest = i;
-        for (size_t d = indices.size(); d-- > 0;) {
-          const int64_t coordinate = rest % indices[d];
-          rest /= indices[d];
-          offset += (d == axis ? resolve_index(index_at(inputs[1], i), data[d], op.c_str()) : coordinate) *
-                    data_strides[d];
+      const Tensor& index = inputs[1];
+      parallel_for(0, outer * inner, length, [&](int64_t begin, int64_t end) {
+        for (int64_t pair = begin; pair < end; ++pair) {
+          const int64_t o = pair / inner;
+          const int64_t j = pair % inner;
+          const int64_t base = place(o, 0, axis) + (inner_dense ? j : place(j, axis + 1, indices.size()));
+          for (int64_t a = 0; a < length; ++a) {
+            const int64_t i = (o * length + a) * inner + j;
+            const int64_t target = resolve_index(index_at(index, i), data[axis], op.c_str());
+            combine(out[base + target * data_strides[axis]], updates[i], reduction);
+          }
         }
-        combine(out[offset], updates[i], reduction);
-      }
+      });
     });
   });
 }
