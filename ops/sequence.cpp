@@ -115,7 +115,9 @@ std::vector<TensorInfo> infer_sequence_length(const OpSpec& spec) {
 std::vector<TensorInfo> infer_split_to_sequence(const OpSpec& spec) {
   expect_inputs(spec, 1, 2);
   const TensorInfo& input = tensor_input(spec, 0);
-  KILN_CHECK(input.shape_known, invalid_argument, "SplitToSequence needs its input's shape");
+  if (spec.has_input(1)) spec.constant_input(1, "split");
+  // An input whose shape only the run knows is split when it runs.
+  if (!input.shape_known) return {sequence_info(input.dtype, nullptr)};
   const SplitToSequenceParams params = split_to_sequence_params(spec);
   // Equal parts have one shape; a split list of different lengths leaves it to the run.
   Shape part = input.shape;
@@ -209,18 +211,16 @@ DType dtype_attribute(const OpSpec& spec, const char* name, DType fallback) {
   return dtype;
 }
 
-SplitToSequenceParams split_to_sequence_params(const OpSpec& spec) {
-  const TensorInfo& input = spec.input(0);
+SplitToSequenceParams split_to_sequence_params(int64_t axis, bool keepdims, const Tensor& split,
+                                               const Shape& shape) {
   SplitToSequenceParams params;
-  params.axis = normalize_axis(spec.attrs().get_int("axis", 0), static_cast<int64_t>(input.shape.size()),
-                               "SplitToSequence axis");
-  const int64_t length = input.shape[static_cast<size_t>(params.axis)];
-  if (!spec.has_input(1)) {
+  params.axis = normalize_axis(axis, static_cast<int64_t>(shape.size()), "SplitToSequence axis");
+  const int64_t length = shape[static_cast<size_t>(params.axis)];
+  if (!split.defined()) {
     params.sizes.assign(static_cast<size_t>(length), 1);
-    params.drop_axis = spec.attrs().get_int("keepdims", 1) == 0;
+    params.drop_axis = !keepdims;
     return params;
   }
-  const Tensor& split = spec.constant_input(1, "split");
   KILN_CHECK(is_integer(split.dtype()) && split.rank() <= 1, invalid_model,
              "SplitToSequence split must be an integer scalar or 1-D tensor, got ", dtype_name(split.dtype()),
              " ", shape_to_string(split.shape()));
@@ -240,6 +240,12 @@ SplitToSequenceParams split_to_sequence_params(const OpSpec& spec) {
   KILN_CHECK(total == length, invalid_argument, "SplitToSequence split sizes add up to ", total,
              ", the axis has length ", length);
   return params;
+}
+
+SplitToSequenceParams split_to_sequence_params(const OpSpec& spec) {
+  return split_to_sequence_params(spec.attrs().get_int("axis", 0), spec.attrs().get_int("keepdims", 1) != 0,
+                                  spec.has_input(1) ? spec.constant_input(1, "split") : Tensor{},
+                                  spec.input(0).shape);
 }
 
 std::span<const OpSchema> sequence_schemas() {

@@ -14,7 +14,10 @@ struct SplitToSequenceParams {
   bool drop_axis = false;      // no split input and keepdims=0: parts lose the axis
 };
 
-// Needs a plan-time constant split input.
+// For an input of `shape`; `split` is the split input (undefined when absent).
+SplitToSequenceParams split_to_sequence_params(int64_t axis, bool keepdims, const Tensor& split,
+                                               const Shape& shape);
+// The node's: needs a plan-time constant split input and the input's shape.
 SplitToSequenceParams split_to_sequence_params(const OpSpec& spec);
 
 // A dtype attribute holding an ONNX TensorProto data type code ("dtype" of SequenceEmpty), or

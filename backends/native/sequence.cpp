@@ -126,25 +126,30 @@ void copy_blocks(const std::vector<const char*>& sources, const std::vector<size
 }
 
 KernelOrReason make_split_to_sequence(const OpSpec& spec, std::span<const TensorInfo>) {
-  const SplitToSequenceParams params = split_to_sequence_params(spec);
-  const Shape shape = spec.input(0).shape;
-  const DType dtype = spec.input(0).dtype;
+  const int64_t axis = spec.attrs().get_int("axis", 0);
+  const bool keepdims = spec.attrs().get_int("keepdims", 1) != 0;
+  const Tensor split = spec.has_input(1) ? spec.constant_input(1, "split") : Tensor{};
   return make_sizing_kernel(
       "native:split_to_sequence", [=](std::span<const Tensor> inputs, std::span<Tensor> outputs) {
-        const size_t axis = static_cast<size_t>(params.axis);
-        const int64_t outer = checked_numel(std::span(shape).first(axis));
-        const int64_t after = checked_numel(std::span(shape).subspan(axis + 1));
-        const size_t element = dtype_size(dtype);
-        const size_t row_bytes = static_cast<size_t>(shape[axis] * after) * element;
+        const Tensor& input = inputs[0];
+        KILN_CHECK(!input.is_sequence() && input.rank() >= 1, invalid_argument,
+                   "SplitToSequence splits a tensor of rank 1 or more, got ", shape_to_string(input.shape()));
+        const SplitToSequenceParams params = split_to_sequence_params(axis, keepdims, split, input.shape());
+        const Shape& shape = input.shape();
+        const size_t at = static_cast<size_t>(params.axis);
+        const int64_t outer = checked_numel(std::span(shape).first(at));
+        const int64_t after = checked_numel(std::span(shape).subspan(at + 1));
+        const size_t element = dtype_size(input.dtype());
+        const size_t row_bytes = static_cast<size_t>(shape[at] * after) * element;
         std::vector<Tensor> parts;
         int64_t start = 0;
         for (int64_t size : params.sizes) {
           Shape part_shape = shape;
-          part_shape[axis] = size;
-          Tensor part = Tensor::empty(dtype, part_shape);
+          part_shape[at] = size;
+          Tensor part = Tensor::empty(input.dtype(), part_shape);
           const size_t part_bytes = static_cast<size_t>(size * after) * element;
           const char* source =
-              static_cast<const char*>(inputs[0].raw_data()) + static_cast<size_t>(start * after) * element;
+              static_cast<const char*>(input.raw_data()) + static_cast<size_t>(start * after) * element;
           for (int64_t o = 0; o < outer; ++o) {
             std::memcpy(static_cast<char*>(part.raw_data()) + static_cast<size_t>(o) * part_bytes,
                         source + static_cast<size_t>(o) * row_bytes, part_bytes);
@@ -153,7 +158,7 @@ KernelOrReason make_split_to_sequence(const OpSpec& spec, std::span<const Tensor
           parts.push_back(part.reshaped(part_shape));
           start += size;
         }
-        outputs[0] = Tensor::sequence(dtype, std::move(parts));
+        outputs[0] = Tensor::sequence(input.dtype(), std::move(parts));
       });
 }
 
