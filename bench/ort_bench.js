@@ -3,6 +3,9 @@
 // The JSON carries "machine", the cpu lines of `kiln info`, as bench/machine.py reads them.
 //   node bench/ort_bench.js MODEL [--threads N] [--batch B] [--warmup W] [--iters N] [--kiln build/kiln]
 //                           [--execution-mode sequential|parallel] [--interop N] [--profile 0|1]
+//                           [--input NAME=FILE]
+// --input feeds NAME from FILE (raw little-endian float32 of the input's declared shape) instead of
+// a random draw: a detection model's time depends on how many boxes its input makes.
 // --profile 1 turns on ONNX Runtime's own profiling (enableProfiling; its JSON goes to the system's
 // temporary folder and is deleted afterwards), to measure what profiling costs it.
 'use strict';
@@ -23,7 +26,8 @@ function parseArgs(argv) {
     kiln: path.join(__dirname, '..', 'build', 'kiln'),
     'execution-mode': 'sequential',
     interop: 1,
-    profile: 0
+    profile: 0,
+    input: ''
   };
   const positional = [];
   for (let i = 0; i < argv.length; i++) {
@@ -79,6 +83,18 @@ async function main() {
   });
   const feeds = {};
   session.inputMetadata.forEach((meta, index) => { feeds[meta.name] = randomTensor(meta, args.batch, index + 1); });
+  if (args.input) {
+    const [name, file] = args.input.split('=');
+    const meta = session.inputMetadata.find((m) => m.name === name);
+    if (!meta || meta.type !== 'float32')
+      throw new Error(`--input: the model has no float32 input '${name}'`);
+    const bytes = fs.readFileSync(file);
+    const data = new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4);
+    const dims = meta.shape.map((d) => (typeof d === 'number' && d >= 0 ? d : args.batch));
+    if (data.length !== dims.reduce((a, b) => a * b, 1))
+      throw new Error(`--input: ${file} does not hold [${dims}] float32`);
+    feeds[name] = new ort.Tensor('float32', Float32Array.from(data), dims);
+  }
   for (let i = 0; i < args.warmup; i++) await session.run(feeds);
   const times = [];
   for (let i = 0; i < args.iters; i++) {
