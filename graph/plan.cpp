@@ -4,6 +4,7 @@
 #include "graph/plan.h"
 
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <optional>
@@ -14,6 +15,25 @@
 
 namespace kiln {
 namespace {
+
+// torchvision (0.14 and earlier) writes RoiAlign without coordinate_transformation_mode at every
+// opset; from opset 16 that means half_pixel (aligned=True), while its detectors use aligned=False
+// (output_half_pixel). kiln follows the file, as ONNX Runtime does, and says what it suspects: on
+// the step (kiln explain) and once per plan on stderr.
+void warn_of_misread_export(PlanState& state, const Node& node, const OpSpec& spec) {
+  if (node.op_type != "RoiAlign" || spec.opset < 16 ||
+      node.attributes.has("coordinate_transformation_mode") || state.model.producer.rfind("pytorch", 0) != 0)
+    return;
+  const std::string warning = str_cat(
+      "exported by ", state.model.producer, " at opset ", spec.opset,
+      " without coordinate_transformation_mode, which from opset 16 means half_pixel (aligned=True); "
+      "torchvision's detectors use aligned=False (output_half_pixel): export at opset 15 or earlier, or set "
+      "the attribute, if this model means aligned=False");
+  if (state.node_notes.emplace(node.name, warning).second && !state.warned_of_export) {
+    state.warned_of_export = true;
+    std::fprintf(stderr, "kiln: warning: RoiAlign node '%s' %s\n", node.name.c_str(), warning.c_str());
+  }
+}
 
 // The step (or none) for one node: inferred, then removed, folded, or computed by the kernel
 // selection finds for its fused form, else for the node alone.
@@ -53,6 +73,7 @@ void plan_node(PlanState& state, const Node& node) {
   if (plan_channel_shuffle(state, node)) return;
   const OpSpec spec = state.op_spec(node);
   const OpSchema& schema = node_schema(node, spec);
+  warn_of_misread_export(state, node, spec);
   std::vector<TensorInfo> outputs = infer_outputs(state, node, spec, schema);
   if (remove_pass_through(state, node)) return;
   if (fold_constants(state, node, spec, schema, outputs)) return;

@@ -93,10 +93,12 @@ std::shared_ptr<const Graph> returning_appended_rows(const std::shared_ptr<const
 }  // namespace
 
 PlannedSubgraph::PlannedSubgraph(std::shared_ptr<const Graph> graph, std::map<std::string, int64_t> opsets,
-                                 std::vector<std::string> captures, std::vector<TensorInfo> capture_infos,
-                                 Settings settings, std::string label, bool loop_body)
+                                 std::string producer, std::vector<std::string> captures,
+                                 std::vector<TensorInfo> capture_infos, Settings settings, std::string label,
+                                 bool loop_body)
     : graph_(std::move(graph)),
       opsets_(std::move(opsets)),
+      producer_(std::move(producer)),
       captures_(std::move(captures)),
       capture_infos_(std::move(capture_infos)),
       settings_(std::move(settings)),
@@ -120,6 +122,7 @@ PlannedSubgraph::PlannedSubgraph(std::shared_ptr<const Graph> graph, std::map<st
 std::shared_ptr<const Model> PlannedSubgraph::model_for(std::span<const TensorInfo> infos) const {
   auto model = std::make_shared<Model>();
   model->opsets = opsets_;
+  model->producer = producer_;
   Graph& graph = model->graph;
   graph.name = graph_->name;
   graph.nodes = graph_->nodes;

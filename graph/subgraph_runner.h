@@ -29,9 +29,11 @@ class PlannedSubgraph final : public Subgraph {
   // `captures` and `capture_infos`: the enclosing node's inputs past the op's own, in order. A
   // `loop_body` returns the rows it appends to a loop-carried value instead of the whole value where
   // it computes `Concat(carried, rows)` along axis 0 and reads the carried value nowhere else.
+  // `opsets` and `producer` are the enclosing model's.
   PlannedSubgraph(std::shared_ptr<const Graph> graph, std::map<std::string, int64_t> opsets,
-                  std::vector<std::string> captures, std::vector<TensorInfo> capture_infos, Settings settings,
-                  std::string label, bool loop_body = false);
+                  std::string producer, std::vector<std::string> captures,
+                  std::vector<TensorInfo> capture_infos, Settings settings, std::string label,
+                  bool loop_body = false);
 
   size_t num_inputs() const override { return graph_->inputs.size(); }
   size_t num_outputs() const override { return graph_->outputs.size(); }
@@ -59,6 +61,7 @@ class PlannedSubgraph final : public Subgraph {
 
   std::shared_ptr<const Graph> graph_;
   std::map<std::string, int64_t> opsets_;
+  std::string producer_;
   std::vector<std::string> captures_;
   std::vector<TensorInfo> capture_infos_;
   std::vector<size_t> run_time_captures_;  // positions in captures_ fed at run time

@@ -87,10 +87,11 @@ std::vector<std::pair<std::string, std::shared_ptr<const Subgraph>>> PlanState::
                                       node.inputs.end());
     std::vector<TensorInfo> capture_infos(spec.inputs.begin() + static_cast<std::ptrdiff_t>(own),
                                           spec.inputs.end());
-    planned.emplace_back(name, std::make_shared<PlannedSubgraph>(
-                                   attribute.g, model.opsets, std::move(captures), std::move(capture_infos),
-                                   settings, str_cat(node_label(node), " subgraph '", name, "'"),
-                                   node.op_type == "Loop" && name == "body"));
+    planned.emplace_back(
+        name, std::make_shared<PlannedSubgraph>(attribute.g, model.opsets, model.producer,
+                                                std::move(captures), std::move(capture_infos), settings,
+                                                str_cat(node_label(node), " subgraph '", name, "'"),
+                                                node.op_type == "Loop" && name == "body"));
   }
   subgraphs[&node] = planned;
   return planned;

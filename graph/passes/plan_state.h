@@ -61,7 +61,9 @@ struct PlanState {
   std::vector<const Node*> deferred;
   std::unordered_set<std::string> deferred_values;
   std::deque<Node> synthesized;  // nodes planning made (a deferred region's step), kept while it plans
-  std::map<std::string, std::string> node_notes;  // node name -> note its step carries (a model rewrite's)
+  std::map<std::string, std::string> node_notes;
+  bool warned_of_export = false;  // a warning about how the model was exported went to stderr  // node name
+                                  // -> note its step carries (a model rewrite's)
   // Values whose size a step finds only when it runs (Kernel::sizes_outputs) -> that step's node label.
   std::map<std::string, std::string> run_time_sized;
   // A whole-pattern form (attention, ResidualLayerNorm, ChannelShuffle) that was refused, by the name

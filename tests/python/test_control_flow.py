@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 import pytest
 import torch
+import torchvision
 from onnx import TensorProto, helper
 
 import detection_models
@@ -125,3 +126,30 @@ def test_mask_rcnn_profile_nests_the_loop_body_and_tidy_reads_it(kiln_bin, model
     assert {"Resize", "Slice"} <= {e["name"] for e in body_steps}
     report = run(kiln_bin, "tidy", trace_path, "--json")
     assert json.loads(report.stdout)["counts"] is not None
+
+
+class RoiAlignModule(torch.nn.Module):
+    """torchvision's roi_align as its detectors call it: aligned=False, sampling_ratio 2."""
+
+    def forward(self, x, rois):
+        return torchvision.ops.roi_align(x, rois, output_size=(7, 7), spatial_scale=0.25, sampling_ratio=2)
+
+
+@pytest.mark.parametrize("opset", [15, 16])
+def test_torchvision_roi_align_at_opset_16_is_warned_of(kiln, kiln_bin, tmp_path, opset):
+    x = torch.rand(1, 4, 32, 32, generator=torch.Generator().manual_seed(0))
+    rois = torch.tensor([[0.0, 4.0, 6.0, 90.0, 70.0], [0.0, 10.0, 10.0, 50.0, 120.0]])
+    path = tmp_path / f"roi_align_{opset}.onnx"
+    torch.onnx.export(RoiAlignModule(), (x, rois), str(path), opset_version=opset, input_names=["x", "rois"])
+    expected = RoiAlignModule()(x, rois).numpy()
+    result = run(kiln_bin, "explain", path)
+    session = kiln.Session(str(path))
+    actual = session.run({"x": x.numpy(), "rois": rois.numpy()})
+    actual = next(iter(actual.values()))
+    if opset == 15:  # opset 10's RoiAlign is aligned=False: PyTorch's values
+        np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-5)
+        assert "coordinate_transformation_mode" not in result.stdout + result.stderr
+    else:  # the file says half_pixel: kiln computes that, as ONNX Runtime does, and says what it suspects
+        assert np.abs(actual - expected).max() > 1e-2
+        assert "without coordinate_transformation_mode, which from opset 16 means half_pixel" in result.stdout
+        assert "kiln: warning: RoiAlign node" in result.stderr
