@@ -62,6 +62,11 @@ void deliver_outputs(const Session& session, TensorMap& results, kiln_tensor** o
   const std::vector<ValueInfo>& declared = session.outputs();
   for (size_t i = 0; i < count; ++i) {
     Tensor& result = results.at(declared[i].name);
+    // kiln_tensor holds one array: a sequence or an empty optional has no form in the C API yet.
+    KILN_CHECK(
+        result.defined() && !result.is_sequence(), not_implemented, "output ", i, " ('", declared[i].name,
+        "') is ", result.defined() ? "a sequence" : "an empty optional",
+        ", which the C API cannot return (it passes tensors only; the C++ and Python APIs take sequences)");
     if (outputs[i] == nullptr) continue;
     const Tensor& target = outputs[i]->tensor;
     KILN_CHECK(target.dtype() == result.dtype(), type_mismatch, "outputs[", i, "] ('", declared[i].name,

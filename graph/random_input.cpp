@@ -8,6 +8,14 @@ namespace kiln {
 
 Tensor random_input(const ValueInfo& info, int64_t symbolic_size, std::mt19937& rng) {
   KILN_CHECK(info.dtype != DType::undefined, invalid_model, "input '", info.name, "' has no element type");
+  if (holds_sequence(info.kind)) {
+    ValueInfo element = info;
+    element.kind = ValueKind::tensor;
+    std::vector<Tensor> elements;
+    for (int i = 0; i < kRandomSequenceLength; ++i)
+      elements.push_back(random_input(element, symbolic_size, rng));
+    return Tensor::sequence(info.dtype, std::move(elements));
+  }
   Shape shape;
   for (const Dim& dim : info.shape) shape.push_back(dim.is_known() ? dim.value : symbolic_size);
   Tensor tensor = Tensor::empty(info.dtype, shape);

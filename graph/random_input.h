@@ -10,9 +10,11 @@
 namespace kiln {
 
 inline constexpr uint32_t kRandomInputSeed = 0;
+inline constexpr int kRandomSequenceLength = 2;
 
 // A tensor of the declared dtype and shape, symbolic or unknown dims set to `symbolic_size`:
-// floats uniform in [-1, 1), integers in [0, 9], booleans fair coin flips.
+// floats uniform in [-1, 1), integers in [0, 9], booleans fair coin flips. A sequence input gets
+// kRandomSequenceLength such tensors, an optional one its value.
 Tensor random_input(const ValueInfo& info, int64_t symbolic_size, std::mt19937& rng);
 
 // Seeded random values for every one of `inputs`, by name and in graph-input order (the form

@@ -2,6 +2,8 @@
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <span>
 
 #include "core/error.h"
 #include "graph/random_input.h"
@@ -29,22 +31,26 @@ double sum_of(const Tensor& tensor) {
   return sum;
 }
 
-// Output names become file names; keep them inside the output folder.
+// Output names become file names (without ".npy"); keep them inside the output folder.
 std::string file_name_for(const std::string& name) {
   std::string safe = name;
   for (char& c : safe) {
     if (c == '/' || c == '\\' || c == '\0') c = '_';
   }
   if (safe.empty() || safe == "." || safe == "..") safe = "_" + safe;
-  return safe + ".npy";
+  return safe;
 }
 
 }  // namespace
 
 int command_run(const std::vector<std::string>& args) {
   const std::vector<OptionSpec> specs = with_setting_options({
-      {"input", true, "NAME=FILE.npy: feed an input from a .npy file (repeatable)"},
-      {"output-dir", true, "DIR: write each output as DIR/<name>.npy"},
+      {"input", true,
+       "NAME=FILE.npy: feed an input from a .npy file (repeatable); a sequence's elements as "
+       "NAME[0]=FILE.npy, "
+       "NAME[1]=..., an empty optional as NAME=none"},
+      {"output-dir", true,
+       "DIR: write each output as DIR/<name>.npy (a sequence's elements as <name>.0.npy, ...)"},
       {"help", false, "show this help"},
   });
   const ParsedArgs parsed = parse_args("run", args, specs);
@@ -62,13 +68,41 @@ int command_run(const std::vector<std::string>& args) {
 
   Session session(parsed.positional[0]);
   TensorMap inputs;
+  std::map<std::string, std::map<int64_t, Tensor>> elements;  // a sequence input's, by index
   for (const std::string& binding : parsed.values("input")) {
     const size_t equals = binding.find('=');
     KILN_CHECK(equals != std::string::npos && equals > 0, invalid_argument,
-               "--input expects NAME=FILE.npy, got '", binding, "'");
-    const std::string name = binding.substr(0, equals);
+               "--input expects NAME=FILE.npy, NAME[INDEX]=FILE.npy or NAME=none, got '", binding, "'");
+    std::string name = binding.substr(0, equals);
+    const std::string file = binding.substr(equals + 1);
+    const size_t bracket = name.find('[');
+    if (bracket != std::string::npos && name.back() == ']') {
+      const std::string digits = name.substr(bracket + 1, name.size() - bracket - 2);
+      KILN_CHECK(!digits.empty() && digits.size() < 10 &&
+                     digits.find_first_not_of("0123456789") == std::string::npos,
+                 invalid_argument, "--input '", binding,
+                 "': a sequence element's index must be a number, got '", digits, "'");
+      const int64_t index = std::stoll(digits);
+      name.resize(bracket);
+      elements[name][index] =
+          with_context(str_cat("input '", name, "' element ", index), [&] { return read_npy(file); });
+      continue;
+    }
+    inputs[name] = file == "none"
+                       ? Tensor{}
+                       : with_context(str_cat("input '", name, "'"), [&] { return read_npy(file); });
+  }
+  for (auto& [name, by_index] : elements) {
+    std::vector<Tensor> sequence;
+    for (auto& [index, element] : by_index) {
+      KILN_CHECK(index == static_cast<int64_t>(sequence.size()), invalid_argument, "input '", name,
+                 "' has element ", index, " but no element ", sequence.size(),
+                 ": give indexes 0, 1, ... in full");
+      sequence.push_back(element);
+    }
+    const DType dtype = sequence.front().dtype();
     inputs[name] =
-        with_context(str_cat("input '", name, "'"), [&] { return read_npy(binding.substr(equals + 1)); });
+        with_context(str_cat("input '", name, "'"), [&] { return Tensor::sequence(dtype, sequence); });
   }
   std::mt19937 rng(kRandomInputSeed);
   for (const ValueInfo& input : session.inputs()) {
@@ -80,10 +114,23 @@ int command_run(const std::vector<std::string>& args) {
   if (!output_dir.empty()) std::filesystem::create_directories(output_dir);
   for (const ValueInfo& info : session.outputs()) {
     const Tensor& output = outputs.at(info.name);
-    std::printf("%s: %s %s sum=%.6g hash=%08" PRIx32 "\n", info.name.c_str(),
-                std::string(dtype_name(output.dtype())).c_str(), shape_to_string(output.shape()).c_str(),
-                sum_of(output), fingerprint(output));
-    if (!output_dir.empty()) write_npy(std::filesystem::path(output_dir) / file_name_for(info.name), output);
+    if (!output.defined()) {
+      std::printf("%s: empty optional\n", info.name.c_str());
+      continue;
+    }
+    // A tensor, or each element of a sequence as <name>[i] in <name>.i.npy.
+    const bool sequence = output.is_sequence();
+    if (sequence) std::printf("%s: sequence of %zu\n", info.name.c_str(), output.elements().size());
+    const std::span<const Tensor> values = sequence ? output.elements() : std::span<const Tensor>(&output, 1);
+    for (size_t i = 0; i < values.size(); ++i) {
+      const std::string label = sequence ? str_cat(info.name, "[", i, "]") : info.name;
+      std::printf("%s: %s %s sum=%.6g hash=%08" PRIx32 "\n", label.c_str(),
+                  std::string(dtype_name(values[i].dtype())).c_str(),
+                  shape_to_string(values[i].shape()).c_str(), sum_of(values[i]), fingerprint(values[i]));
+      const std::string file =
+          sequence ? str_cat(file_name_for(info.name), ".", i) : file_name_for(info.name);
+      if (!output_dir.empty()) write_npy(std::filesystem::path(output_dir) / (file + ".npy"), values[i]);
+    }
   }
   return 0;
 }

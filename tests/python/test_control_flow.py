@@ -153,3 +153,17 @@ def test_torchvision_roi_align_at_opset_16_is_warned_of(kiln, kiln_bin, tmp_path
         assert np.abs(actual - expected).max() > 1e-2
         assert "without coordinate_transformation_mode, which from opset 16 means half_pixel" in result.stdout
         assert "kiln: warning: RoiAlign node" in result.stderr
+
+
+def test_kiln_run_takes_and_writes_sequences_by_index(kiln_bin, sequence_model, tmp_path):
+    parts = [np.arange(6, dtype=np.float32).reshape(2, 3), np.full((1, 3), 7, np.float32)]
+    for i, part in enumerate(parts):
+        np.save(tmp_path / f"part{i}.npy", part)
+    out = tmp_path / "out"
+    result = run(kiln_bin, "run", sequence_model, "--input", f"parts[0]={tmp_path / 'part0.npy'}",
+                 "--input", f"parts[1]={tmp_path / 'part1.npy'}", "--input", "maybe=none", "--output-dir", out)
+    assert "rows: sequence of 3" in result.stdout and "present: bool" in result.stdout
+    np.testing.assert_array_equal(np.load(out / "joined.npy"), np.concatenate(parts))
+    np.testing.assert_array_equal(np.load(out / "rows.2.npy"), [7, 7, 7])
+    missing = run(kiln_bin, "run", sequence_model, "--input", f"parts[1]={tmp_path / 'part1.npy'}")
+    assert missing.returncode != 0 and "has element 1 but no element 0" in missing.stderr
