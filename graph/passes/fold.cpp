@@ -1,7 +1,9 @@
 #include <algorithm>
+#include <chrono>
 
 #include "backends/selection.h"
 #include "graph/passes/passes.h"
+#include "runtime/run_control.h"
 
 namespace kiln {
 namespace {
@@ -29,8 +31,14 @@ bool worth_folding(const OpSpec& spec, const std::vector<TensorInfo>& outputs) {
   return output_bytes <= kFoldAllowanceBytes || output_bytes <= kFoldMaxGrowth * input_bytes;
 }
 
-// Runs a node whose inputs are all constants with the native reference kernel, at plan time.
-void fold(const OpSpec& spec, std::vector<TensorInfo>& outputs) {
+// Folding a node may take at most this long: a Loop of many iterations over constants (or an If
+// whose branch is a large computation) runs as a step instead of holding planning up. The subgraph
+// runs check it between steps and Loop between iterations (runtime/run_control.h).
+constexpr std::chrono::milliseconds kFoldTimeBudget{1000};
+
+// Runs a node whose inputs are all constants with the native reference kernel, at plan time; false
+// when it ran out of kFoldTimeBudget.
+bool fold(const OpSpec& spec, std::vector<TensorInfo>& outputs) {
   KernelRequest request;
   request.op = spec;
   KernelOrReason offer = native_backend().create_kernel(request, outputs);
@@ -42,12 +50,25 @@ void fold(const OpSpec& spec, std::vector<TensorInfo>& outputs) {
   if (!offer.kernel->is_view() && !offer.kernel->sizes_outputs()) {
     for (size_t i = 0; i < outputs.size(); ++i) values[i] = Tensor::empty(outputs[i].dtype, outputs[i].shape);
   }
-  offer.kernel->run(inputs, values);
+  RunControl budget;
+  budget.set_timeout(kFoldTimeBudget);
+  try {
+    const ScopedRunControl scope(&budget);
+    offer.kernel->run(inputs, values);
+  } catch (const Error& error) {
+    if (error.kind() == ErrorKind::deadline_exceeded) return false;
+    throw;
+  }
   // A data-dependent output's inferred shape was a bound; folded, its value has the real one.
   for (size_t i = 0; i < outputs.size(); ++i) {
     outputs[i].value = values[i];
-    if (values[i].defined()) outputs[i].shape = values[i].shape();
+    if (!values[i].defined()) continue;
+    // A sequence's element shape, or a control-flow output's, is known once it is computed.
+    const TensorInfo computed = info_of(values[i]);
+    outputs[i].shape = computed.shape;
+    outputs[i].shape_known = computed.shape_known;
   }
+  return true;
 }
 
 }  // namespace
@@ -72,7 +93,7 @@ bool fold_constants(PlanState& state, const Node& node, const OpSpec& spec, cons
       std::all_of(outputs.begin(), outputs.end(), [](const TensorInfo& info) { return info.is_constant(); });
   if (!values_known && !(schema.foldable && all_inputs_constant && worth_folding(spec, outputs)))
     return false;
-  if (!values_known) fold(spec, outputs);
+  if (!values_known && !fold(spec, outputs)) return false;
   for (size_t i = 0; i < node.outputs.size(); ++i) {
     if (!node.outputs[i].empty()) state.add_slot(node.outputs[i], outputs[i], SlotOrigin::constant);
   }

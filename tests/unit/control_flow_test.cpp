@@ -271,6 +271,38 @@ TEST(ControlFlow, LoopLimitsAndDeadlineStopIt) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
 }
 
+// A Loop over constants folds at plan time, unless folding takes longer than a second: then it is a
+// step, and planning returns.
+TEST(ControlFlow, ALoopTooLongToFoldRunsAsAStep) {
+  const auto counting = [](int64_t iterations) {
+    Graph body;
+    body.inputs = {value("i", DType::i64), value("cond_in", DType::boolean), value("n_in", DType::i64)};
+    body.initializers["one"] = Tensor::scalar<int64_t>(1);
+    body.nodes = {node("c", "Identity", {"cond_in"}, {"cond_out"}),
+                  node("add", "Add", {"n_in", "one"}, {"n_out"})};
+    body.outputs = {value("cond_out", DType::boolean), value("n_out", DType::i64)};
+    Graph graph;
+    graph.inputs = {value("x", DType::i64)};
+    graph.initializers["M"] = Tensor::scalar<int64_t>(iterations);
+    graph.initializers["zero"] = Tensor::scalar<int64_t>(0);
+    graph.nodes = {node("loop", "Loop", {"M", "", "zero"}, {"count"}, attrs({{"body", graph_attr(body)}})),
+                   node("sum", "Add", {"count", "x"}, {"out"})};
+    graph.outputs = {value("out", DType::i64)};
+    return model_of(graph);
+  };
+  Session short_loop(counting(5));
+  EXPECT_EQ(values_of<int64_t>(short_loop.run({{"x", Tensor::scalar<int64_t>(1)}}).at("out")),
+            (std::vector<int64_t>{6}));
+  EXPECT_EQ(short_loop.plan_for(std::vector<Shape>{{}})->folded_nodes(), 1);  // the Loop
+
+  Session long_loop(counting(int64_t{1} << 23));
+  const auto start = std::chrono::steady_clock::now();
+  const std::shared_ptr<const Plan> plan = long_loop.plan_for(std::vector<Shape>{{}});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  EXPECT_EQ(plan->folded_nodes(), 0);
+  EXPECT_EQ(plan->steps().front().record.op_type, "Loop");
+}
+
 TEST(ControlFlow, BadBodiesAndReadsFailNamingThem) {
   // A body returning fewer values than it carries.
   Graph body;
