@@ -316,8 +316,8 @@ KernelOrReason make_cumsum(const OpSpec& spec, std::span<const TensorInfo>) {
     } else {
       // Integers wrap around on overflow, as in numpy and ONNX Runtime: summed unsigned, where
       // wrapping is defined (a signed overflow would be undefined behaviour).
-      using Sum = std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>,
-                                     std::type_identity<compute_t<T>>>::type;
+      using Sum = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>,
+                                              std::type_identity<compute_t<T>>>::type;
       return make_kernel("native:cumsum", [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
         const T* src = inputs[0].data<T>();
         T* out = dst[0].data<T>();
