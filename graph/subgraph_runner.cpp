@@ -261,4 +261,29 @@ size_t PlannedSubgraph::plans() const {
   return plans_.size();
 }
 
+std::string PlannedSubgraph::summary() const {
+  std::shared_ptr<const Plan> newest;
+  size_t count = 0;
+  {
+    std::lock_guard lock(mutex_);
+    count = plans_.size();
+    if (!plan_order_.empty()) {
+      const auto found = plans_.find(plan_order_.back());
+      if (found != plans_.end()) newest = found->second.plan;
+    }
+  }
+  if (newest == nullptr) return "planned when it runs, for the shapes it is given";
+  std::string text = str_cat(count, count == 1 ? " plan" : " plans", " so far; the newest has ",
+                             newest->steps().size(), " steps:");
+  for (const PlanStep& step : newest->steps()) {
+    text += str_cat(" ", step.record.op_type, " (", step.record.kernel, ")");
+    for (const std::string& note : step.record.notes) {
+      if (note.rfind("subgraph '", 0) == 0) text += str_cat(" [", note, "]");
+    }
+    text += ',';
+  }
+  text.back() = '.';
+  return text;
+}
+
 }  // namespace kiln

@@ -44,6 +44,9 @@ class PlannedSubgraph final : public Subgraph {
 
   // Plans built so far (for tests and explain).
   size_t plans() const;
+  // For explain: how many plans it holds and the steps of the newest ("3 steps: Equal
+  // native:equal, ..."), each nested subgraph's summary on its step in turn.
+  std::string summary() const;
 
  private:
   struct Planned {

@@ -2,6 +2,7 @@
 #include <chrono>
 
 #include "graph/passes/passes.h"
+#include "graph/subgraph_runner.h"
 #include "runtime/cpu_info.h"
 
 namespace kiln {
@@ -87,6 +88,11 @@ void add_step(PlanState& state, NodeForm form, KernelSelection selection, double
   }
   if (const auto rewrite = state.node_notes.find(record.node_name); rewrite != state.node_notes.end())
     record.notes.push_back(rewrite->second);
+  // What each subgraph's plans hold (the steps the profiler shows under this one).
+  for (const auto& [name, subgraph] : form.request.op.subgraphs) {
+    if (const auto* planned = dynamic_cast<const PlannedSubgraph*>(subgraph.get()))
+      record.notes.push_back(str_cat("subgraph '", name, "': ", planned->summary()));
+  }
   if (selection.kernel->sizes_outputs()) {
     const bool bounded = std::any_of(form.outputs.begin(), form.outputs.end(),
                                      [](const TensorInfo& output) { return output.is_static_tensor(); });

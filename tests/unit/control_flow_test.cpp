@@ -4,6 +4,7 @@
 // bodies, counts and positions fail with errors naming them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -100,6 +101,14 @@ TEST(ControlFlow, IfRunsTheBranchItsConditionNamesOnValuesOfTheEnclosingGraph) {
   EXPECT_EQ(step.op_type, "If");
   EXPECT_EQ(step.backend, "native");
   EXPECT_EQ(step.output_shapes.at(0), (Shape{2, 3}));
+  // explain lists each branch's planned steps on the If's step.
+  const auto has_note = [&](const std::string& text) {
+    return std::any_of(step.notes.begin(), step.notes.end(),
+                       [&](const std::string& note) { return note.find(text) != std::string::npos; });
+  };
+  EXPECT_TRUE(has_note("subgraph 'then_branch': 1 plan so far; the newest has 1 steps: Add ("))
+      << step.notes.at(0);
+  EXPECT_TRUE(has_note("subgraph 'else_branch': 1 plan so far; the newest has 1 steps: Mul ("));
 }
 
 TEST(ControlFlow, BranchesOfDifferentShapesDeferTheirReaders) {
