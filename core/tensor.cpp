@@ -173,7 +173,12 @@ int64_t Tensor::int_at(int64_t index) const {
     if constexpr (std::is_integral_v<T>) {
       return static_cast<int64_t>(data<T>()[index]);
     } else {
-      return static_cast<int64_t>(double_at(index));
+      // Out of int64's range (NaN included) the conversion would be undefined behaviour.
+      const double value = double_at(index);
+      constexpr double kTwoTo63 = 9223372036854775808.0;
+      KILN_CHECK(value >= -kTwoTo63 && value < kTwoTo63, invalid_argument, "value ", value, " (element ",
+                 index, " of a ", dtype_name(dtype_), " tensor read as an integer) does not fit an int64");
+      return static_cast<int64_t>(value);
     }
   });
 }

@@ -50,6 +50,32 @@ TEST(CoreTensor, RejectsNegativeAndOverflowingShapes) {
   }
 }
 
+TEST(CoreTensor, FloatsReadAsIntegersMustFitInt64) {
+  EXPECT_EQ(Tensor::scalar(-3.75f).int_at(0), -3);
+  EXPECT_EQ(Tensor::scalar(9.0e18).int_at(0), int64_t{9000000000000000000});
+  for (double value : {1.8e28, -1.0e19, std::nan("")}) {
+    try {
+      Tensor::scalar(value).int_at(0);
+      ADD_FAILURE() << value << " converted";
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("does not fit an int64"), std::string::npos) << error.what();
+    }
+  }
+}
+
+TEST(CoreTensor, SequencesShareElementsAndCloneDeeply) {
+  const Tensor element = Tensor::from_vector<float>({1, 2}, {2});
+  const Tensor sequence = Tensor::sequence(DType::f32, {element, element});
+  ASSERT_TRUE(sequence.is_sequence());
+  EXPECT_EQ(sequence.elements().size(), 2u);
+  EXPECT_EQ(sequence.elements()[0].raw_data(), element.raw_data());
+  const Tensor copy = sequence.clone();
+  EXPECT_NE(copy.elements()[1].raw_data(), element.raw_data());
+  EXPECT_EQ(copy.elements()[1].data<float>()[1], 2.0f);
+  EXPECT_THROW(Tensor::sequence(DType::i64, {element}), Error);  // elements share the sequence's dtype
+  EXPECT_EQ(Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2}).leading(1).numel(), 2);
+}
+
 TEST(CoreTensor, ScalarAndZeroSizedTensors) {
   Tensor scalar = Tensor::scalar<float>(2.5f);
   EXPECT_EQ(scalar.rank(), 0);
