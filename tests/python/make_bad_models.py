@@ -235,6 +235,43 @@ def nonzero_feeds_a_node(folder):
     return save(model, pathlib.Path(folder) / "nonzero_feeds_a_node.onnx")
 
 
+def loop_body_missing_outputs(folder):
+    """y = Loop(M=2, carried x) whose body returns its condition only, not the carried value."""
+    body = helper.make_graph([helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+                             [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                              helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, 4])],
+                             [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, [])])
+    nodes = [helper.make_node("Constant", [], ["M"], value=helper.make_tensor("M", TensorProto.INT64, [], [2])),
+             helper.make_node("Loop", ["M", "", "x"], ["y"], name=NODE_NAME, body=body)]
+    model = op_model(nodes, [("x", TensorProto.FLOAT, [1, 4])], [("y", TensorProto.FLOAT, [1, 4])])
+    return save(model, pathlib.Path(folder) / "loop_body_missing_outputs.onnx")
+
+
+def if_branch_reads_undefined(folder):
+    """y = If(cond) whose branches read 'nowhere', which no graph defines."""
+    branch = helper.make_graph([helper.make_node("Neg", ["nowhere"], ["t"])], "branch", [],
+                               [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 4])])
+    nodes = [helper.make_node("If", ["cond"], ["y"], name=NODE_NAME, then_branch=branch, else_branch=branch)]
+    model = op_model(nodes, [("cond", TensorProto.BOOL, [])], [("y", TensorProto.FLOAT, [1, 4])])
+    return save(model, pathlib.Path(folder) / "if_branch_reads_undefined.onnx")
+
+
+def loop_trip_count_absurd(folder):
+    """y = Loop(M=2^40, carried x): a trip count past kiln's limit of 2^24 iterations."""
+    body = helper.make_graph([helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+                              helper.make_node("Identity", ["v"], ["v_out"])], "body",
+                             [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                              helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, 4])],
+                             [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [1, 4])])
+    nodes = [helper.make_node("Loop", ["M", "", "x"], ["y"], name=NODE_NAME, body=body)]
+    model = op_model(nodes, [("M", TensorProto.INT64, []), ("x", TensorProto.FLOAT, [1, 4])],
+                     [("y", TensorProto.FLOAT, [1, 4])])
+    return save(model, pathlib.Path(folder) / "loop_trip_count_absurd.onnx")
+
+
 UNSUPPORTED_OPSET = 22
 
 
