@@ -31,12 +31,7 @@ TensorInfo without_value(TensorInfo info) {
 // known when it is the same.
 // An optional and a value of its kind merge into the optional.
 TensorInfo merge(const TensorInfo& a, const TensorInfo& b, const std::string& what) {
-  const auto inner = [](ValueKind kind) {
-    return kind == ValueKind::optional_tensor     ? ValueKind::tensor
-           : kind == ValueKind::optional_sequence ? ValueKind::sequence
-                                                  : kind;
-  };
-  KILN_CHECK(inner(a.kind) == inner(b.kind) && a.dtype == b.dtype, type_mismatch, what, " is a ",
+  KILN_CHECK(held_kind(a.kind) == held_kind(b.kind) && a.dtype == b.dtype, type_mismatch, what, " is a ",
              value_kind_name(a.kind), " of ", dtype_name(a.dtype), " one way and a ", value_kind_name(b.kind),
              " of ", dtype_name(b.dtype), " the other");
   TensorInfo merged = without_value(is_optional(a.kind) ? a : b);

@@ -27,6 +27,12 @@ bool is_optional(ValueKind kind) {
   return kind == ValueKind::optional_tensor || kind == ValueKind::optional_sequence;
 }
 
+ValueKind held_kind(ValueKind kind) {
+  if (kind == ValueKind::optional_tensor) return ValueKind::tensor;
+  if (kind == ValueKind::optional_sequence) return ValueKind::sequence;
+  return kind;
+}
+
 TensorInfo info_of(const Tensor& value) {
   TensorInfo info;
   info.dtype = value.dtype();

@@ -24,6 +24,8 @@ enum class ValueKind : uint8_t { tensor, sequence, optional_tensor, optional_seq
 std::string_view value_kind_name(ValueKind kind);  // "tensor", "sequence", "optional(tensor)", ...
 bool holds_sequence(ValueKind kind);               // sequence or optional(sequence)
 bool is_optional(ValueKind kind);
+// What an optional holds when it holds something (tensor or sequence); other kinds as they are.
+ValueKind held_kind(ValueKind kind);
 
 class Subgraph;
 

@@ -181,8 +181,7 @@ std::vector<TensorInfo> infer_optional_get_element(const OpSpec& spec) {
              "OptionalGetElement reads an optional, got a ", value_kind_name(input.kind));
   TensorInfo info = input;
   info.value = {};
-  if (is_optional(input.kind))
-    info.kind = input.kind == ValueKind::optional_sequence ? ValueKind::sequence : ValueKind::tensor;
+  info.kind = held_kind(input.kind);
   return {info};
 }
 

@@ -68,11 +68,8 @@ void bind_outputs(PlanState& state) {
                dtype_name(info.dtype));
     // An optional and a value of its kind pass for each other (a Loop carrying an optional sequence
     // returns the sequence it built); other kinds must agree.
-    const auto inner = [](ValueKind kind) {
-      return holds_sequence(kind) ? ValueKind::sequence : ValueKind::tensor;
-    };
-    KILN_CHECK(output.dtype == DType::undefined || inner(output.kind) == inner(info.kind), invalid_model,
-               "graph output '", output.name, "' is declared a ", value_kind_name(output.kind),
+    KILN_CHECK(output.dtype == DType::undefined || held_kind(output.kind) == held_kind(info.kind),
+               invalid_model, "graph output '", output.name, "' is declared a ", value_kind_name(output.kind),
                " but computes a ", value_kind_name(info.kind));
     state.output_slots.push_back(slot);
   }
