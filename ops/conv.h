@@ -16,6 +16,9 @@ struct ConvParams {
 };
 
 ConvParams conv_params(const OpSpec& spec);
+// The geometry alone, from the X and W inputs at these positions (the quantized convolutions keep
+// theirs elsewhere); checks shapes and attributes, not dtypes or bias.
+ConvParams conv_geometry(const OpSpec& spec, int x_input, int w_input);
 
 // The share of a convolution's multiply-adds whose tap lands inside the input; the rest multiply
 // padding. Below 1 where a dilation is wide against the map (DeepLab's dilation 12 on 14x14: 0.18).

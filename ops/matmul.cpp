@@ -59,9 +59,13 @@ MatMulParams matmul_params(const OpSpec& spec) {
   expect_inputs(spec, 2, 2);
   expect_floating(spec, 0);
   expect_dtype(spec, 1, spec.input(0).dtype);
-  Shape a = spec.input(0).shape;
-  Shape b = spec.input(1).shape;
-  KILN_CHECK(!a.empty() && !b.empty(), invalid_argument, "MatMul inputs must have rank >= 1, got ",
+  return matmul_shapes(spec, 0, 1);
+}
+
+MatMulParams matmul_shapes(const OpSpec& spec, int a_input, int b_input) {
+  Shape a = spec.input(a_input).shape;
+  Shape b = spec.input(b_input).shape;
+  KILN_CHECK(!a.empty() && !b.empty(), invalid_argument, spec.op_type, " inputs must have rank >= 1, got ",
              shape_to_string(a), " and ", shape_to_string(b));
   const bool a_vector = a.size() == 1;
   const bool b_vector = b.size() == 1;
@@ -71,8 +75,9 @@ MatMulParams matmul_params(const OpSpec& spec) {
   params.m = a[a.size() - 2];
   params.k = a[a.size() - 1];
   params.n = b[b.size() - 1];
-  KILN_CHECK(b[b.size() - 2] == params.k, invalid_argument, "MatMul inner dims differ: ",
-             shape_to_string(spec.input(0).shape), " x ", shape_to_string(spec.input(1).shape));
+  KILN_CHECK(b[b.size() - 2] == params.k, invalid_argument, spec.op_type,
+             " inner dims differ: ", shape_to_string(spec.input(a_input).shape), " x ",
+             shape_to_string(spec.input(b_input).shape));
   params.a_batch.assign(a.begin(), a.end() - 2);
   params.b_batch.assign(b.begin(), b.end() - 2);
   params.batch = broadcast_shapes(params.a_batch, params.b_batch);

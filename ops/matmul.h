@@ -16,5 +16,8 @@ struct MatMulParams {
 };
 
 MatMulParams matmul_params(const OpSpec& spec);
+// The shapes alone, from the A and B inputs at these positions (the quantized products keep theirs
+// elsewhere); checks shapes, not dtypes.
+MatMulParams matmul_shapes(const OpSpec& spec, int a_input, int b_input);
 
 }  // namespace kiln

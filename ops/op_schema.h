@@ -55,5 +55,7 @@ std::span<const OpSchema> random_schemas();          // ops/random.cpp: RandomNo
 std::span<const OpSchema>
 sequence_schemas();  // ops/sequence.cpp: Sequence*, SplitToSequence, ConcatFromSequence, Optional*
 std::span<const OpSchema> control_flow_schemas();  // ops/control_flow.cpp: If, Loop, Scan, SequenceMap
+std::span<const OpSchema>
+quantize_schemas();  // ops/quantize.cpp: Quantize/DequantizeLinear, QLinearConv, ConvInteger, ...
 
 }  // namespace kiln

@@ -12,6 +12,7 @@ constexpr std::array kFamilies = {
     softmax_schemas,   reduce_schemas,   shape_schemas,          data_movement_schemas, einsum_schemas,
     resize_schemas,    indexing_schemas, data_dependent_schemas, roi_schemas,           grid_sample_schemas,
     recurrent_schemas, signal_schemas,   random_schemas,         sequence_schemas,      control_flow_schemas,
+    quantize_schemas,
 };
 
 }  // namespace

@@ -12,7 +12,7 @@
 namespace kiln {
 namespace {
 
-constexpr std::array<FamilyTable<OpSpec>, 20> kFamilies = {
+constexpr std::array<FamilyTable<OpSpec>, 21> kFamilies = {
     native::conv_kernels,           native::conv_transpose_kernels,
     native::pool_kernels,           native::matmul_kernels,
     native::elementwise_kernels,    native::normalization_kernels,
@@ -23,6 +23,7 @@ constexpr std::array<FamilyTable<OpSpec>, 20> kFamilies = {
     native::grid_sample_kernels,    native::recurrent_kernels,
     native::signal_kernels,         native::random_kernels,
     native::sequence_kernels,       native::control_flow_kernels,
+    native::quantize_kernels,
 };
 
 // Whether every output element of `spec` is computed from the elements at the same position of its

@@ -39,6 +39,7 @@ std::span<const KernelEntry> signal_kernels();
 std::span<const KernelEntry> random_kernels();
 std::span<const KernelEntry> sequence_kernels();
 std::span<const KernelEntry> control_flow_kernels();
+std::span<const KernelEntry> quantize_kernels();
 
 // Attention's kernels are chosen by name (request.variant: "math" or "flash", attention.cpp), so
 // their factory takes the whole request.

@@ -9,15 +9,21 @@
 
 namespace kiln::native {
 
-// `count` floats for the calling thread, valid until its next call with the same Tag.
+// `count` elements of a trivial type T for the calling thread, valid until its next call with the
+// same Tag and T.
+template <typename Tag, typename T>
+T* thread_scratch(size_t count) {
+  thread_local AllocatedBlock buffer;
+  if (buffer.data() == nullptr || buffer.size() < count * sizeof(T)) {
+    buffer = AllocatedBlock();
+    buffer = AllocatedBlock(count * sizeof(T));
+  }
+  return static_cast<T*>(buffer.data());
+}
+
 template <typename Tag>
 float* thread_scratch_floats(size_t count) {
-  thread_local AllocatedBlock buffer;
-  if (buffer.data() == nullptr || buffer.size() < count * sizeof(float)) {
-    buffer = AllocatedBlock();
-    buffer = AllocatedBlock(count * sizeof(float));
-  }
-  return static_cast<float*>(buffer.data());
+  return thread_scratch<Tag, float>(count);
 }
 
 }  // namespace kiln::native

@@ -1,10 +1,12 @@
 // Plain loops for the ops whose native kernels are tuned engines (packed-panel GEMM with ISA-cloned
 // micro-kernels, im2col written into packed panels, ISA-cloned depthwise loops, windowed pooling,
-// attention's math and flash): the oracle those kernels are tested against. Written for obviousness, not
-// speed; float32 inputs, sums in double. Not linked into kiln, only into its tests (kiln_native_reference).
+// attention's math and flash, int16 dot products for int8): the oracle those kernels are tested
+// against. Written for obviousness, not speed; float32 inputs with sums in double, int8 inputs with
+// sums in int64 wrapped to int32. Not linked into kiln, only into its tests (kiln_native_reference).
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/tensor.h"
@@ -38,5 +40,18 @@ Values pool(const Tensor& x, const PoolParams& p, bool is_max);
 // A row whose every key is masked gives NaN.
 Values attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                  const AttentionParams& p);
+
+// ONNX's ConvInteger in 2-D: the int32 accumulators of NCHW int8/uint8 `x` and OIHW `w`, summing
+// (x - x_zero_point) * (w - w_zero_points[m]) over each window (w_zero_points: one value, or one per
+// output channel); a tap outside the input adds nothing, as if it held x's zero point. Summed in
+// int64 and wrapped to int32, as int32 accumulation wraps.
+std::vector<int32_t> conv_integer(const Tensor& x, const Tensor& w, int32_t x_zero_point,
+                                  std::span<const int32_t> w_zero_points, const ConvParams& p);
+
+// ONNX's MatMulInteger for 2-D int8/uint8 A [M, K] and B [K, N]: the int32 accumulators of
+// (a - a_zero_points[m]) * (b - b_zero_points[n]), each zero point list one value or one per row of A
+// (column of B). Summed in int64 and wrapped to int32.
+std::vector<int32_t> matmul_integer(const Tensor& a, const Tensor& b, std::span<const int32_t> a_zero_points,
+                                    std::span<const int32_t> b_zero_points);
 
 }  // namespace kiln::native::ref

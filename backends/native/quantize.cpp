@@ -1,0 +1,468 @@
+// Native QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear and the integer products
+// (ConvInteger, QLinearConv, MatMulInteger, QLinearMatMul).
+//
+// The products accumulate exactly in int32, as ONNX defines them, on every CPU: each operand minus
+// its zero point is an int16 in [-255, 255], and int16 dot products (vpmaddwd, whose pair sums are at
+// most 2 * 255 * 255) sum them. vpmaddubsw, the u8 x s8 instruction of AVX2 and of AVX-512 without
+// VNNI, saturates its 16-bit pair sums and is never used. ConvInteger and MatMulInteger are the
+// accumulators the QLinear forms requantize (backends/native/quantize_math.h), so tests compare both.
+#include "ops/quantize.h"
+
+#include <algorithm>
+#include <type_traits>
+
+#include "backends/base/function_kernel.h"
+#include "backends/native/element_math.h"
+#include "backends/native/isa_variant.h"
+#include "backends/native/native_backend.h"
+#include "backends/native/quantize_math.h"
+#include "backends/native/thread_scratch.h"
+#include "runtime/parallel.h"
+
+namespace kiln::native {
+namespace {
+
+// ---- Scales and zero points ----------------------------------------------------------------------
+
+// The value a scale or zero point holds for index i (its only value when per tensor).
+float scale_at(const Tensor& scale, int64_t i) {
+  return scale.data<float>()[scale.numel() == 1 ? 0 : i];
+}
+
+// An absent optional zero point is zero.
+int32_t zero_point_at(std::span<const Tensor> inputs, int input, int64_t i) {
+  if (input >= static_cast<int>(inputs.size()) || !inputs[input].defined()) return 0;
+  const Tensor& zero_point = inputs[input];
+  const int64_t at = zero_point.numel() == 1 ? 0 : i;
+  return zero_point.dtype() == DType::u8 ? zero_point.data<uint8_t>()[at] : zero_point.data<int8_t>()[at];
+}
+
+// Calls fn(T{}) for int8 or uint8.
+template <typename Fn>
+auto visit_int8(DType dtype, Fn&& fn) {
+  return dtype == DType::u8 ? fn(uint8_t{}) : fn(int8_t{});
+}
+
+// ---- QuantizeLinear, DequantizeLinear ------------------------------------------------------------
+
+// The index of the scale for element e.
+int64_t axis_index(const QuantAxis& axis, int64_t e) {
+  return axis.per_tensor() ? 0 : (e / axis.inner) % axis.count;
+}
+
+template <typename X, typename Y>
+void quantize_elements(const X* x, Y* y, int64_t count, const QuantAxis& axis,
+                       std::span<const Tensor> inputs) {
+  parallel_for(0, count, 4, [&](int64_t begin, int64_t end) {
+    for (int64_t e = begin; e < end; ++e) {
+      const int64_t i = axis_index(axis, e);
+      if constexpr (std::is_same_v<X, int32_t>) {
+        y[e] = quantize_value<Y>(x[e], scale_at(inputs[1], i), zero_point_at(inputs, 2, i));
+      } else {
+        y[e] = quantize_value<Y>(static_cast<float>(to_compute(x[e])), scale_at(inputs[1], i),
+                                 zero_point_at(inputs, 2, i));
+      }
+    }
+  });
+}
+
+KernelOrReason make_quantize_linear(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+  const QuantAxis axis = quantize_linear_axis(spec);
+  const DType x = spec.input(0).dtype;
+  const DType y = outputs[0].dtype;
+  if (x == DType::f64)
+    return KernelOrReason::rejected(
+        RefusalKind::unsupported_dtype,
+        "native QuantizeLinear reads float32, float16, bfloat16 or int32, not float64");
+  return make_kernel("native:quantize_linear", [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
+    const int64_t count = inputs[0].numel();
+    visit_int8(y, [&](auto out_tag) {
+      using Y = decltype(out_tag);
+      Y* out = dst[0].data<Y>();
+      switch (x) {
+        case DType::f16:
+          quantize_elements(inputs[0].data<Float16>(), out, count, axis, inputs);
+          break;
+        case DType::bf16:
+          quantize_elements(inputs[0].data<BFloat16>(), out, count, axis, inputs);
+          break;
+        case DType::i32:
+          quantize_elements(inputs[0].data<int32_t>(), out, count, axis, inputs);
+          break;
+        default:
+          quantize_elements(inputs[0].data<float>(), out, count, axis, inputs);
+          break;
+      }
+      return 0;
+    });
+  });
+}
+
+template <typename X>
+void dequantize_elements(const X* x, float* y, int64_t count, const QuantAxis& axis,
+                         std::span<const Tensor> inputs) {
+  parallel_for(0, count, 2, [&](int64_t begin, int64_t end) {
+    for (int64_t e = begin; e < end; ++e) {
+      const int64_t i = axis_index(axis, e);
+      // As ONNX's reference: both in float, then scaled.
+      y[e] = (static_cast<float>(x[e]) - static_cast<float>(zero_point_at(inputs, 2, i))) *
+             scale_at(inputs[1], i);
+    }
+  });
+}
+
+KernelOrReason make_dequantize_linear(const OpSpec& spec, std::span<const TensorInfo>) {
+  const QuantAxis axis = quantize_linear_axis(spec);
+  const DType x = spec.input(0).dtype;
+  return make_kernel("native:dequantize_linear", [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
+    const int64_t count = inputs[0].numel();
+    float* out = dst[0].data<float>();
+    if (x == DType::i32) {
+      dequantize_elements(inputs[0].data<int32_t>(), out, count, axis, inputs);
+    } else {
+      visit_int8(x, [&](auto tag) {
+        dequantize_elements(inputs[0].data<decltype(tag)>(), out, count, axis, inputs);
+        return 0;
+      });
+    }
+  });
+}
+
+// ---- DynamicQuantizeLinear -----------------------------------------------------------------------
+
+// uint8 over [min(0, min x), max(0, max x)]: scale = range / 255, zero point = round(-min / scale).
+KernelOrReason make_dynamic_quantize_linear(const OpSpec&, std::span<const TensorInfo>) {
+  return make_kernel("native:dynamic_quantize_linear", [](std::span<const Tensor> inputs,
+                                                          std::span<Tensor> dst) {
+    const float* x = inputs[0].data<float>();
+    const int64_t count = inputs[0].numel();
+    float low = 0;
+    float high = 0;
+    for (int64_t e = 0; e < count; ++e) {
+      low = std::min(low, x[e]);
+      high = std::max(high, x[e]);
+    }
+    const float scale = (high - low) / 255.0f;
+    // An all-zero input has scale 0: every value is then the zero point 0.
+    const uint8_t zero_point = scale == 0 ? 0 : saturate_rounded<uint8_t>(std::nearbyint(0.0f - low / scale));
+    dst[1].data<float>()[0] = scale;
+    dst[2].data<uint8_t>()[0] = zero_point;
+    uint8_t* y = dst[0].data<uint8_t>();
+    parallel_for(0, count, 4, [&](int64_t begin, int64_t end) {
+      for (int64_t e = begin; e < end; ++e)
+        y[e] = scale == 0 ? 0 : quantize_value<uint8_t>(x[e], scale, zero_point);
+    });
+  });
+}
+
+// ---- Exact int16 dot products ---------------------------------------------------------------------
+
+// Terms one int32 partial sum may take without overflowing: 32768 * 255 * 255 < 2^31. Longer dot
+// products add their partial sums modulo 2^32, as int32 accumulation wraps.
+constexpr int64_t kExactTerms = 32768;
+
+// acc[c * rows + r] = dot(a + r * k, b + c * k) over k terms, for r < rows and c < columns.
+using DotRowsFn = void (*)(const int16_t* a, int64_t rows, const int16_t* b, int64_t columns, int64_t k,
+                           int32_t* acc);
+
+[[gnu::always_inline]] inline void dot_rows(const int16_t* a, int64_t rows, const int16_t* b, int64_t columns,
+                                            int64_t k, int32_t* acc) {
+  for (int64_t c = 0; c < columns; ++c) {
+    const int16_t* column = b + c * k;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int16_t* row = a + r * k;
+      uint32_t total = 0;
+      for (int64_t begin = 0; begin < k; begin += kExactTerms) {
+        const int64_t end = std::min(k, begin + kExactTerms);
+        int32_t sum = 0;
+        for (int64_t i = begin; i < end; ++i) sum += static_cast<int32_t>(row[i]) * column[i];
+        total += static_cast<uint32_t>(sum);
+      }
+      acc[c * rows + r] = static_cast<int32_t>(total);
+    }
+  }
+}
+
+__attribute__((target("avx512f,avx512bw"))) void dot_rows_avx512(const int16_t* a, int64_t rows,
+                                                                 const int16_t* b, int64_t columns, int64_t k,
+                                                                 int32_t* acc) {
+  dot_rows(a, rows, b, columns, k, acc);
+}
+__attribute__((target("avx2"))) void dot_rows_avx2(const int16_t* a, int64_t rows, const int16_t* b,
+                                                   int64_t columns, int64_t k, int32_t* acc) {
+  dot_rows(a, rows, b, columns, k, acc);
+}
+void dot_rows_baseline(const int16_t* a, int64_t rows, const int16_t* b, int64_t columns, int64_t k,
+                       int32_t* acc) {
+  dot_rows(a, rows, b, columns, k, acc);
+}
+
+IsaVariant<DotRowsFn> pick_dot_rows() {
+  return pick_isa_variant<DotRowsFn>(dot_rows_avx512, dot_rows_avx2, dot_rows_baseline);
+}
+
+// How an accumulator becomes an output: as it is (ConvInteger, MatMulInteger: int32) or plus the bias
+// and requantized (QLinearConv, QLinearMatMul).
+struct OutputRule {
+  IntegerOperands at;
+  DType output = DType::i32;
+};
+
+// ---- ConvInteger, QLinearConv ---------------------------------------------------------------------
+
+// Conv's geometry with 1 to 3 spatial dims, as 3 (leading dims of size 1).
+struct Geometry3d {
+  int64_t in[3] = {1, 1, 1};
+  int64_t out[3] = {1, 1, 1};
+  int64_t kernel[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1};
+  int64_t dilation[3] = {1, 1, 1};
+  int64_t pad[3] = {0, 0, 0};
+  int64_t in_size() const { return in[0] * in[1] * in[2]; }
+  int64_t out_size() const { return out[0] * out[1] * out[2]; }
+  int64_t taps() const { return kernel[0] * kernel[1] * kernel[2]; }
+};
+
+Geometry3d geometry_3d(const ConvParams& p) {
+  Geometry3d g;
+  const size_t rank = p.input_spatial.size();
+  for (size_t d = 0; d < rank; ++d) {
+    const size_t at = 3 - rank + d;
+    g.in[at] = p.input_spatial[d];
+    g.out[at] = p.window.output[d];
+    g.kernel[at] = p.window.kernel[d];
+    g.stride[at] = p.window.strides[d];
+    g.dilation[at] = p.window.dilations[d];
+    g.pad[at] = p.window.pads_begin[d];
+  }
+  return g;
+}
+
+// Output positions one work item takes: its patches (positions x K int16) stay in L2.
+constexpr int64_t kPositionsPerItem = 32;
+
+struct PatchTag {};
+struct WeightTag {};
+struct AccumulatorTag {};
+
+// Rows [first, first + rows) of one image's and group's patch matrix: for each output position, its
+// window over the group's channels minus x's zero point (0 where the window leaves the input).
+template <typename X>
+void gather_patches(const X* channels, int64_t group_channels, const Geometry3d& g, int32_t zero_point,
+                    int64_t first, int64_t rows, int16_t* patches) {
+  const int64_t k = group_channels * g.taps();
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t position = first + r;
+    const int64_t o0 = position / (g.out[1] * g.out[2]);
+    const int64_t o1 = position / g.out[2] % g.out[1];
+    const int64_t o2 = position % g.out[2];
+    int16_t* row = patches + r * k;
+    for (int64_t c = 0; c < group_channels; ++c) {
+      const X* channel = channels + c * g.in_size();
+      for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0) {
+        const int64_t i0 = o0 * g.stride[0] - g.pad[0] + k0 * g.dilation[0];
+        for (int64_t k1 = 0; k1 < g.kernel[1]; ++k1) {
+          const int64_t i1 = o1 * g.stride[1] - g.pad[1] + k1 * g.dilation[1];
+          for (int64_t k2 = 0; k2 < g.kernel[2]; ++k2, ++row) {
+            const int64_t i2 = o2 * g.stride[2] - g.pad[2] + k2 * g.dilation[2];
+            const bool inside = i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] && i2 >= 0 && i2 < g.in[2];
+            *row =
+                inside ? static_cast<int16_t>(channel[(i0 * g.in[1] + i1) * g.in[2] + i2] - zero_point) : 0;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The weights of every output channel minus its zero point, [M, K] int16 in W's own order.
+template <typename W>
+void widen_weights(const W* w, int64_t out_channels, int64_t k, std::span<const Tensor> inputs,
+                   int zero_point_input, int16_t* dst) {
+  for (int64_t m = 0; m < out_channels; ++m) {
+    const int32_t zero_point = zero_point_at(inputs, zero_point_input, m);
+    for (int64_t i = 0; i < k; ++i) dst[m * k + i] = static_cast<int16_t>(w[m * k + i] - zero_point);
+  }
+}
+
+// Writes accumulators acc[c * rows + r] of rows [first_row, + rows) and output channels (columns)
+// [first_channel, + channels) to out at out_offset(c, r), as the rule says. x's scale may be per row,
+// w's per channel.
+template <typename OffsetFn>
+void write_outputs(const int32_t* acc, int64_t rows, int64_t first_row, int64_t first_channel,
+                   int64_t channels, const OutputRule& rule, std::span<const Tensor> inputs, Tensor& out,
+                   OffsetFn&& out_offset) {
+  if (!rule.at.requantized()) {
+    int32_t* y = out.data<int32_t>();
+    for (int64_t c = 0; c < channels; ++c) {
+      for (int64_t r = 0; r < rows; ++r) y[out_offset(c, r)] = acc[c * rows + r];
+    }
+    return;
+  }
+  const bool has_bias =
+      rule.at.bias >= 0 && rule.at.bias < static_cast<int>(inputs.size()) && inputs[rule.at.bias].defined();
+  const Tensor& x_scale = inputs[rule.at.x_scale];
+  const float y_scale = scale_at(inputs[rule.at.y_scale], 0);
+  const int32_t y_zero_point = zero_point_at(inputs, rule.at.y_zero_point, 0);
+  visit_int8(rule.output, [&](auto tag) {
+    using Y = decltype(tag);
+    Y* y = out.data<Y>();
+    for (int64_t c = 0; c < channels; ++c) {
+      const int64_t channel = first_channel + c;
+      const float w_scale = scale_at(inputs[rule.at.w_scale], channel);
+      // The bias joins the int32 accumulator, wrapping as int32 sums do.
+      const uint32_t bias =
+          has_bias ? static_cast<uint32_t>(inputs[rule.at.bias].data<int32_t>()[channel]) : 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const float multiplier = requantize_multiplier(scale_at(x_scale, first_row + r), w_scale, y_scale);
+        const auto sum = static_cast<int32_t>(static_cast<uint32_t>(acc[c * rows + r]) + bias);
+        y[out_offset(c, r)] = requantize<Y>(sum, multiplier, y_zero_point);
+      }
+    }
+    return 0;
+  });
+}
+
+KernelOrReason make_integer_conv(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+  const ConvParams p = integer_conv_params(spec);
+  if (p.input_spatial.size() > 3) {
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape,
+                                    "native " + spec.op_type + " takes 1 to 3 spatial dims, got " +
+                                        std::to_string(p.input_spatial.size()));
+  }
+  const OutputRule rule{integer_operands(spec), outputs[0].dtype};
+  const Geometry3d g = geometry_3d(p);
+  const DType x_type = spec.input(rule.at.x).dtype;
+  const DType w_type = spec.input(rule.at.w).dtype;
+  const int64_t group_channels = p.in_channels / p.group;
+  const int64_t group_outputs = p.out_channels / p.group;
+  const int64_t k = group_channels * g.taps();
+  const int64_t positions = g.out_size();
+  const int64_t items_per_image_group = (positions + kPositionsPerItem - 1) / kPositionsPerItem;
+  const IsaVariant<DotRowsFn> dot = pick_dot_rows();
+  return make_kernel(
+      std::string("native:") + (rule.at.requantized() ? "qlinear_conv_" : "conv_integer_") + dot.isa,
+      [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
+        const Tensor& x = inputs[rule.at.x];
+        int16_t* weights = thread_scratch<WeightTag, int16_t>(static_cast<size_t>(p.out_channels * k));
+        visit_int8(w_type, [&](auto tag) {
+          widen_weights(inputs[rule.at.w].data<decltype(tag)>(), p.out_channels, k, inputs,
+                        rule.at.w_zero_point, weights);
+          return 0;
+        });
+        const int32_t x_zero_point = zero_point_at(inputs, rule.at.x_zero_point, 0);
+        const int64_t items = p.batch * p.group * items_per_image_group;
+        parallel_for(0, items, kPositionsPerItem * group_outputs * k, [&](int64_t begin, int64_t end) {
+          int16_t* patches = thread_scratch<PatchTag, int16_t>(static_cast<size_t>(kPositionsPerItem * k));
+          int32_t* acc =
+              thread_scratch<AccumulatorTag, int32_t>(static_cast<size_t>(kPositionsPerItem * group_outputs));
+          for (int64_t item = begin; item < end; ++item) {
+            const int64_t n = item / (p.group * items_per_image_group);
+            const int64_t group = item / items_per_image_group % p.group;
+            const int64_t first = item % items_per_image_group * kPositionsPerItem;
+            const int64_t rows = std::min(kPositionsPerItem, positions - first);
+            const int64_t channel_offset = (n * p.in_channels + group * group_channels) * g.in_size();
+            visit_int8(x_type, [&](auto tag) {
+              gather_patches(x.data<decltype(tag)>() + channel_offset, group_channels, g, x_zero_point, first,
+                             rows, patches);
+              return 0;
+            });
+            dot.fn(patches, rows, weights + group * group_outputs * k, group_outputs, k, acc);
+            const int64_t out_base = (n * p.out_channels + group * group_outputs) * positions + first;
+            write_outputs(acc, rows, first, group * group_outputs, group_outputs, rule, inputs, dst[0],
+                          [&](int64_t c, int64_t r) { return out_base + c * positions + r; });
+          }
+        });
+      });
+}
+
+// ---- MatMulInteger, QLinearMatMul -----------------------------------------------------------------
+
+struct RowsTag {};
+struct ColumnsTag {};
+
+// The element offset of batch `b`'s matrix in an operand of batch dims `own` broadcast to `batch`.
+int64_t broadcast_offset(const Shape& own, const Shape& batch, int64_t b, int64_t matrix) {
+  int64_t offset = 0;
+  int64_t stride = matrix;
+  int64_t rest = b;
+  for (size_t d = batch.size(); d-- > 0;) {
+    const int64_t index = rest % batch[d];
+    rest /= batch[d];
+    const size_t lead = batch.size() - own.size();
+    if (d >= lead) {
+      const int64_t dim = own[d - lead];
+      offset += (dim == 1 ? 0 : index) * stride;
+      stride *= dim;
+    }
+  }
+  return offset;
+}
+
+KernelOrReason make_integer_matmul(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+  const MatMulParams p = integer_matmul_params(spec);
+  const OutputRule rule{integer_operands(spec), outputs[0].dtype};
+  const DType a_type = spec.input(rule.at.x).dtype;
+  const DType b_type = spec.input(rule.at.w).dtype;
+  int64_t batches = 1;
+  for (int64_t dim : p.batch) batches *= dim;
+  const IsaVariant<DotRowsFn> dot = pick_dot_rows();
+  return make_kernel(
+      std::string("native:") + (rule.at.requantized() ? "qlinear_matmul_" : "matmul_integer_") + dot.isa,
+      [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
+        parallel_for(0, batches * p.m, p.n * p.k, [&](int64_t begin, int64_t end) {
+          for (int64_t item = begin; item < end;) {
+            // Rows [row, row + rows) of batch b.
+            const int64_t b = item / p.m;
+            const int64_t row = item % p.m;
+            const int64_t rows = std::min(end - item, p.m - row);
+            item += rows;
+            int16_t* a = thread_scratch<RowsTag, int16_t>(static_cast<size_t>(rows * p.k));
+            int16_t* columns = thread_scratch<ColumnsTag, int16_t>(static_cast<size_t>(p.n * p.k));
+            int32_t* acc = thread_scratch<AccumulatorTag, int32_t>(static_cast<size_t>(rows * p.n));
+            const int64_t a_offset = broadcast_offset(p.a_batch, p.batch, b, p.m * p.k) + row * p.k;
+            visit_int8(a_type, [&](auto tag) {
+              const auto* src = inputs[rule.at.x].data<decltype(tag)>() + a_offset;
+              for (int64_t r = 0; r < rows; ++r) {
+                const int32_t zero_point = zero_point_at(inputs, rule.at.x_zero_point, row + r);
+                for (int64_t i = 0; i < p.k; ++i)
+                  a[r * p.k + i] = static_cast<int16_t>(src[r * p.k + i] - zero_point);
+              }
+              return 0;
+            });
+            const int64_t b_offset = broadcast_offset(p.b_batch, p.batch, b, p.k * p.n);
+            visit_int8(b_type, [&](auto tag) {
+              const auto* src = inputs[rule.at.w].data<decltype(tag)>() + b_offset;
+              for (int64_t j = 0; j < p.n; ++j) {
+                const int32_t zero_point = zero_point_at(inputs, rule.at.w_zero_point, j);
+                for (int64_t i = 0; i < p.k; ++i)
+                  columns[j * p.k + i] = static_cast<int16_t>(src[i * p.n + j] - zero_point);
+              }
+              return 0;
+            });
+            dot.fn(a, rows, columns, p.n, p.k, acc);
+            const int64_t out_base = (b * p.m + row) * p.n;
+            write_outputs(acc, rows, row, 0, p.n, rule, inputs, dst[0],
+                          [&](int64_t c, int64_t r) { return out_base + r * p.n + c; });
+          }
+        });
+      });
+}
+
+constexpr KernelEntry kKernels[] = {
+    {"QuantizeLinear", make_quantize_linear},
+    {"DequantizeLinear", make_dequantize_linear},
+    {"DynamicQuantizeLinear", make_dynamic_quantize_linear},
+    {"ConvInteger", make_integer_conv},
+    {"QLinearConv", make_integer_conv},
+    {"MatMulInteger", make_integer_matmul},
+    {"QLinearMatMul", make_integer_matmul},
+};
+
+}  // namespace
+
+std::span<const KernelEntry> quantize_kernels() {
+  return kKernels;
+}
+
+}  // namespace kiln::native
