@@ -191,23 +191,28 @@ std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Sh
   };
   const std::optional<Model> captured = append_captures(model);
   const std::optional<Model> widened = widen_half_storage(captured ? *captured : model);
-  const Model& source = widened ? *widened : captured ? *captured : model;
+  const Model& unquantized = widened ? *widened : captured ? *captured : model;
+  const std::optional<QuantizedModel> quantized = fuse_qdq_chains(unquantized);
+  const Model& source = quantized ? quantized->model : unquantized;
   const std::optional<DistributedConcats> distributed = distribute_concats(source, settings);
   std::unique_ptr<PlanState> planned;  // refers to the model it plans, so declared after `distributed`
-  std::map<std::string, std::string> undistributed;  // per Concat: why it was planned as written
+  // Per node: what the rewrites changed (the integer ops; a Concat planned as written, and why).
+  std::map<std::string, std::string> notes =
+      quantized ? quantized->notes : std::map<std::string, std::string>{};
   if (distributed) {
     try {
-      planned = plan_model(distributed->model, &*distributed, distributed->notes);
+      std::map<std::string, std::string> distributed_notes = distributed->notes;
+      distributed_notes.insert(notes.begin(), notes.end());
+      planned = plan_model(distributed->model, &*distributed, distributed_notes);
     } catch (const NeedsInputValue&) {
       throw;
     } catch (const Error& error) {
       // Planned as written instead: where that fails too, its error names the user's own nodes.
       for (const DistributedConcats::Join& join : distributed->joins)
-        undistributed[join.concat] =
-            str_cat("not distributed into the convolutions reading it: ", error.what());
+        notes[join.concat] = str_cat("not distributed into the convolutions reading it: ", error.what());
     }
   }
-  if (!planned) planned = plan_model(source, nullptr, undistributed);
+  if (!planned) planned = plan_model(source, nullptr, notes);
   PlanState& state = *planned;
 
   auto plan = std::make_shared<Plan>();

@@ -29,6 +29,19 @@ std::optional<Model> append_captures(const Model& model);
 // The values `graph` and its nested subgraphs read without defining them, in order of first read.
 std::vector<std::string> outer_scope_reads(const Graph& graph);
 
+// qdq.cpp, before the passes: for a model in QDQ form (QuantizeLinear / DequantizeLinear around
+// float ops), a copy in which each Conv and MatMul whose input and constant weights are dequantized
+// int8 and whose result only a QuantizeLinear reads (through a Relu that the quantization implies)
+// is the integer op it computes: QLinearConv, QLinearMatMul (the float op's name, exact int32
+// accumulation). Notes per node name: what each became, with its types, scales and zero points, or
+// why a Conv, MatMul or Gemm reading dequantized values stays float32. Nothing for other models.
+struct QuantizedModel {
+  Model model;
+  std::map<std::string, std::string> notes;
+  int integer_ops = 0;
+};
+std::optional<QuantizedModel> fuse_qdq_chains(const Model& model);
+
 // concat_distribution.cpp, before the passes (it decides which model they plan): a copy of `model`
 // in which each channel Concat whose every reader is a group-1 float32 Conv with constant weights
 // (the parts' channels fixed by the weights that produce them) is gone, each reader split into one

@@ -1,0 +1,298 @@
+// A QDQ model writes each quantized op as float: DequantizeLinear on its int8 inputs, the float op,
+// QuantizeLinear on its result. Run so, it is fake quantization: float arithmetic on values that
+// happen to be on a grid, rounded to the grid between ops. The product DQ(x) * DQ(w) summed over a
+// window equals x_scale * w_scale * (the int32 sum of (x - x_zp) * (w - w_zp)), so the chain
+// DQ -> Conv -> Q is exactly QLinearConv (and DQ -> MatMul -> Q QLinearMatMul): integer products
+// with exact int32 accumulation, one requantization. A Relu between the op and Q is kept in the
+// integer op when Q's zero point is its type's minimum (saturation then clamps what Relu would).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "graph/passes/fusion_patterns.h"
+#include "graph/passes/passes.h"
+
+namespace kiln {
+namespace {
+
+struct QdqIndex {
+  const Graph& graph;
+  std::map<std::string, const Node*> producer;
+  std::map<std::string, int> reads;  // per value: node inputs and graph outputs reading it
+};
+
+QdqIndex index_graph(const Graph& graph) {
+  QdqIndex index{graph, {}, {}};
+  for (const Node& node : graph.nodes) {
+    for (const std::string& output : node.outputs) index.producer[output] = &node;
+    for (const std::string& input : node.inputs) {
+      if (!input.empty()) ++index.reads[input];
+    }
+  }
+  for (const ValueInfo& output : graph.outputs) ++index.reads[output.name];
+  return index;
+}
+
+const Node* producer_of(const QdqIndex& index, const std::string& value, const char* op_type) {
+  const auto found = index.producer.find(value);
+  return found != index.producer.end() && is_onnx_op(found->second, op_type) ? found->second : nullptr;
+}
+
+const Tensor* initializer(const QdqIndex& index, const std::string& name) {
+  const auto found = index.graph.initializers.find(name);
+  return found == index.graph.initializers.end() ? nullptr : &found->second;
+}
+
+const std::string& input_or_empty(const Node& node, size_t i) {
+  static const std::string kAbsent;
+  return i < node.inputs.size() ? node.inputs[i] : kAbsent;
+}
+
+// The int8 type a dequantized value has before planning: an initializer's, a graph input's, or the
+// zero point's of the QuantizeLinear computing it (uint8 without one). Undefined when unknown.
+DType quantized_type(const QdqIndex& index, const std::string& value) {
+  if (const Tensor* constant = initializer(index, value)) return constant->dtype();
+  for (const ValueInfo& input : index.graph.inputs) {
+    if (input.name == value) return input.dtype;
+  }
+  if (const Node* quantize = producer_of(index, value, "QuantizeLinear")) {
+    const std::string& zero_point = input_or_empty(*quantize, 2);
+    if (zero_point.empty()) return DType::u8;
+    const Tensor* constant = initializer(index, zero_point);
+    return constant == nullptr ? DType::undefined : constant->dtype();
+  }
+  return DType::undefined;
+}
+
+// A scale (or zero point) that is a constant: its values, or none when it is not a constant.
+std::vector<double> constant_values(const QdqIndex& index, const std::string& name) {
+  const Tensor* constant = initializer(index, name);
+  std::vector<double> values;
+  if (constant == nullptr || !constant->is_contiguous()) return values;
+  for (int64_t i = 0; i < constant->numel(); ++i) values.push_back(constant->double_at(i));
+  return values;
+}
+
+// A Q or DQ node's scale and zero point, constant and one value each (a zero point may be absent).
+struct PerTensor {
+  double scale = 0;
+  double zero_point = 0;
+};
+std::optional<PerTensor> per_tensor_parameters(const QdqIndex& index, const Node& node) {
+  const std::vector<double> scale = constant_values(index, input_or_empty(node, 1));
+  if (scale.size() != 1) return std::nullopt;
+  const std::string& zero_point_name = input_or_empty(node, 2);
+  const std::vector<double> zero_point = constant_values(index, zero_point_name);
+  if (!zero_point_name.empty() && zero_point.size() != 1) return std::nullopt;
+  return PerTensor{scale[0], zero_point.empty() ? 0 : zero_point[0]};
+}
+
+bool is_int8(DType dtype) {
+  return dtype == DType::i8 || dtype == DType::u8;
+}
+
+// What one Conv or MatMul of a QDQ model becomes.
+struct Rewrite {
+  Node integer_node;                  // QLinearConv / QLinearMatMul, named as the float op
+  std::vector<const Node*> absorbed;  // the Relu and QuantizeLinear after the float op
+  std::string note;
+};
+
+// Why the float op stays float, or the integer op replacing it.
+struct Outcome {
+  std::optional<Rewrite> rewrite;
+  std::string refusal;  // empty when the op is not between Q and DQ at all
+};
+
+Outcome refuse(std::string why) {
+  return {std::nullopt, std::move(why)};
+}
+
+std::string describe_value(const char* what, DType dtype, const std::vector<double>& scales,
+                           const std::vector<double>& zero_points) {
+  std::string text = str_cat(what, " ", dtype_name(dtype));
+  if (scales.size() == 1) {
+    text += str_cat(" (scale ", scales[0], ", zero point ", zero_points.empty() ? 0.0 : zero_points[0], ")");
+  } else {
+    text += str_cat(" (", scales.size(), " scales and zero points, one per output channel)");
+  }
+  return text;
+}
+
+Outcome integer_form(const QdqIndex& index, const Node& op) {
+  const bool is_conv = op.op_type == "Conv";
+  const Node* dq_x = producer_of(index, input_or_empty(op, 0), "DequantizeLinear");
+  const Node* dq_w = producer_of(index, input_or_empty(op, 1), "DequantizeLinear");
+  if (dq_x == nullptr && dq_w == nullptr) return {};  // not a quantized op
+  if (dq_x == nullptr || dq_w == nullptr) {
+    return refuse(str_cat("stays float32: only its ", dq_x == nullptr ? "weights are" : "input is",
+                          " dequantized (both must be int8 for an integer ", op.op_type, ")"));
+  }
+  // Its one reader is QuantizeLinear, or a Relu that one reads.
+  const std::string& result = op.outputs.empty() ? "" : op.outputs[0];
+  const auto reads = [&](const std::string& value) {
+    return index.reads.count(value) ? index.reads.at(value) : 0;
+  };
+  std::vector<const Node*> absorbed;
+  const Node* reader = nullptr;
+  for (const Node& node : index.graph.nodes) {
+    if (std::find(node.inputs.begin(), node.inputs.end(), result) != node.inputs.end()) reader = &node;
+  }
+  if (reads(result) != 1 || reader == nullptr) {
+    return refuse(
+        "stays float32: its result is read by more than one node or is a graph output, not only by "
+        "a QuantizeLinear");
+  }
+  const Node* relu = nullptr;
+  if (is_onnx_op(reader, "Relu") && !reader->outputs.empty() && reads(reader->outputs[0]) == 1) {
+    relu = reader;
+    absorbed.push_back(relu);
+    reader = nullptr;
+    for (const Node& node : index.graph.nodes) {
+      if (!node.inputs.empty() && node.inputs[0] == relu->outputs[0]) reader = &node;
+    }
+  }
+  if (!is_onnx_op(reader, "QuantizeLinear") || reader->inputs.empty() ||
+      reader->inputs[0] != (relu ? relu->outputs[0] : result)) {
+    return refuse(str_cat("stays float32: its result is not quantized (", relu ? "Relu then " : "",
+                          reader ? reader->op_type : std::string("nothing"),
+                          " reads it, not QuantizeLinear)"));
+  }
+  const Node& q_y = *reader;
+  absorbed.push_back(&q_y);
+
+  const DType x_type = quantized_type(index, dq_x->inputs[0]);
+  const DType w_type = quantized_type(index, dq_w->inputs[0]);
+  const DType y_type = quantized_type(index, q_y.outputs[0]);
+  if (!is_int8(x_type) || !is_int8(w_type) || !is_int8(y_type)) {
+    return refuse(str_cat("stays float32: its input, weights and result must be int8 or uint8, they are ",
+                          dtype_name(x_type), ", ", dtype_name(w_type), " and ", dtype_name(y_type),
+                          " (undefined: not known before planning)"));
+  }
+  const std::optional<PerTensor> x = per_tensor_parameters(index, *dq_x);
+  const std::optional<PerTensor> y = per_tensor_parameters(index, q_y);
+  if (!x || !y) {
+    return refuse(
+        "stays float32: its input's and result's scales and zero points must be constants with one value "
+        "each (per tensor)");
+  }
+  if (relu != nullptr) {
+    const double minimum = y_type == DType::u8 ? 0 : -128;
+    if (y->zero_point != minimum) {
+      return refuse(
+          str_cat("stays float32: the Relu after it is not implied by the quantization (the result's zero "
+                  "point is ",
+                  y->zero_point, ", not ", minimum, ")"));
+    }
+  }
+  // The weights: a constant, per tensor or (Conv) per output channel or (MatMul) per column of a 2-D B.
+  const Tensor* weights = initializer(index, dq_w->inputs[0]);
+  const std::vector<double> w_scales = constant_values(index, input_or_empty(*dq_w, 1));
+  const std::vector<double> w_zero_points = constant_values(index, input_or_empty(*dq_w, 2));
+  if (weights == nullptr || w_scales.empty()) {
+    return refuse("stays float32: its weights and their scales must be constants");
+  }
+  if (w_scales.size() > 1) {
+    const int64_t rank = weights->rank();
+    const int64_t axis = dq_w->attributes.get_int("axis", 1);
+    const int64_t wanted = is_conv ? 0 : 1;
+    const bool along = rank >= 1 && (axis == wanted || axis + rank == wanted) && (is_conv || rank == 2);
+    if (!along) {
+      return refuse(str_cat("stays float32: its weights are quantized along axis ", axis, ", not per ",
+                            is_conv ? "output channel (axis 0)" : "column of a 2-D B (axis 1)"));
+    }
+  }
+  Node integer_node;
+  integer_node.name = op.name;
+  integer_node.op_type = is_conv ? "QLinearConv" : "QLinearMatMul";
+  integer_node.inputs = {dq_x->inputs[0],        input_or_empty(*dq_x, 1), input_or_empty(*dq_x, 2),
+                         dq_w->inputs[0],        input_or_empty(*dq_w, 1), input_or_empty(*dq_w, 2),
+                         input_or_empty(q_y, 1), input_or_empty(q_y, 2)};
+  integer_node.outputs = {q_y.outputs[0]};
+  if (is_conv) integer_node.attributes = op.attributes;
+  std::string bias_text;
+  if (is_conv && !input_or_empty(op, 2).empty()) {
+    // The bias must be int32 at scale x_scale * w_scale, as QLinearConv adds it to the accumulators.
+    const Node* dq_b = producer_of(index, op.inputs[2], "DequantizeLinear");
+    const Tensor* bias = dq_b ? initializer(index, dq_b->inputs[0]) : nullptr;
+    const std::vector<double> b_scales =
+        dq_b ? constant_values(index, input_or_empty(*dq_b, 1)) : std::vector<double>{};
+    const std::vector<double> b_zero_points =
+        dq_b ? constant_values(index, input_or_empty(*dq_b, 2)) : std::vector<double>{};
+    if (bias == nullptr || bias->dtype() != DType::i32 || b_scales.empty()) {
+      return refuse("stays float32: its bias is not a dequantized int32 constant");
+    }
+    for (size_t m = 0; m < std::max(b_scales.size(), w_scales.size()); ++m) {
+      const double want = static_cast<float>(static_cast<float>(x->scale) *
+                                             static_cast<float>(w_scales[w_scales.size() == 1 ? 0 : m]));
+      const double got = b_scales[b_scales.size() == 1 ? 0 : std::min(m, b_scales.size() - 1)];
+      if (std::abs(got - want) > 1e-6 * std::abs(want)) {
+        return refuse(str_cat("stays float32: its bias's scale ", got, " is not x_scale * w_scale = ", want,
+                              " (output channel ", m, ")"));
+      }
+    }
+    for (double zero_point : b_zero_points) {
+      if (zero_point != 0) return refuse("stays float32: its bias has a zero point other than 0");
+    }
+    integer_node.inputs.push_back(dq_b->inputs[0]);
+    bias_text = ", + int32 bias";
+  }
+  Rewrite rewrite;
+  rewrite.integer_node = std::move(integer_node);
+  rewrite.absorbed = std::move(absorbed);
+  rewrite.note =
+      str_cat("quantized: ", rewrite.integer_node.op_type, " from DequantizeLinear -> ", op.op_type,
+              relu ? " -> Relu" : "", " -> QuantizeLinear; ",
+              describe_value("x", x_type, {x->scale}, {x->zero_point}), ", ",
+              describe_value("w", w_type, w_scales, w_zero_points), " -> int32 accumulators (exact)",
+              bias_text, ", requantized to ", describe_value("y", y_type, {y->scale}, {y->zero_point}),
+              relu ? "; the Relu is the saturation at the zero point" : "");
+  return {std::move(rewrite), {}};
+}
+
+}  // namespace
+
+std::optional<QuantizedModel> fuse_qdq_chains(const Model& model) {
+  const Graph& graph = model.graph;
+  const bool has_qdq = std::any_of(graph.nodes.begin(), graph.nodes.end(),
+                                   [](const Node& node) { return is_onnx_op(&node, "DequantizeLinear"); });
+  if (!has_qdq) return std::nullopt;
+  const QdqIndex index = index_graph(graph);
+  QuantizedModel result{model, {}, 0};
+  std::map<const Node*, Node> replaced;
+  std::set<const Node*> removed;
+  for (const Node& node : graph.nodes) {
+    const bool product =
+        is_onnx_op(&node, "Conv") || is_onnx_op(&node, "MatMul") || is_onnx_op(&node, "Gemm");
+    if (!product) continue;
+    if (is_onnx_op(&node, "Gemm")) {
+      const bool quantized = producer_of(index, input_or_empty(node, 0), "DequantizeLinear") != nullptr;
+      if (quantized) {
+        result.notes[node.name] =
+            "stays float32: kiln has no integer Gemm step yet (QLinearMatMul takes no bias)";
+      }
+      continue;
+    }
+    Outcome outcome = integer_form(index, node);
+    if (outcome.rewrite) {
+      for (const Node* absorbed : outcome.rewrite->absorbed) removed.insert(absorbed);
+      result.notes[node.name] = outcome.rewrite->note;
+      replaced.emplace(&node, std::move(outcome.rewrite->integer_node));
+      ++result.integer_ops;
+    } else if (!outcome.refusal.empty()) {
+      result.notes[node.name] = outcome.refusal;
+    }
+  }
+  if (result.integer_ops == 0 && result.notes.empty()) return std::nullopt;
+  result.model.graph.nodes.clear();
+  for (const Node& node : graph.nodes) {
+    if (removed.count(&node) != 0) continue;
+    const auto replacement = replaced.find(&node);
+    result.model.graph.nodes.push_back(replacement != replaced.end() ? replacement->second : node);
+  }
+  return result;
+}
+
+}  // namespace kiln
