@@ -23,6 +23,7 @@ from kiln import _kiln
 from kiln import backends
 from kiln import functional
 from kiln import profiler
+from kiln import quantization
 from kiln import torch_trace  # imports torch only when a torch profile is read
 from kiln import tidy
 from kiln._kiln import (

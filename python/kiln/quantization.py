@@ -1,0 +1,338 @@
+"""Post-training static quantization: a float ONNX model in, a QDQ model out.
+
+`quantize_static` takes ONNX Runtime's parameter names and defaults (QDQ, int8 activations and
+weights, MinMax calibration, asymmetric activations, symmetric weights), so a script written for
+`onnxruntime.quantization` runs unchanged where kiln does. kiln runs the calibration itself (the
+model with every tensor to quantize made an output), then writes standard QuantizeLinear /
+DequantizeLinear pairs that any ONNX runtime reads; kiln plans the chains they form as integer steps.
+
+What it quantizes: Conv and MatMul (constant weights) and the tensors they read and write. A Relu
+that is its Conv's or MatMul's only reader is dropped: the result is quantized over the Relu's range
+(which starts at 0), so the saturation at the zero point does what the Relu did. A
+BatchNormalization after a Conv is folded into it first. Other ops stay float32 and read the
+dequantized tensors.
+"""
+import enum
+import os
+import pathlib
+import tempfile
+
+import numpy as np
+
+
+class QuantFormat(enum.Enum):
+    QOperator = 0
+    QDQ = 1
+
+
+class QuantType(enum.Enum):
+    QInt8 = 0
+    QUInt8 = 1
+
+
+class CalibrationMethod(enum.Enum):
+    MinMax = 0
+    Entropy = 1
+    Percentile = 2
+    Distribution = 3
+
+
+class CalibrationDataReader:
+    """Calibration batches: get_next() returns {input name: numpy array}, then None when done."""
+
+    def get_next(self):
+        raise NotImplementedError
+
+
+class NpyFolderReader(CalibrationDataReader):
+    """Batches from a folder: for a model with one input, each `*.npy` file (in name order) is one
+    batch of it; for several inputs, each subfolder is one batch holding `<input name>.npy`."""
+
+    def __init__(self, folder, input_names):
+        folder = pathlib.Path(folder)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"calibration data folder {folder} does not exist")
+        if len(input_names) == 1:
+            self._batches = [{input_names[0]: path} for path in sorted(folder.glob("*.npy"))]
+        else:
+            self._batches = []
+            for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+                missing = [n for n in input_names if not (sub / f"{n}.npy").exists()]
+                if missing:
+                    raise FileNotFoundError(f"calibration batch {sub} has no {', '.join(m + '.npy' for m in missing)}")
+                self._batches.append({n: sub / f"{n}.npy" for n in input_names})
+        if not self._batches:
+            raise ValueError(f"calibration data folder {folder} holds no batches (expected "
+                             + ("*.npy files" if len(input_names) == 1 else "one subfolder per batch") + ")")
+        self._next = 0
+
+    def get_next(self):
+        if self._next >= len(self._batches):
+            return None
+        batch = self._batches[self._next]
+        self._next += 1
+        return {name: np.load(path) for name, path in batch.items()}
+
+
+_EXTRA_OPTIONS = {"ActivationSymmetric", "WeightSymmetric"}
+
+
+def _range(qtype, symmetric, reduce_range):
+    if qtype == QuantType.QUInt8:
+        return (0, 127) if reduce_range else (0, 255)
+    if reduce_range:
+        return (-64, 64)
+    return (-127, 127) if symmetric else (-128, 127)
+
+
+def _scale_zero_point(rmin, rmax, qmin, qmax, symmetric):
+    """ONNX Runtime's rule: the range always holds 0 (so zero padding is exact), scale in float32."""
+    rmin = np.minimum(rmin, 0).astype(np.float32)
+    rmax = np.maximum(rmax, 0).astype(np.float32)
+    if symmetric:
+        absmax = np.maximum(np.abs(rmin), np.abs(rmax))
+        rmin, rmax = -absmax, absmax
+    scale = ((rmax - rmin) / np.float32(qmax - qmin)).astype(np.float32)
+    degenerate = scale < np.finfo(np.float32).tiny
+    scale = np.where(degenerate, np.float32(1), scale).astype(np.float32)
+    zero_point = np.where(degenerate, 0, np.rint(qmin - rmin / scale))
+    return scale, np.clip(zero_point, qmin, qmax)
+
+
+def _quantize(values, scale, zero_point, qmin, qmax, dtype):
+    return np.clip(np.rint(values / scale) + zero_point, qmin, qmax).astype(dtype)
+
+
+def _np_type(qtype):
+    return np.uint8 if qtype == QuantType.QUInt8 else np.int8
+
+
+def _fold_batch_norms(model, numpy_helper):
+    """Conv -> BatchNormalization (inference, constant parameters) becomes one Conv."""
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    readers = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    outputs = {o.name for o in graph.output}
+    removed = []
+    for node in graph.node:
+        if node.op_type != "Conv" or len(node.input) < 2 or node.input[1] not in inits:
+            continue
+        followers = readers.get(node.output[0], [])
+        if len(followers) != 1 or followers[0].op_type != "BatchNormalization" or node.output[0] in outputs:
+            continue
+        bn = followers[0]
+        if len(bn.output) != 1 or not all(name in inits for name in bn.input[1:5]):
+            continue
+        epsilon = next((a.f for a in bn.attribute if a.name == "epsilon"), 1e-5)
+        gamma, beta, mean, var = (numpy_helper.to_array(inits[n]).astype(np.float64) for n in bn.input[1:5])
+        factor = gamma / np.sqrt(var + epsilon)
+        weights = numpy_helper.to_array(inits[node.input[1]]).astype(np.float64)
+        bias = (numpy_helper.to_array(inits[node.input[2]]).astype(np.float64)
+                if len(node.input) > 2 and node.input[2] else np.zeros(weights.shape[0]))
+        folded_w = (weights * factor.reshape((-1,) + (1,) * (weights.ndim - 1))).astype(np.float32)
+        folded_b = ((bias - mean) * factor + beta).astype(np.float32)
+        w_name, b_name = node.input[1] + "_bn_folded", node.output[0] + "_bn_folded_bias"
+        graph.initializer.extend([numpy_helper.from_array(folded_w, w_name), numpy_helper.from_array(folded_b, b_name)])
+        del node.input[1:]
+        node.input.extend([w_name, b_name])
+        node.output[0] = bn.output[0]
+        removed.append(bn)
+    for bn in removed:
+        graph.node.remove(bn)
+
+
+def quantize_static(model_input, model_output, calibration_data_reader, quant_format=QuantFormat.QDQ,
+                    op_types_to_quantize=None, per_channel=False, reduce_range=False,
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, nodes_to_quantize=None,
+                    nodes_to_exclude=None, use_external_data_format=False,
+                    calibrate_method=CalibrationMethod.MinMax, extra_options=None):
+    """Quantizes `model_input` (a path or ModelProto) and writes the QDQ model to `model_output`.
+    Calibration runs kiln over every batch `calibration_data_reader.get_next()` returns until None.
+    Output names are unchanged. Returns {"tensors": {name: (min, max, scale, zero point)}, "nodes":
+    [the names of the nodes quantized]}."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from kiln import Session
+
+    if quant_format != QuantFormat.QDQ:
+        raise NotImplementedError(f"quant_format {quant_format}: kiln.quantization writes QDQ models only "
+                                  "(kiln plans their chains as QLinearConv / QLinearMatMul steps)")
+    if calibrate_method != CalibrationMethod.MinMax:
+        raise NotImplementedError(f"calibrate_method {calibrate_method}: kiln.quantization calibrates with MinMax only")
+    if use_external_data_format:
+        raise NotImplementedError("use_external_data_format: kiln.quantization writes one .onnx file")
+    if activation_type == QuantType.QInt8 and weight_type == QuantType.QUInt8:
+        raise ValueError("int8 activations with uint8 weights are not supported (as in ONNX Runtime)")
+    extra_options = dict(extra_options or {})
+    unknown = sorted(set(extra_options) - _EXTRA_OPTIONS)
+    if unknown:
+        raise ValueError(f"unknown extra_options {unknown}; kiln.quantization takes {sorted(_EXTRA_OPTIONS)}")
+    activation_symmetric = bool(extra_options.get("ActivationSymmetric", False))
+    weight_symmetric = bool(extra_options.get("WeightSymmetric", weight_type == QuantType.QInt8))
+    op_types = set(op_types_to_quantize or ["Conv", "MatMul"])
+    unsupported = sorted(op_types - {"Conv", "MatMul"})
+    if unsupported:
+        raise NotImplementedError(f"op_types_to_quantize {unsupported}: kiln.quantization quantizes Conv and MatMul")
+
+    model = model_input if isinstance(model_input, onnx.ModelProto) else onnx.load(os.fspath(model_input))
+    model = onnx.ModelProto.FromString(model.SerializeToString())  # never edits the caller's model
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset < 10:
+        raise ValueError(f"the model's opset is {opset}; QuantizeLinear needs 10 or later")
+    if per_channel and opset < 13:
+        raise ValueError(f"per_channel needs opset 13 or later (DequantizeLinear's axis); the model has {opset}")
+    _fold_batch_norms(model, numpy_helper)
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    readers = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    graph_outputs = {o.name for o in graph.output}
+
+    # The nodes to quantize, and the Relu each absorbs.
+    chosen = []
+    for node in graph.node:
+        if node.op_type not in op_types or len(node.input) < 2 or node.input[1] not in inits:
+            continue
+        if nodes_to_quantize and node.name not in nodes_to_quantize:
+            continue
+        if nodes_to_exclude and node.name in nodes_to_exclude:
+            continue
+        weight = numpy_helper.to_array(inits[node.input[1]])
+        if weight.dtype != np.float32 or (node.op_type == "MatMul" and weight.ndim != 2):
+            continue
+        followers = readers.get(node.output[0], [])
+        relu = None
+        if len(followers) == 1 and followers[0].op_type == "Relu" and node.output[0] not in graph_outputs:
+            relu = followers[0]
+        chosen.append((node, relu))
+    if not chosen:
+        raise ValueError("the model has no Conv or MatMul with constant float32 weights to quantize")
+
+    # Calibration: the tensors to quantize made graph outputs, their min and max over every batch.
+    tensors = []
+    for node, relu in chosen:
+        for name in (node.input[0], (relu or node).output[0]):
+            if name not in tensors:
+                tensors.append(name)
+    augmented = onnx.ModelProto.FromString(model.SerializeToString())
+    for name in tensors:
+        if name not in graph_outputs:
+            augmented.graph.output.append(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+    ranges = {}
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "augmented.onnx")
+        onnx.save(augmented, path)
+        session = Session(path)
+        batches = 0
+        while True:
+            batch = calibration_data_reader.get_next()
+            if batch is None:
+                break
+            outputs = session.run(batch)
+            for name in tensors:
+                low, high = float(np.min(outputs[name])), float(np.max(outputs[name]))
+                old = ranges.get(name, (low, high))
+                ranges[name] = (min(old[0], low), max(old[1], high))
+            batches += 1
+    if batches == 0:
+        raise ValueError("the calibration data reader gave no batches")
+
+    a_qmin, a_qmax = _range(activation_type, activation_symmetric, False)
+    w_qmin, w_qmax = _range(weight_type, weight_symmetric, reduce_range)
+    a_np, w_np = _np_type(activation_type), _np_type(weight_type)
+    report = {"tensors": {}, "nodes": [node.name for node, _ in chosen]}
+    activation = {}
+    for name in tensors:
+        low, high = ranges[name]
+        scale, zero_point = _scale_zero_point(np.float32(low), np.float32(high), a_qmin, a_qmax, activation_symmetric)
+        activation[name] = (np.float32(scale), a_np(zero_point))
+        report["tensors"][name] = (low, high, float(scale), int(zero_point))
+
+    new_initializers, constant_nodes = [], []
+    used = set()
+    for node, _ in chosen:
+        # Weights as int8 constants through DequantizeLinear, per tensor or per output channel (Conv:
+        # axis 0) / column (MatMul: axis 1).
+        weight = numpy_helper.to_array(inits[node.input[1]])
+        axis = 0 if node.op_type == "Conv" else 1
+        if per_channel:
+            other = tuple(d for d in range(weight.ndim) if d != axis)
+            scale, zero_point = _scale_zero_point(weight.min(axis=other), weight.max(axis=other), w_qmin, w_qmax,
+                                                  weight_symmetric)
+            shape = [1] * weight.ndim
+            shape[axis] = -1
+            q = _quantize(weight, scale.reshape(shape), zero_point.reshape(shape), w_qmin, w_qmax, w_np)
+        else:
+            scale, zero_point = _scale_zero_point(np.float32(weight.min()), np.float32(weight.max()), w_qmin, w_qmax,
+                                                  weight_symmetric)
+            q = _quantize(weight, scale, zero_point, w_qmin, w_qmax, w_np)
+        scale = np.asarray(scale, np.float32)
+        base = f"{node.name}_weights" if node.name else f"{node.input[1]}_{len(constant_nodes)}"
+        new_initializers += [numpy_helper.from_array(q, f"{base}_quantized"),
+                             numpy_helper.from_array(scale, f"{base}_scale"),
+                             numpy_helper.from_array(np.asarray(zero_point).astype(w_np), f"{base}_zero_point")]
+        constant_nodes.append(helper.make_node(
+            "DequantizeLinear", [f"{base}_quantized", f"{base}_scale", f"{base}_zero_point"], [f"{base}_dequantized"],
+            name=f"{base}_DequantizeLinear", **({"axis": axis} if per_channel else {})))
+        used.add(node.input[1])
+        node.input[1] = f"{base}_dequantized"
+        # A Conv's bias as int32 at scale x_scale * w_scale, what QLinearConv adds to its accumulators.
+        if node.op_type == "Conv" and len(node.input) > 2 and node.input[2] in inits:
+            bias = numpy_helper.to_array(inits[node.input[2]]).astype(np.float32)
+            bias_scale = (activation[node.input[0]][0] * scale).astype(np.float32)  # per channel when w is
+            q_bias = np.clip(np.rint(bias / bias_scale), -2**31, 2**31 - 1).astype(np.int32)
+            bias_base = f"{node.name}_bias" if node.name else f"{node.input[2]}_{len(constant_nodes)}"
+            new_initializers += [numpy_helper.from_array(q_bias, f"{bias_base}_quantized"),
+                                 numpy_helper.from_array(bias_scale, f"{bias_base}_scale")]
+            constant_nodes.append(helper.make_node(
+                "DequantizeLinear", [f"{bias_base}_quantized", f"{bias_base}_scale"], [f"{bias_base}_dequantized"],
+                name=f"{bias_base}_DequantizeLinear", **({"axis": 0} if per_channel else {})))
+            used.add(node.input[2])
+            node.input[2] = f"{bias_base}_dequantized"
+
+    # Drop the absorbed Relus: the node writes the Relu's output, quantized over the Relu's range.
+    for node, relu in chosen:
+        if relu is not None:
+            node.output[0] = relu.output[0]
+            graph.node.remove(relu)
+
+    # A QuantizeLinear -> DequantizeLinear pair on each tensor, right after the node computing it
+    # (graph inputs: first); every reader reads the dequantized value. Graph outputs keep their names.
+    pairs = {}
+    for name in tensors:
+        scale, zero_point = activation[name]
+        new_initializers += [numpy_helper.from_array(np.array(scale, np.float32), f"{name}_scale"),
+                             numpy_helper.from_array(np.array(zero_point, a_np), f"{name}_zero_point")]
+        quantized, dequantized = f"{name}_QuantizeLinear_Output", f"{name}_DequantizeLinear_Output"
+        for node in graph.node:
+            for i, value in enumerate(node.input):
+                if value == name:
+                    node.input[i] = dequantized
+        pairs[name] = [
+            helper.make_node("QuantizeLinear", [name, f"{name}_scale", f"{name}_zero_point"], [quantized],
+                             name=f"{name}_QuantizeLinear"),
+            helper.make_node("DequantizeLinear", [quantized, f"{name}_scale", f"{name}_zero_point"], [dequantized],
+                             name=f"{name}_DequantizeLinear")]
+    ordered = list(constant_nodes)
+    for name in tensors:
+        if not any(name in node.output for node in graph.node):
+            ordered += pairs[name]
+    for node in graph.node:
+        ordered.append(node)
+        for name in node.output:
+            ordered += pairs.get(name, [])
+    del graph.node[:]
+    graph.node.extend(ordered)
+    still_read = {name for node in graph.node for name in node.input}
+    kept = [t for t in graph.initializer if t.name not in used or t.name in still_read]
+    del graph.initializer[:]
+    graph.initializer.extend(kept + new_initializers)
+    onnx.checker.check_model(model)
+    onnx.save(model, os.fspath(model_output))
+    return report

@@ -1,0 +1,235 @@
+"""kiln.quantization.quantize_static: a float model in, a QDQ model out that kiln plans as integer
+steps (QLinearConv, QLinearMatMul), close to the float model, with ONNX Runtime's API and refusals."""
+import pathlib
+
+import numpy as np
+import onnx
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+class SmallNet(torch.nn.Module):
+    """Conv+BN+Relu, a grouped strided Conv+Relu, a pointwise Conv without Relu, then a MatMul
+    (Linear over a 3-D tensor)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = torch.nn.BatchNorm2d(8)
+        self.conv2 = torch.nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=2)
+        self.conv3 = torch.nn.Conv2d(8, 16, 1)
+        self.fc = torch.nn.Linear(16, 5)
+
+    def forward(self, x):
+        x = torch.relu(self.bn1(self.conv1(x)))
+        x = torch.relu(self.conv2(x))
+        x = self.conv3(x)
+        return self.fc(x.flatten(2).transpose(1, 2))
+
+
+@pytest.fixture(scope="module")
+def float_model(tmp_path_factory):
+    torch.manual_seed(0)
+    net = SmallNet()
+    with torch.no_grad():
+        net.bn1.running_mean.uniform_(-0.2, 0.2)
+        net.bn1.running_var.uniform_(0.5, 2.0)
+    net.eval()
+    path = tmp_path_factory.mktemp("quantization") / "small.onnx"
+    torch.onnx.export(net, torch.randn(1, 3, 16, 16), str(path), opset_version=13, input_names=["x"],
+                      output_names=["y"])
+    return path
+
+
+class Reader:
+    def __init__(self, count, seed):
+        rng = np.random.default_rng(seed)
+        self.batches = [{"x": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)} for _ in range(count)]
+
+    def get_next(self):
+        return self.batches.pop(0) if self.batches else None
+
+
+def sqnr_db(reference, value):
+    noise = np.sum((reference.astype(np.float64) - value) ** 2)
+    return 10 * np.log10(np.sum(reference.astype(np.float64) ** 2) / max(noise, 1e-30))
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("activation_type", ["QInt8", "QUInt8"])
+def test_quantized_model_runs_integer_steps_close_to_float(kiln_module, float_model, tmp_path, per_channel,
+                                                           activation_type):
+    q = kiln_module.quantization
+    out = tmp_path / "small.qdq.onnx"
+    report = q.quantize_static(float_model, out, Reader(8, 1), per_channel=per_channel,
+                               activation_type=q.QuantType[activation_type])
+    assert len(report["nodes"]) == 4  # three Conv and the MatMul
+
+    model = onnx.load(str(out))
+    ops = [node.op_type for node in model.graph.node]
+    assert "Relu" not in ops and "BatchNormalization" not in ops  # absorbed and folded
+    # x, the three Conv results, the MatMul's input (conv3's result reshaped) and result
+    assert ops.count("QuantizeLinear") == 6
+    assert [o.name for o in model.graph.output] == ["y"]
+    zero_points = [t for t in model.graph.initializer if t.name.endswith("_zero_point")]
+    want = onnx.TensorProto.UINT8 if activation_type == "QUInt8" else onnx.TensorProto.INT8
+    assert any(t.data_type == want for t in zero_points)
+
+    x = Reader(1, 99).get_next()  # held out
+    session = kiln_module.Session(out)
+    steps = session.explain(x)
+    integer = [s for s in steps if s["op"] in ("QLinearConv", "QLinearMatMul")]
+    assert sorted(s["op"] for s in integer) == ["QLinearConv"] * 3 + ["QLinearMatMul"]
+    for step in integer:
+        assert any(note.startswith("quantized: ") for note in step["notes"]), step["notes"]
+    assert not any(s["op"] in ("Conv", "MatMul") for s in steps)
+
+    quantized = session.run(x)["y"]
+    reference = kiln_module.Session(float_model).run(x)["y"]
+    assert quantized.shape == reference.shape
+    assert sqnr_db(reference, quantized) > 25
+
+
+def test_bad_options_are_named(kiln_module, float_model, tmp_path):
+    q = kiln_module.quantization
+    out = tmp_path / "never.onnx"
+    with pytest.raises(NotImplementedError, match="writes QDQ models only"):
+        q.quantize_static(float_model, out, Reader(1, 1), quant_format=q.QuantFormat.QOperator)
+    with pytest.raises(NotImplementedError, match="MinMax only"):
+        q.quantize_static(float_model, out, Reader(1, 1), calibrate_method=q.CalibrationMethod.Entropy)
+    with pytest.raises(ValueError, match="unknown extra_options \\['Bogus'\\]"):
+        q.quantize_static(float_model, out, Reader(1, 1), extra_options={"Bogus": 1})
+    with pytest.raises(ValueError, match="int8 activations with uint8 weights"):
+        q.quantize_static(float_model, out, Reader(1, 1), weight_type=q.QuantType.QUInt8)
+    with pytest.raises(ValueError, match="gave no batches"):
+        q.quantize_static(float_model, out, Reader(0, 1))
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        q.NpyFolderReader(tmp_path / "missing", ["x"])
+    assert not out.exists()
+
+
+def test_npy_folder_reader(kiln_module, float_model, tmp_path):
+    q = kiln_module.quantization
+    folder = tmp_path / "calibration"
+    folder.mkdir()
+    for i, batch in enumerate(Reader(3, 5).batches):
+        np.save(folder / f"{i}.npy", batch["x"])
+    out = tmp_path / "folder.qdq.onnx"
+    q.quantize_static(float_model, out, q.NpyFolderReader(folder, ["x"]))
+    assert out.exists()
+
+
+# ---- Exactness on quantized CNNs: every QLinearConv step against a numpy integer reference ------------
+
+def _capture_quantized(model_path, out_path):
+    """The QDQ model with every QuantizeLinear output also a graph output, "q<i>" (Identity copies:
+    file-safe names); returns {q name: QuantizeLinear output name}."""
+    model = onnx.load(str(model_path))
+    types = {t.name: t.data_type for t in model.graph.initializer}
+    captured = {}
+    for node in list(model.graph.node):
+        if node.op_type == "QuantizeLinear":
+            name = f"q{len(captured)}"
+            dtype = types.get(node.input[2], onnx.TensorProto.UINT8) if len(node.input) > 2 else onnx.TensorProto.UINT8
+            model.graph.node.append(onnx.helper.make_node("Identity", [node.output[0]], [name]))
+            model.graph.output.append(onnx.helper.make_tensor_value_info(name, dtype, None))
+            captured[name] = node.output[0]
+    onnx.save(model, str(out_path))
+    return captured
+
+
+def _reference_qlinear_conv(xq, x, w, y, bias, conv):
+    """ONNX's QLinearConv by plain numpy: int64 sums of (x - x_zp)(w - w_zp) over each window, + bias,
+    wrapped to int32, times float32(x_scale * w_scale / y_scale) in double, rounded half to even."""
+    (x_scale, x_zp), (wq, w_scale, w_zp), (y_scale, y_zp, y_dtype) = x, w, y
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in conv.attribute}
+    strides, dilations = attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
+    pads, group = attrs.get("pads", [0, 0, 0, 0]), attrs.get("group", 1)
+    values = np.pad(xq.astype(np.int64) - int(x_zp), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    m, cg, kh, kw = wq.shape
+    weights = wq.astype(np.int64) - np.asarray(w_zp, np.int64).reshape(-1, 1, 1, 1)
+    oh = (values.shape[2] - dilations[0] * (kh - 1) - 1) // strides[0] + 1
+    ow = (values.shape[3] - dilations[1] * (kw - 1) - 1) // strides[1] + 1
+    acc = np.zeros((xq.shape[0], m, oh, ow), np.int64)
+    mg = m // group
+    for g in range(group):
+        part = values[:, g * cg:(g + 1) * cg]
+        for i in range(kh):
+            for j in range(kw):
+                rows = slice(i * dilations[0], i * dilations[0] + strides[0] * (oh - 1) + 1, strides[0])
+                cols = slice(j * dilations[1], j * dilations[1] + strides[1] * (ow - 1) + 1, strides[1])
+                acc[:, g * mg:(g + 1) * mg] += np.einsum("nchw,mc->nmhw", part[:, :, rows, cols],
+                                                         weights[g * mg:(g + 1) * mg, :, i, j])
+    if bias is not None:
+        acc += bias.reshape(1, -1, 1, 1)
+    acc = acc.astype(np.int32)
+    multiplier = (np.float32(x_scale) * np.asarray(w_scale, np.float32)) / np.float32(y_scale)
+    y = np.rint(acc.astype(np.float64) * multiplier.astype(np.float64).reshape(1, -1, 1, 1)) + int(y_zp)
+    info = np.iinfo(y_dtype)
+    return np.clip(y, info.min, info.max).astype(y_dtype)
+
+
+def _check_exact(kiln_bin, model_name, model_cache, tmp_path, isa_tiers, per_channel):
+    import os
+    import subprocess
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).parent))
+    import export_models
+    from onnx import numpy_helper
+
+    import kiln
+    path = export_models.cached_export(model_name, model_cache)
+    shape = export_models.input_shape(model_name)
+    rng = np.random.default_rng(7)
+    reader = [{"input": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)]
+    qdq = tmp_path / f"{model_name}.qdq.onnx"
+    kiln.quantization.quantize_static(path, qdq, type("R", (), {"get_next": lambda self: reader.pop(0) if reader else None})(),
+                                      per_channel=per_channel)
+    captured = _capture_quantized(qdq, tmp_path / "captured.onnx")
+    by_output = {v: k for k, v in captured.items()}
+    model = onnx.load(str(qdq))
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    producer = {o: n for n in model.graph.node for o in n.output}
+    readers = {}
+    for n in model.graph.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+    x_file = tmp_path / "x.npy"
+    np.save(x_file, rng.standard_normal(shape).astype(np.float32))  # held out
+    convs = [n for n in model.graph.node if n.op_type == "Conv"]
+    assert convs
+    for tier in isa_tiers:
+        out = tmp_path / f"out_{tier or 'best'}"
+        env = dict(os.environ, **({"KILN_ISA": tier} if tier else {}))
+        subprocess.run([str(kiln_bin), "run", str(tmp_path / "captured.onnx"), "--input", f"input={x_file}",
+                        "--output-dir", str(out)], check=True, env=env, capture_output=True)
+        plan = subprocess.run([str(kiln_bin), "explain", str(tmp_path / "captured.onnx"), "--json"], check=True, env=env,
+                              capture_output=True, text=True).stdout
+        assert plan.count('"QLinearConv"') >= len(convs), f"{model_name}: not every Conv is an integer step"
+
+        def q_value(name):
+            return np.load(out / f"{by_output[name]}.npy")
+
+        for conv in convs:
+            dq_x, dq_w = producer[conv.input[0]], producer[conv.input[1]]
+            q_y = readers[conv.output[0]][0]
+            assert q_y.op_type == "QuantizeLinear"
+            bias = inits[producer[conv.input[2]].input[0]] if len(conv.input) > 2 and conv.input[2] else None
+            y_zp = inits[q_y.input[2]]
+            want = _reference_qlinear_conv(
+                q_value(dq_x.input[0]), (inits[dq_x.input[1]], inits[dq_x.input[2]]),
+                (inits[dq_w.input[0]], inits[dq_w.input[1]], inits[dq_w.input[2]]),
+                (inits[q_y.input[1]], y_zp, y_zp.dtype.type), bias, conv)
+            got = q_value(q_y.output[0])
+            np.testing.assert_array_equal(got, want, err_msg=f"{model_name} {conv.name} (KILN_ISA={tier})")
+
+
+def test_resnet18_integer_steps_equal_the_reference_on_every_isa_tier(kiln_bin, kiln_module, model_cache, tmp_path):
+    _check_exact(kiln_bin, "resnet18", model_cache, tmp_path, ["", "avx2", "baseline"], per_channel=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_name", ["resnet50", "mobilenet_v2"])
+def test_cnn_integer_steps_equal_the_reference(kiln_bin, kiln_module, model_cache, tmp_path, model_name):
+    _check_exact(kiln_bin, model_name, model_cache, tmp_path, ["", "avx2"], per_channel=True)
