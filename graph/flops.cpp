@@ -15,8 +15,14 @@ int64_t step_flops(const StepRecord& step) {
   if (step.output_shapes.empty() || step.input_shapes.size() < 2) return 0;
   const Shape& out = step.output_shapes[0];
   const Shape& a = step.input_shapes[0];
-  const Shape& b = step.input_shapes[1];
-  if (step.op_type == "Conv" && b.size() >= 3) {
+  // The integer products count their multiply-adds alike (QLinear*: W is input 3).
+  const bool qlinear = step.op_type == "QLinearConv" || step.op_type == "QLinearMatMul";
+  if (qlinear && step.input_shapes.size() < 4) return 0;
+  const Shape& b = step.input_shapes[qlinear ? 3 : 1];
+  const bool conv = step.op_type == "Conv" || step.op_type == "QLinearConv" || step.op_type == "ConvInteger";
+  const bool matmul =
+      step.op_type == "MatMul" || step.op_type == "QLinearMatMul" || step.op_type == "MatMulInteger";
+  if (conv && b.size() >= 3) {
     // Each output element sums (input channels per group) x (kernel window) products.
     int64_t per_output = 1;
     for (size_t d = 1; d < b.size(); ++d) per_output *= b[d];
@@ -35,7 +41,7 @@ int64_t step_flops(const StepRecord& step) {
     const int64_t gate_rows = b[0] * b[1];
     return 2 * steps * gate_rows * (b[2] + step.input_shapes[2][2]);
   }
-  if (step.op_type == "MatMul" && !a.empty()) return 2 * numel(out) * a.back();
+  if (matmul && !a.empty()) return 2 * numel(out) * a.back();
   if (step.op_type == "Gemm" && out.size() == 2 && out[0] > 0) return 2 * numel(out) * (numel(a) / out[0]);
   return 0;
 }
