@@ -5,18 +5,19 @@
 // its zero point is an int16 in [-255, 255], and int16 dot products (vpmaddwd, whose pair sums are at
 // most 2 * 255 * 255) sum them. vpmaddubsw, the u8 x s8 instruction of AVX2 and of AVX-512 without
 // VNNI, saturates its 16-bit pair sums and is never used. ConvInteger and MatMulInteger are the
-// accumulators the QLinear forms requantize (backends/native/quantize_math.h), so tests compare both.
+// accumulators the QLinear forms requantize (ops/quantize_math.h), so tests compare both.
 #include "ops/quantize.h"
 
 #include <algorithm>
+#include <limits>
 #include <type_traits>
 
 #include "backends/base/function_kernel.h"
 #include "backends/native/element_math.h"
 #include "backends/native/isa_variant.h"
 #include "backends/native/native_backend.h"
-#include "backends/native/quantize_math.h"
 #include "backends/native/thread_scratch.h"
+#include "ops/quantize_math.h"
 #include "runtime/parallel.h"
 
 namespace kiln::native {
@@ -45,25 +46,65 @@ auto visit_int8(DType dtype, Fn&& fn) {
 
 // ---- QuantizeLinear, DequantizeLinear ------------------------------------------------------------
 
-// The index of the scale for element e.
-int64_t axis_index(const QuantAxis& axis, int64_t e) {
-  return axis.per_tensor() ? 0 : (e / axis.inner) % axis.count;
+// Calls fn(first, count, index) over runs of elements sharing scale `index`, in parallel: chunks of
+// the whole tensor when per tensor, else the `inner` elements of each index of the axis.
+template <typename Fn>
+void for_each_run(const QuantAxis& axis, int64_t total, const Fn& fn) {
+  if (axis.per_tensor()) {
+    parallel_for(0, total, 1, [&](int64_t begin, int64_t end) { fn(begin, end - begin, 0); });
+    return;
+  }
+  parallel_for(0, total / axis.inner, axis.inner, [&](int64_t begin, int64_t end) {
+    for (int64_t run = begin; run < end; ++run) fn(run * axis.inner, axis.inner, run % axis.count);
+  });
+}
+
+// quantize_value over a float32 run, written to vectorize (the division, the rounding, NaN to the
+// zero point, the saturation): the same values, since the rounded quotient and the zero point sum
+// exactly in float wherever the result is not saturated anyway.
+template <typename Y>
+[[gnu::always_inline]] inline void quantize_floats(const float* x, int64_t n, float scale, int32_t zero_point,
+                                                   Y* y) {
+  const auto low = static_cast<float>(std::numeric_limits<Y>::min());
+  const auto high = static_cast<float>(std::numeric_limits<Y>::max());
+  const auto zero = static_cast<float>(zero_point);
+  for (int64_t i = 0; i < n; ++i) {
+    float q = std::nearbyint(x[i] / scale) + zero;
+    q = q == q ? q : zero;
+    q = q < low ? low : q;
+    q = q > high ? high : q;
+    y[i] = static_cast<Y>(static_cast<int32_t>(q));
+  }
+}
+
+template <typename Y>
+using QuantizeFloatsFn = void (*)(const float*, int64_t, float, int32_t, Y*);
+
+template <typename Y>
+__attribute__((target("avx512f,avx512bw"))) void quantize_floats_avx512(const float* x, int64_t n,
+                                                                        float scale, int32_t zero_point,
+                                                                        Y* y) {
+  quantize_floats(x, n, scale, zero_point, y);
+}
+template <typename Y>
+__attribute__((target("avx2"))) void quantize_floats_avx2(const float* x, int64_t n, float scale,
+                                                          int32_t zero_point, Y* y) {
+  quantize_floats(x, n, scale, zero_point, y);
+}
+template <typename Y>
+void quantize_floats_baseline(const float* x, int64_t n, float scale, int32_t zero_point, Y* y) {
+  quantize_floats(x, n, scale, zero_point, y);
 }
 
 template <typename X, typename Y>
-void quantize_elements(const X* x, Y* y, int64_t count, const QuantAxis& axis,
-                       std::span<const Tensor> inputs) {
-  parallel_for(0, count, 4, [&](int64_t begin, int64_t end) {
-    for (int64_t e = begin; e < end; ++e) {
-      const int64_t i = axis_index(axis, e);
-      if constexpr (std::is_same_v<X, int32_t>) {
-        y[e] = quantize_value<Y>(x[e], scale_at(inputs[1], i), zero_point_at(inputs, 2, i));
-      } else {
-        y[e] = quantize_value<Y>(static_cast<float>(to_compute(x[e])), scale_at(inputs[1], i),
-                                 zero_point_at(inputs, 2, i));
-      }
+void quantize_run(const X* x, int64_t n, float scale, int32_t zero_point, Y* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<X, int32_t>) {
+      y[i] = quantize_value<Y>(x[i], scale, zero_point);
+    } else {
+      y[i] = quantize_value<Y>(static_cast<float>(to_compute(x[i])), scale, zero_point);
     }
-  });
+  }
 }
 
 KernelOrReason make_quantize_linear(const OpSpec& spec, std::span<const TensorInfo> outputs) {
@@ -74,57 +115,67 @@ KernelOrReason make_quantize_linear(const OpSpec& spec, std::span<const TensorIn
     return KernelOrReason::rejected(
         RefusalKind::unsupported_dtype,
         "native QuantizeLinear reads float32, float16, bfloat16 or int32, not float64");
-  return make_kernel("native:quantize_linear", [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
-    const int64_t count = inputs[0].numel();
-    visit_int8(y, [&](auto out_tag) {
-      using Y = decltype(out_tag);
-      Y* out = dst[0].data<Y>();
-      switch (x) {
-        case DType::f16:
-          quantize_elements(inputs[0].data<Float16>(), out, count, axis, inputs);
-          break;
-        case DType::bf16:
-          quantize_elements(inputs[0].data<BFloat16>(), out, count, axis, inputs);
-          break;
-        case DType::i32:
-          quantize_elements(inputs[0].data<int32_t>(), out, count, axis, inputs);
-          break;
-        default:
-          quantize_elements(inputs[0].data<float>(), out, count, axis, inputs);
-          break;
-      }
-      return 0;
-    });
-  });
+  const auto floats_u8 = pick_isa_variant<QuantizeFloatsFn<uint8_t>>(
+      quantize_floats_avx512<uint8_t>, quantize_floats_avx2<uint8_t>, quantize_floats_baseline<uint8_t>);
+  const auto floats_s8 = pick_isa_variant<QuantizeFloatsFn<int8_t>>(
+      quantize_floats_avx512<int8_t>, quantize_floats_avx2<int8_t>, quantize_floats_baseline<int8_t>);
+  return make_kernel(
+      std::string("native:quantize_linear_") + floats_u8.isa,
+      [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
+        visit_int8(y, [&](auto out_tag) {
+          using Y = decltype(out_tag);
+          Y* out = dst[0].data<Y>();
+          for_each_run(axis, inputs[0].numel(), [&](int64_t first, int64_t n, int64_t index) {
+            const float scale = scale_at(inputs[1], index);
+            const int32_t zero_point = zero_point_at(inputs, 2, index);
+            switch (x) {
+              case DType::f16:
+                quantize_run(inputs[0].data<Float16>() + first, n, scale, zero_point, out + first);
+                break;
+              case DType::bf16:
+                quantize_run(inputs[0].data<BFloat16>() + first, n, scale, zero_point, out + first);
+                break;
+              case DType::i32:
+                quantize_run(inputs[0].data<int32_t>() + first, n, scale, zero_point, out + first);
+                break;
+              default:
+                if constexpr (std::is_same_v<Y, uint8_t>) {
+                  floats_u8.fn(inputs[0].data<float>() + first, n, scale, zero_point, out + first);
+                } else {
+                  floats_s8.fn(inputs[0].data<float>() + first, n, scale, zero_point, out + first);
+                }
+                break;
+            }
+          });
+          return 0;
+        });
+      });
 }
 
+// As ONNX's reference: the value and the zero point in float, their difference scaled.
 template <typename X>
-void dequantize_elements(const X* x, float* y, int64_t count, const QuantAxis& axis,
-                         std::span<const Tensor> inputs) {
-  parallel_for(0, count, 2, [&](int64_t begin, int64_t end) {
-    for (int64_t e = begin; e < end; ++e) {
-      const int64_t i = axis_index(axis, e);
-      // As ONNX's reference: both in float, then scaled.
-      y[e] = (static_cast<float>(x[e]) - static_cast<float>(zero_point_at(inputs, 2, i))) *
-             scale_at(inputs[1], i);
-    }
-  });
+void dequantize_run(const X* x, int64_t n, float scale, int32_t zero_point, float* y) {
+  const auto zero = static_cast<float>(zero_point);
+  for (int64_t i = 0; i < n; ++i) y[i] = (static_cast<float>(x[i]) - zero) * scale;
 }
 
 KernelOrReason make_dequantize_linear(const OpSpec& spec, std::span<const TensorInfo>) {
   const QuantAxis axis = quantize_linear_axis(spec);
   const DType x = spec.input(0).dtype;
   return make_kernel("native:dequantize_linear", [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
-    const int64_t count = inputs[0].numel();
     float* out = dst[0].data<float>();
-    if (x == DType::i32) {
-      dequantize_elements(inputs[0].data<int32_t>(), out, count, axis, inputs);
-    } else {
-      visit_int8(x, [&](auto tag) {
-        dequantize_elements(inputs[0].data<decltype(tag)>(), out, count, axis, inputs);
-        return 0;
-      });
-    }
+    for_each_run(axis, inputs[0].numel(), [&](int64_t first, int64_t n, int64_t index) {
+      const float scale = scale_at(inputs[1], index);
+      const int32_t zero_point = zero_point_at(inputs, 2, index);
+      if (x == DType::i32) {
+        dequantize_run(inputs[0].data<int32_t>() + first, n, scale, zero_point, out + first);
+      } else {
+        visit_int8(x, [&](auto tag) {
+          dequantize_run(inputs[0].data<decltype(tag)>() + first, n, scale, zero_point, out + first);
+          return 0;
+        });
+      }
+    });
   });
 }
 

@@ -14,11 +14,11 @@ dnnl_status_t get_primitive_cache_size(int* size);
 namespace kiln {
 namespace {
 
-constexpr std::array<FamilyTable<KernelRequest>, 11> kFamilies = {
+constexpr std::array<FamilyTable<KernelRequest>, 12> kFamilies = {
     onednn::conv_kernels,          onednn::conv_transpose_kernels, onednn::pool_kernels,
     onednn::matmul_kernels,        onednn::elementwise_kernels,    onednn::concat_kernels,
     onednn::normalization_kernels, onednn::softmax_kernels,        onednn::reorder_kernels,
-    onednn::attention_kernels,     onednn::recurrent_kernels};
+    onednn::attention_kernels,     onednn::recurrent_kernels,      onednn::quantize_kernels};
 
 class OnednnBackend final : public Backend {
  public:

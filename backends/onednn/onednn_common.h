@@ -230,5 +230,6 @@ std::span<const KernelEntry> softmax_kernels();
 std::span<const KernelEntry> reorder_kernels();  // layout conversions: the planner's Reorder steps
 std::span<const KernelEntry> attention_kernels();  // scaled dot-product attention, the kernel "onednn"
 std::span<const KernelEntry> recurrent_kernels();  // LSTM, GRU, RNN
+std::span<const KernelEntry> quantize_kernels();   // QLinearConv, ConvInteger (int8, VNNI only)
 
 }  // namespace kiln::onednn

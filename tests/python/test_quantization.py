@@ -171,6 +171,9 @@ def _reference_qlinear_conv(xq, x, w, y, bias, conv):
 
 
 def _check_exact(kiln_bin, model_name, model_cache, tmp_path, isa_tiers, per_channel):
+    """Every QLinearConv step's output, given its own input as kiln computed it, against the numpy
+    reference: equal where native runs it, within one step (and rarely off) where oneDNN does."""
+    import json
     import os
     import subprocess
     import sys
@@ -204,9 +207,10 @@ def _check_exact(kiln_bin, model_name, model_cache, tmp_path, isa_tiers, per_cha
         env = dict(os.environ, **({"KILN_ISA": tier} if tier else {}))
         subprocess.run([str(kiln_bin), "run", str(tmp_path / "captured.onnx"), "--input", f"input={x_file}",
                         "--output-dir", str(out)], check=True, env=env, capture_output=True)
-        plan = subprocess.run([str(kiln_bin), "explain", str(tmp_path / "captured.onnx"), "--json"], check=True, env=env,
-                              capture_output=True, text=True).stdout
-        assert plan.count('"QLinearConv"') >= len(convs), f"{model_name}: not every Conv is an integer step"
+        plan = json.loads(subprocess.run([str(kiln_bin), "explain", str(tmp_path / "captured.onnx"), "--json"],
+                                         check=True, env=env, capture_output=True, text=True).stdout)
+        kernels = {step["node"]: step["kernel"] for step in plan["steps"] if step["op"] == "QLinearConv"}
+        assert len(kernels) == len(convs), f"{model_name}: not every Conv is an integer step"
 
         def q_value(name):
             return np.load(out / f"{by_output[name]}.npy")
@@ -222,7 +226,14 @@ def _check_exact(kiln_bin, model_name, model_cache, tmp_path, isa_tiers, per_cha
                 (inits[dq_w.input[0]], inits[dq_w.input[1]], inits[dq_w.input[2]]),
                 (inits[q_y.input[1]], y_zp, y_zp.dtype.type), bias, conv)
             got = q_value(q_y.output[0])
-            np.testing.assert_array_equal(got, want, err_msg=f"{model_name} {conv.name} (KILN_ISA={tier})")
+            where = f"{model_name} {conv.name} ({kernels[conv.name]}, KILN_ISA={tier})"
+            if kernels[conv.name].startswith("native:"):
+                np.testing.assert_array_equal(got, want, err_msg=where)
+            else:
+                # oneDNN requantizes in float32: within one step where the product is near a half.
+                difference = np.abs(got.astype(np.int32) - want.astype(np.int32))
+                assert difference.max() <= 1, where
+                assert np.mean(difference) < 1e-3, where
 
 
 def test_resnet18_integer_steps_equal_the_reference_on_every_isa_tier(kiln_bin, kiln_module, model_cache, tmp_path):

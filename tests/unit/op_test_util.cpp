@@ -10,6 +10,10 @@
 namespace kiln::testing {
 
 std::vector<Tensor> run_op(const OpRun& run) {
+  return run_op_on(native_backend(), run);
+}
+
+std::vector<Tensor> run_op_on(const Backend& backend, const OpRun& run) {
   const OpSchema* schema = find_op_schema(run.op_type, "");
   KILN_CHECK(schema != nullptr, not_implemented, "unknown op ", run.op_type);
   OpSpec spec;
@@ -28,11 +32,11 @@ std::vector<Tensor> run_op(const OpRun& run) {
     spec.inputs.push_back(info);
   }
   std::vector<TensorInfo> output_infos = schema->infer(spec);
-  // Op tests check the native reference; faster backends are tested against it (onednn_test.cpp).
   KernelRequest request;
   request.op = spec;
-  KernelOrReason selection = native_backend().create_kernel(request, output_infos);
-  KILN_CHECK(selection.kernel != nullptr, not_implemented, "no native kernel: ", selection.refusal.detail);
+  KernelOrReason selection = backend.create_kernel(request, output_infos);
+  KILN_CHECK(selection.kernel != nullptr, not_implemented, "no ", backend.name(),
+             " kernel: ", selection.refusal.detail);
   std::vector<Tensor> outputs(output_infos.size());
   if (!selection.kernel->is_view()) {
     for (size_t i = 0; i < outputs.size(); ++i) {

@@ -11,6 +11,10 @@
 #include "core/tensor.h"
 #include "ops/attributes.h"
 
+namespace kiln {
+class Backend;
+}
+
 namespace kiln::testing {
 
 struct OpRun {
@@ -24,8 +28,11 @@ struct OpRun {
   bool inputs_are_constants = true;
 };
 
-// Infers output shapes, creates the native reference kernel, allocates outputs and runs it.
+// Infers output shapes, creates the native reference kernel, allocates outputs and runs it (op tests
+// check the native reference; faster backends are tested against it).
 std::vector<Tensor> run_op(const OpRun& run);
+// The same with `backend`'s kernel; throws not_implemented with its refusal when it has none.
+std::vector<Tensor> run_op_on(const Backend& backend, const OpRun& run);
 
 // The message of the kiln::Error `fn` throws (fails the test when it throws nothing).
 inline std::string error_of(const std::function<void()>& fn) {

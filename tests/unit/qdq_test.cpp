@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "backends/native/quantize_math.h"
 #include "backends/native/ref/reference.h"
 #include "graph/passes/passes.h"
 #include "graph/session.h"
 #include "graph_builder.h"
 #include "ops/quantize.h"
+#include "ops/quantize_math.h"
 
 namespace kiln {
 namespace {
@@ -150,8 +150,8 @@ TEST(Qdq, ConvAndMatMulChainsBecomeIntegerStepsEqualToTheReference) {
   ASSERT_EQ(y1.numel(), static_cast<int64_t>(acc.size()));
   for (size_t i = 0; i < acc.size(); ++i) {
     const size_t channel = i / 64;
-    const float multiplier = native::requantize_multiplier(kInputScale, m.w1_scales[channel], 0.05f);
-    const uint8_t q = native::requantize<uint8_t>(acc[i] + m.bias[channel], multiplier, 0);
+    const float multiplier = requantize_multiplier(kInputScale, m.w1_scales[channel], 0.05f);
+    const uint8_t q = requantize<uint8_t>(acc[i] + m.bias[channel], multiplier, 0);
     ASSERT_EQ(y1.data<float>()[i], static_cast<float>(q) * 0.05f) << "element " << i;
   }
 }

@@ -14,12 +14,17 @@
 #include <string>
 #include <vector>
 
-#include "backends/native/quantize_math.h"
 #include "backends/native/ref/reference.h"
 #include "core/tensor.h"
 #include "graph_builder.h"
 #include "op_test_util.h"
+#include "ops/quantize_math.h"
+#include "runtime/cpu_info.h"
 #include "runtime/threads.h"
+
+#if KILN_WITH_ONEDNN
+#include "backends/onednn/onednn_backend.h"
+#endif
 
 namespace kiln {
 namespace {
@@ -235,16 +240,54 @@ TEST(NativeQuantizedVsReference, QLinearConvRequantizesTheAccumulators) {
       for (size_t i = 0; i < acc.size(); ++i) {
         const int64_t m = static_cast<int64_t>(i) / positions % c.out_channels;
         const float multiplier =
-            native::requantize_multiplier(x_scale, w_scales[w_scales.size() == 1 ? 0 : m], y_scale);
+            requantize_multiplier(x_scale, w_scales[w_scales.size() == 1 ? 0 : m], y_scale);
         const int32_t sum = acc[i] + bias[static_cast<size_t>(m)];
-        const int32_t want = y_type == DType::u8 ? native::requantize<uint8_t>(sum, multiplier, y_zero_point)
-                                                 : native::requantize<int8_t>(sum, multiplier, y_zero_point);
+        const int32_t want = y_type == DType::u8 ? requantize<uint8_t>(sum, multiplier, y_zero_point)
+                                                 : requantize<int8_t>(sum, multiplier, y_zero_point);
         const int32_t got = y_type == DType::u8 ? y.data<uint8_t>()[i] : y.data<int8_t>()[i];
         ASSERT_EQ(got, want) << describe(c) << ", element " << i;
       }
     }
   }
 }
+
+// oneDNN's int8 convolutions, on the tiers where they are exact (VNNI): int32 accumulators bit for bit,
+// requantized outputs within one step of native's (oneDNN requantizes in float32, native in double).
+// Below those tiers oneDNN must refuse, leaving native's exact kernels.
+#if KILN_WITH_ONEDNN
+TEST(OnednnQuantized, ExactWithVnniAndRefusedWithout) {
+  using testing::run_op_on;
+  for (const IntegerConvCase& c : integer_conv_cases()) {
+    if (c.w_type != DType::i8) continue;  // oneDNN takes int8 weights
+    IntegerConvInputs in = integer_conv_inputs(c);
+    const std::vector<int32_t> zero_weights_zero_point = {0};
+    const OpRun accumulate{
+        "ConvInteger", in.attributes, {in.x, in.w, zero_points(c.x_type, in.x_zero_point)}, 10};
+    if (isa_in_effect() < Isa::avx512_bf16) {
+      EXPECT_NE(error_of([&] { run_op_on(onednn_backend(), accumulate); }).find("exact only with VNNI"),
+                std::string::npos);
+      continue;
+    }
+    const std::vector<int32_t> acc =
+        native::ref::conv_integer(in.x, in.w, in.x_zero_point[0], zero_weights_zero_point, in.params);
+    EXPECT_EQ(values_of<int32_t>(run_op_on(onednn_backend(), accumulate)[0]), acc) << describe(c);
+    const std::vector<float> w_scales = sample_values(c.out_channels, 0.001f, 0.02f, 11);
+    const OpRun requantized{"QLinearConv",
+                            in.attributes,
+                            {in.x, Tensor::scalar(0.05f), zero_points(c.x_type, in.x_zero_point), in.w,
+                             Tensor::from_vector(w_scales, {c.out_channels}), Tensor{}, Tensor::scalar(0.3f),
+                             Tensor::scalar(int8_t{-20})},
+                            10};
+    const Tensor onednn = run_op_on(onednn_backend(), requantized)[0];
+    const Tensor native = run_op(requantized)[0];
+    ASSERT_EQ(onednn.numel(), native.numel());
+    for (int64_t i = 0; i < native.numel(); ++i) {
+      ASSERT_LE(std::abs(onednn.data<int8_t>()[i] - native.data<int8_t>()[i]), 1)
+          << describe(c) << ", element " << i;
+    }
+  }
+}
+#endif
 
 // ---- MatMulInteger, QLinearMatMul -----------------------------------------------------------------
 
@@ -314,8 +357,8 @@ TEST(NativeQuantizedVsReference, QLinearMatMulPerRowAndColumnScales) {
   const std::vector<int32_t> acc = native::ref::matmul_integer(a, b, a_zero, {{0}});
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
-      const float multiplier = native::requantize_multiplier(a_scales[i], b_scales[j], y_scale);
-      ASSERT_EQ(y.data<uint8_t>()[i * n + j], native::requantize<uint8_t>(acc[i * n + j], multiplier, 128))
+      const float multiplier = requantize_multiplier(a_scales[i], b_scales[j], y_scale);
+      ASSERT_EQ(y.data<uint8_t>()[i * n + j], requantize<uint8_t>(acc[i * n + j], multiplier, 128))
           << "row " << i << ", column " << j;
     }
   }

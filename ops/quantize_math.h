@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <limits>
 
-namespace kiln::native {
+namespace kiln {
 
 // A value already rounded to an integer, saturated to T's range; NaN (0 / 0) becomes 0.
 template <typename T>
@@ -44,4 +44,4 @@ T requantize(int32_t accumulator, float multiplier, int32_t zero_point) {
   return saturate_rounded<T>(std::nearbyint(static_cast<double>(accumulator) * multiplier) + zero_point);
 }
 
-}  // namespace kiln::native
+}  // namespace kiln

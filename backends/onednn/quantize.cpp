@@ -1,0 +1,162 @@
+// oneDNN QLinearConv and ConvInteger (2-D), only where oneDNN's int8 arithmetic is exact: on the
+// avx512_bf16 tier and above, whose VNNI (vpdpbusd) sums u8 x s8 products into int32 without
+// saturating. Below it oneDNN's int8 convolutions use vpmaddubsw, whose 16-bit pair sums saturate,
+// and halve the weights to avoid that: kiln leaves those CPUs to native's exact kernels.
+//
+// oneDNN's int8 convolutions read and write channels-last; kiln's layouts are float32 only, so the
+// kernel reorders its int8 input and output itself (NCHW <-> NHWC, one byte per element). Weights
+// must be int8 with zero point 0 (oneDNN convolutions take no weight zero point); x's and y's zero
+// points are run-time arguments, the per-channel multipliers x_scale * w_scale / y_scale are baked in.
+// oneDNN requantizes in float32 (the accumulator and bias summed, scaled, rounded to nearest even),
+// where native multiplies in double: outputs may differ by one quantization step where the product
+// lies within float32 rounding of a half; the int32 accumulators (ConvInteger) are the same.
+#include <cstring>
+
+#include "backends/onednn/onednn_common.h"
+#include "ops/quantize.h"
+#include "ops/quantize_math.h"
+#include "runtime/cpu_info.h"
+
+namespace kiln::onednn {
+namespace {
+
+using dnnl::memory;
+
+memory::data_type int8_type(DType dtype) { return dtype == DType::u8 ? memory::data_type::u8 : memory::data_type::s8; }
+
+memory::dims dims_of(const Shape& shape) { return memory::dims(shape.begin(), shape.end()); }
+
+// An absent zero point is 0.
+int32_t zero_point_value(std::span<const Tensor> inputs, int input) {
+  if (input < 0 || input >= static_cast<int>(inputs.size()) || !inputs[input].defined()) return 0;
+  const Tensor& value = inputs[input];
+  return value.dtype() == DType::u8 ? value.data<uint8_t>()[0] : value.data<int8_t>()[0];
+}
+
+class IntegerConvKernel final : public Kernel {
+ public:
+  IntegerConvKernel(const OpSpec& spec, const ConvParams& p, const Shape& output_shape, DType output)
+      : at_(integer_operands(spec)) {
+    const Shape& x_shape = spec.input(at_.x).shape;
+    const memory::data_type src_type = int8_type(spec.input(at_.x).dtype);
+    const memory::data_type dst_type = at_.requantized() ? int8_type(output) : memory::data_type::s32;
+    src_plain_ = memory::desc(dims_of(x_shape), src_type, memory::format_tag::nchw);
+    src_channels_last_ = memory::desc(dims_of(x_shape), src_type, memory::format_tag::nhwc);
+    dst_plain_ = memory::desc(dims_of(output_shape), dst_type, memory::format_tag::nchw);
+    dst_channels_last_ = memory::desc(dims_of(output_shape), dst_type, memory::format_tag::nhwc);
+    const Tensor& weights = spec.input(at_.w).value;
+    const int64_t group = p.group;
+    const memory::dims weight_dims =
+        group == 1 ? dims_of(weights.shape())
+                   : memory::dims{group, p.out_channels / group, weights.dim(1), weights.dim(2), weights.dim(3)};
+    const memory::desc any_weights(weight_dims, memory::data_type::s8, memory::format_tag::any);
+    const memory::desc bias_desc =
+        p.has_bias ? memory::desc({p.out_channels}, memory::data_type::s32, memory::format_tag::x) : memory::desc();
+    memory::dims dilations;
+    for (int64_t d : p.window.dilations) dilations.push_back(d - 1);  // oneDNN counts the gaps
+    const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                               dnnl::algorithm::convolution_direct, src_channels_last_, any_weights,
+                                               bias_desc, dst_channels_last_, p.window.strides, dilations,
+                                               p.window.pads_begin, p.window.pads_end);
+    dnnl::primitive_attr attr = primitive_attributes();
+    attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    if (at_.requantized()) {
+      const Tensor& w_scale = spec.input(at_.w_scale).value;
+      const float x_scale = spec.input(at_.x_scale).value.data<float>()[0];
+      const float y_scale = spec.input(at_.y_scale).value.data<float>()[0];
+      std::vector<float> multipliers;
+      for (int64_t m = 0; m < w_scale.numel(); ++m)
+        multipliers.push_back(requantize_multiplier(x_scale, w_scale.data<float>()[m], y_scale));
+      attr.set_output_scales(multipliers.size() == 1 ? 0 : 1 << 1, multipliers);
+      attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+    }
+    const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
+    convolution_ = Primitive(pd);
+    name_ = "onednn:" + implementation_name(pd) + ":int8";
+    const memory::desc user_weights(weight_dims, memory::data_type::s8,
+                                    group == 1 ? memory::format_tag::oihw : memory::format_tag::goihw);
+    weights_ = reorder_constant(user_weights, weights, pd.weights_desc());
+    if (p.has_bias) bias_ = reorder_constant(bias_desc, spec.input(at_.bias).value, bias_desc);
+    const auto reorder = [](const memory::desc& from, const memory::desc& to) {
+      return Primitive(dnnl::reorder::primitive_desc(engine(), from, engine(), to, primitive_attributes()));
+    };
+    to_channels_last_ = reorder(src_plain_, src_channels_last_);
+    to_plain_ = reorder(dst_channels_last_, dst_plain_);
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
+    apply_thread_count();
+    thread_local ScratchBuffer src_buffer;
+    thread_local ScratchBuffer dst_buffer;
+    const memory src(src_channels_last_, engine(), src_buffer.reserve(src_channels_last_.get_size()));
+    const memory dst(dst_channels_last_, engine(), dst_buffer.reserve(dst_channels_last_.get_size()));
+    to_channels_last_.execute({{DNNL_ARG_FROM, wrap(src_plain_, inputs[at_.x])}, {DNNL_ARG_TO, src}});
+    int32_t x_zero_point = zero_point_value(inputs, at_.x_zero_point);
+    int32_t y_zero_point = zero_point_value(inputs, at_.y_zero_point);
+    const memory::desc scalar({1}, memory::data_type::s32, memory::format_tag::x);
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, src},
+        {DNNL_ARG_WEIGHTS, weights_},
+        {DNNL_ARG_DST, dst},
+        {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, memory(scalar, engine(), &x_zero_point)}};
+    if (bias_) args[DNNL_ARG_BIAS] = bias_;
+    if (at_.requantized()) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST] = memory(scalar, engine(), &y_zero_point);
+    convolution_.execute(std::move(args));
+    to_plain_.execute({{DNNL_ARG_FROM, dst}, {DNNL_ARG_TO, wrap(dst_plain_, outputs[0])}});
+  }
+
+  std::string_view name() const override { return name_; }
+  bool copied_at_plan_time(size_t index) const override {
+    return static_cast<int>(index) == at_.w || static_cast<int>(index) == at_.bias;
+  }
+
+ private:
+  IntegerOperands at_;
+  memory::desc src_plain_, src_channels_last_, dst_plain_, dst_channels_last_;
+  Primitive convolution_, to_channels_last_, to_plain_;
+  memory weights_, bias_;
+  std::string name_;
+};
+
+bool all_zero(const TensorInfo& info) {
+  if (!info.present()) return true;
+  for (int64_t i = 0; i < info.value.numel(); ++i) {
+    if (info.value.int_at(i) != 0) return false;
+  }
+  return true;
+}
+
+KernelOrReason make_integer_conv(const KernelRequest& request, std::span<const TensorInfo> outputs) {
+  const OpSpec& spec = request.op;
+  if (isa_in_effect() < Isa::avx512_bf16) {
+    return KernelOrReason::rejected(RefusalKind::unavailable,
+                                    "oneDNN's int8 convolutions are exact only with VNNI (the avx512_bf16 tier or "
+                                    "above): without it they saturate 16-bit pair sums and halve the weights");
+  }
+  const ConvParams p = integer_conv_params(spec);
+  const IntegerOperands at = integer_operands(spec);
+  if (p.input_spatial.size() != 2)
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape, "oneDNN int8 Conv here runs 2-D convolutions only");
+  const TensorInfo& w = spec.input(at.w);
+  if (w.dtype != DType::i8)
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "oneDNN convolutions take int8 weights, not uint8");
+  const auto constant = [&](int input) { return input < 0 || !spec.has_input(input) || spec.input(input).is_constant(); };
+  for (int input : {at.w, at.w_zero_point, at.x_scale, at.w_scale, at.y_scale, at.bias}) {
+    if (!constant(input))
+      return KernelOrReason::rejected(RefusalKind::not_constant,
+                                      str_cat("input ", input, " (weights, scales, bias) is not a plan-time constant"));
+  }
+  if (spec.has_input(at.w_zero_point) && !all_zero(spec.input(at.w_zero_point)))
+    return KernelOrReason::rejected(RefusalKind::unsupported_attribute,
+                                    "oneDNN convolutions take no weight zero point (symmetric weights only)");
+  return create_primitive_kernel(
+      [&] { return std::make_unique<IntegerConvKernel>(spec, p, outputs[0].shape, outputs[0].dtype); });
+}
+
+constexpr KernelEntry kKernels[] = {{"QLinearConv", make_integer_conv}, {"ConvInteger", make_integer_conv}};
+
+}  // namespace
+
+std::span<const KernelEntry> quantize_kernels() { return kKernels; }
+
+}  // namespace kiln::onednn
