@@ -22,6 +22,9 @@
 #include "backends/selection.h"
 #include "core/error.h"
 #include "core/version.h"
+#include "graph/compare.h"
+#include "graph/onnx_import.h"
+#include "graph/random_input.h"
 #include "graph/session.h"
 #include "ops/einsum_path.h"
 #include "python/profiler_bindings.h"
@@ -484,6 +487,46 @@ PYBIND11_MODULE(_kiln, m) {
       .def("wait", &PythonRunFuture::wait)
       .def("done", [](const PythonRunFuture& future) { return future.future.ready(); });
   m.def("cli", &run_cli, py::arg("arguments"), "runs `kiln ARGUMENTS...`; returns the exit code");
+  m.def(
+      "compare",
+      [](const std::string& a_path, const std::string& b_path, const py::object& inputs,
+         const py::dict& a_settings, const py::dict& b_settings) {
+        const Model a = load_onnx_model(a_path);
+        const Model b = b_path.empty() ? a : load_onnx_model(b_path);
+        TensorMap tensors;
+        std::vector<py::object> keep;
+        if (!inputs.is_none()) {
+          for (const auto& [key, value] : py::cast<py::dict>(inputs)) {
+            const std::string name = py::str(key);
+            tensors[name] = tensor_from_array(value, str_cat("input '", name, "'"), keep);
+          }
+        }
+        std::mt19937 rng(kRandomInputSeed);
+        for (const ValueInfo& input : a.graph.inputs) {
+          if (!tensors.count(input.name)) tensors[input.name] = random_input(input, 1, rng);
+        }
+        const Settings for_a = settings_from_python(a_settings);
+        const Settings for_b = settings_from_python(b_settings);
+        std::vector<ValueComparison> results;
+        {
+          py::gil_scoped_release release;
+          results = compare_runs(a, for_a, b, for_b, tensors);
+        }
+        py::list rows;
+        for (const ValueComparison& r : results) {
+          py::dict row;
+          row["name"] = r.name;
+          row["b_name"] = r.b_name;
+          row["shape"] = r.shape;
+          row["output"] = r.is_output;
+          row["sqnr_db"] = r.sqnr_db;
+          row["max_abs_error"] = r.max_abs_error;
+          row["mean_abs_error"] = r.mean_abs_error;
+          rows.append(row);
+        }
+        return rows;
+      },
+      py::arg("a"), py::arg("b"), py::arg("inputs"), py::arg("a_settings"), py::arg("b_settings"));
 
   py::class_<RunControl, std::shared_ptr<RunControl>>(
       m, "RunControl",

@@ -36,6 +36,8 @@ constexpr Command kCommands[] = {
     {"tidy", command_tidy,
      "report anti-patterns in a PyTorch or kiln trace, with source lines: kiln tidy TRACE [--json] "
      "[--torchtidy-json DIR]"},
+    {"compare", command_compare,
+     "where two runs part, value by value: kiln compare A.onnx [B.onnx] [--a NAME=VALUE] [--b NAME=VALUE]"},
     {"conformance", command_conformance, "run ONNX's operator test suite: kiln conformance [DIR]"},
     {"launch", command_launch,
      "start pinned instances of a command: kiln launch [--throughput|--latency] [--instances N] -- COMMAND"},

@@ -3,9 +3,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <span>
 
 #include "core/error.h"
+#include "graph/compare.h"
+#include "graph/onnx_import.h"
 #include "graph/random_input.h"
 #include "graph/session.h"
 #include "runtime/threads.h"
@@ -51,6 +54,9 @@ int command_run(const std::vector<std::string>& args) {
        "NAME[1]=..., an empty optional as NAME=none"},
       {"output-dir", true,
        "DIR: write each output as DIR/<name>.npy (a sequence's elements as <name>.0.npy, ...)"},
+      {"dump-intermediates", true,
+       "DIR: also write every tensor the model's nodes compute as DIR/<name>.npy ('/' in names as '_'); the "
+       "run then keeps them all (no fusion across them)"},
       {"help", false, "show this help"},
   });
   const ParsedArgs parsed = parse_args("run", args, specs);
@@ -66,7 +72,21 @@ int command_run(const std::vector<std::string>& args) {
   apply_setting_options(parsed);
   get_num_threads();  // reject a malformed KILN_NUM_THREADS/OMP_NUM_THREADS before loading anything
 
-  Session session(parsed.positional[0]);
+  // Dumping intermediates runs the model with every computed value an output.
+  const std::string dump_dir = parsed.value("dump-intermediates");
+  std::vector<std::string> intermediates;
+  std::unique_ptr<Session> loaded;
+  size_t declared_outputs = 0;  // the model's own outputs come first
+  if (dump_dir.empty()) {
+    loaded = std::make_unique<Session>(parsed.positional[0]);
+    declared_outputs = loaded->outputs().size();
+  } else {
+    Model model = load_onnx_model(parsed.positional[0]);
+    declared_outputs = model.graph.outputs.size();
+    intermediates = computed_values(model);
+    loaded = std::make_unique<Session>(with_outputs(std::move(model), intermediates));
+  }
+  Session& session = *loaded;
   TensorMap inputs;
   std::map<std::string, std::map<int64_t, Tensor>> elements;  // a sequence input's, by index
   for (const std::string& binding : parsed.values("input")) {
@@ -112,7 +132,19 @@ int command_run(const std::vector<std::string>& args) {
 
   const std::string output_dir = parsed.value("output-dir");
   if (!output_dir.empty()) std::filesystem::create_directories(output_dir);
-  for (const ValueInfo& info : session.outputs()) {
+  if (!dump_dir.empty()) {
+    std::filesystem::create_directories(dump_dir);
+    int written = 0;
+    for (const std::string& name : intermediates) {
+      const Tensor& value = outputs.at(name);
+      if (!value.defined() || value.is_sequence()) continue;  // empty optionals and sequences are not .npy
+      write_npy(std::filesystem::path(dump_dir) / (file_name_for(name) + ".npy"), value);
+      ++written;
+    }
+    std::printf("%d intermediate values written to %s\n", written, dump_dir.c_str());
+  }
+  for (size_t o = 0; o < declared_outputs; ++o) {
+    const ValueInfo& info = session.outputs()[o];
     const Tensor& output = outputs.at(info.name);
     if (!output.defined()) {
       std::printf("%s: empty optional\n", info.name.c_str());

@@ -1,5 +1,6 @@
 #include "tools/setting_options.h"
 
+#include "backends/setting_table.h"
 #include "backends/settings.h"
 #include "backends/verbose_sink.h"
 
@@ -92,6 +93,23 @@ void apply_setting_options(const ParsedArgs& parsed) {
 
 std::string settings_summary() {
   return current_settings().describe_plan_settings();
+}
+
+Settings settings_from_assignments(const std::vector<std::string>& assignments, std::string_view option) {
+  Settings settings;
+  for (const std::string& text : assignments) {
+    const size_t equals = text.find('=');
+    KILN_CHECK(equals != std::string::npos && equals > 0, invalid_argument, "--", option,
+               " expects NAME=VALUE (a setting as kiln.backends.table() names it), got '", text, "'");
+    const std::string name = text.substr(0, equals);
+    const SettingShorthand* shorthand = find_shorthand(name);
+    const SettingSlot& slot = find_setting(shorthand != nullptr ? shorthand->targets.front() : name);
+    KILN_CHECK(slot.row->type != SettingType::sink, invalid_argument, "--", option, " ", name,
+               ": the verbose sink is not a per-run setting");
+    settings.set_by_name(
+        name, parse_setting_value(slot, text.substr(equals + 1), str_cat("--", option, " ", name)));
+  }
+  return settings;
 }
 
 }  // namespace kiln

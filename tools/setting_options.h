@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/settings.h"
 #include "tools/cli_args.h"
 
 namespace kiln {
@@ -16,6 +17,10 @@ namespace kiln {
 std::vector<OptionSpec> with_setting_options(std::vector<OptionSpec> specs);
 // Applies the parsed settings options; throws kiln::Error naming the option and a bad value.
 void apply_setting_options(const ParsedArgs& parsed);
+// Settings from NAME=VALUE texts, NAME a settings table row or shorthand as Python names it
+// ("conv_precision=bf16", "onednn_enabled=0"): what one side of `kiln compare` runs with. Throws
+// kiln::Error naming `option` and the bad text.
+Settings settings_from_assignments(const std::vector<std::string>& assignments, std::string_view option);
 // "onednn,blas,winograd,native;threads=2": the settings that shape plans, for headers.
 std::string settings_summary();
 

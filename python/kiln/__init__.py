@@ -94,6 +94,17 @@ class Future:
         return self._future.done()
 
 
+def compare(model_a, model_b=None, inputs=None, a_settings=None, b_settings=None):
+    """Where two runs part, value by value: runs model_a and model_b (default: model_a again, to
+    compare one model under a_settings and b_settings, e.g. {"conv_precision": "bf16"}) on the same
+    inputs ({name: array}; missing ones seeded random) and returns, per value both compute, a dict
+    {name, b_name, shape, output, sqnr_db, max_abs_error, mean_abs_error}, worst (lowest SQNR) first.
+    A value model_b quantizes (DequantizeLinear(QuantizeLinear(v)), a QDQ model) matches model_a's v,
+    as `b_name` says. What `kiln compare` prints."""
+    return _kiln.compare(_os.fspath(model_a), "" if model_b is None else _os.fspath(model_b), inputs,
+                         dict(a_settings or {}), dict(b_settings or {}))
+
+
 class Session:
     """A loaded model. Keyword arguments are settings for this session's runs (the names of
     kiln.backends.table()); they override the global settings and are overridden by scoped ones."""
