@@ -1,7 +1,7 @@
 // ONNX's quantization arithmetic, in one place so every int8 kernel and the reference round alike:
 // quantizing divides by the scale in float, rounds half to even and saturates to the type's range;
-// requantizing an int32 accumulator multiplies it by x_scale * w_scale / y_scale (that product in
-// float, as ONNX's reference computes it), rounds half to even and saturates.
+// requantizing an int32 accumulator multiplies it by x_scale * w_scale / y_scale (in float32),
+// rounds half to even and saturates.
 #pragma once
 
 #include <algorithm>
@@ -37,11 +37,17 @@ inline float requantize_multiplier(float x_scale, float w_scale, float y_scale) 
   return x_scale * w_scale / y_scale;
 }
 
-// y = saturate(round(accumulator * multiplier) + zero_point), the product in double so that every
-// int32 accumulator is represented exactly.
+// y = saturate(round((accumulator + bias) * multiplier + zero_point)), in float32 step by step as
+// ONNX Runtime and oneDNN compute it: the accumulator and the bias converted to float and summed,
+// scaled, the zero point added, rounded half to even. Every kiln kernel requantizes so, whichever
+// CPU runs it. (ONNX's reference scales in float64; the two differ where float32 rounding meets a
+// half: about one element in a million.)
 template <typename T>
-T requantize(int32_t accumulator, float multiplier, int32_t zero_point) {
-  return saturate_rounded<T>(std::nearbyint(static_cast<double>(accumulator) * multiplier) + zero_point);
+T requantize(int32_t accumulator, int32_t bias, float multiplier, int32_t zero_point) {
+  const float sum = static_cast<float>(accumulator) + static_cast<float>(bias);
+  const float scaled = sum * multiplier;
+  const float shifted = scaled + static_cast<float>(zero_point);
+  return saturate_rounded<T>(std::nearbyint(shifted));
 }
 
 }  // namespace kiln

@@ -361,13 +361,10 @@ void write_outputs(const int32_t* acc, int64_t rows, int64_t first_row, int64_t 
     for (int64_t c = 0; c < channels; ++c) {
       const int64_t channel = first_channel + c;
       const float w_scale = scale_at(inputs[rule.at.w_scale], channel);
-      // The bias joins the int32 accumulator, wrapping as int32 sums do.
-      const uint32_t bias =
-          has_bias ? static_cast<uint32_t>(inputs[rule.at.bias].data<int32_t>()[channel]) : 0;
+      const int32_t bias = has_bias ? inputs[rule.at.bias].data<int32_t>()[channel] : 0;
       for (int64_t r = 0; r < rows; ++r) {
         const float multiplier = requantize_multiplier(scale_at(x_scale, first_row + r), w_scale, y_scale);
-        const auto sum = static_cast<int32_t>(static_cast<uint32_t>(acc[c * rows + r]) + bias);
-        y[out_offset(c, r)] = requantize<Y>(sum, multiplier, y_zero_point);
+        y[out_offset(c, r)] = requantize<Y>(acc[c * rows + r], bias, multiplier, y_zero_point);
       }
     }
     return 0;

@@ -7,9 +7,8 @@
 // kernel reorders its int8 input and output itself (NCHW <-> NHWC, one byte per element). Weights
 // must be int8 with zero point 0 (oneDNN convolutions take no weight zero point); x's and y's zero
 // points are run-time arguments, the per-channel multipliers x_scale * w_scale / y_scale are baked in.
-// oneDNN requantizes in float32 (the accumulator and bias summed, scaled, rounded to nearest even),
-// where native multiplies in double: outputs may differ by one quantization step where the product
-// lies within float32 rounding of a half; the int32 accumulators (ConvInteger) are the same.
+// oneDNN requantizes in float32 step by step as ops/quantize_math.h does (the accumulator and the bias
+// summed, scaled, the zero point added, rounded half to even), so its outputs equal native's bit for bit.
 #include <cstring>
 
 #include "backends/onednn/onednn_common.h"

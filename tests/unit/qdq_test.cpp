@@ -151,7 +151,7 @@ TEST(Qdq, ConvAndMatMulChainsBecomeIntegerStepsEqualToTheReference) {
   for (size_t i = 0; i < acc.size(); ++i) {
     const size_t channel = i / 64;
     const float multiplier = requantize_multiplier(kInputScale, m.w1_scales[channel], 0.05f);
-    const uint8_t q = requantize<uint8_t>(acc[i] + m.bias[channel], multiplier, 0);
+    const uint8_t q = requantize<uint8_t>(acc[i], m.bias[channel], multiplier, 0);
     ASSERT_EQ(y1.data<float>()[i], static_cast<float>(q) * 0.05f) << "element " << i;
   }
 }

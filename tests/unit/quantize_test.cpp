@@ -241,9 +241,9 @@ TEST(NativeQuantizedVsReference, QLinearConvRequantizesTheAccumulators) {
         const int64_t m = static_cast<int64_t>(i) / positions % c.out_channels;
         const float multiplier =
             requantize_multiplier(x_scale, w_scales[w_scales.size() == 1 ? 0 : m], y_scale);
-        const int32_t sum = acc[i] + bias[static_cast<size_t>(m)];
-        const int32_t want = y_type == DType::u8 ? requantize<uint8_t>(sum, multiplier, y_zero_point)
-                                                 : requantize<int8_t>(sum, multiplier, y_zero_point);
+        const int32_t b = bias[static_cast<size_t>(m)];
+        const int32_t want = y_type == DType::u8 ? requantize<uint8_t>(acc[i], b, multiplier, y_zero_point)
+                                                 : requantize<int8_t>(acc[i], b, multiplier, y_zero_point);
         const int32_t got = y_type == DType::u8 ? y.data<uint8_t>()[i] : y.data<int8_t>()[i];
         ASSERT_EQ(got, want) << describe(c) << ", element " << i;
       }
@@ -358,7 +358,7 @@ TEST(NativeQuantizedVsReference, QLinearMatMulPerRowAndColumnScales) {
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       const float multiplier = requantize_multiplier(a_scales[i], b_scales[j], y_scale);
-      ASSERT_EQ(y.data<uint8_t>()[i * n + j], requantize<uint8_t>(acc[i * n + j], multiplier, 128))
+      ASSERT_EQ(y.data<uint8_t>()[i * n + j], requantize<uint8_t>(acc[i * n + j], 0, multiplier, 128))
           << "row " << i << ", column " << j;
     }
   }
