@@ -38,6 +38,9 @@ constexpr Command kCommands[] = {
      "[--torchtidy-json DIR]"},
     {"compare", command_compare,
      "where two runs part, value by value: kiln compare A.onnx [B.onnx] [--a NAME=VALUE] [--b NAME=VALUE]"},
+    {"quantize", command_quantize,
+     "write a QDQ int8 model: kiln quantize MODEL OUTPUT --calibration-data DIR [--per-channel] (runs kiln's "
+     "Python module)"},
     {"conformance", command_conformance, "run ONNX's operator test suite: kiln conformance [DIR]"},
     {"launch", command_launch,
      "start pinned instances of a command: kiln launch [--throughput|--latency] [--instances N] -- COMMAND"},

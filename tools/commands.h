@@ -17,5 +17,6 @@ int command_launch(const std::vector<std::string>& args);
 int command_profile(const std::vector<std::string>& args);
 int command_tidy(const std::vector<std::string>& args);
 int command_compare(const std::vector<std::string>& args);
+int command_quantize(const std::vector<std::string>& args);
 
 }  // namespace kiln

@@ -336,3 +336,43 @@ def quantize_static(model_input, model_output, calibration_data_reader, quant_fo
     onnx.checker.check_model(model)
     onnx.save(model, os.fspath(model_output))
     return report
+
+
+def main(argv=None):
+    """`kiln quantize MODEL OUTPUT --calibration-data DIR [options]`: quantize_static from the command
+    line, calibration batches from a folder of .npy files (NpyFolderReader). Returns the exit code."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(
+        prog="kiln quantize",
+        description="Writes a QDQ int8 model of MODEL to OUTPUT (ONNX Runtime's quantize_static defaults: "
+                    "int8 activations and weights, MinMax calibration), calibrated on the batches in a folder "
+                    "of .npy files (one file per batch for a one-input model, else one subfolder per batch "
+                    "holding <input name>.npy).")
+    parser.add_argument("model")
+    parser.add_argument("output")
+    parser.add_argument("--calibration-data", required=True, metavar="DIR")
+    parser.add_argument("--per-channel", action="store_true", help="one scale per output channel / column")
+    parser.add_argument("--reduce-range", action="store_true", help="7-bit weights")
+    parser.add_argument("--activation-type", choices=[t.name for t in QuantType], default="QInt8")
+    parser.add_argument("--weight-type", choices=[t.name for t in QuantType], default="QInt8")
+    args = parser.parse_args(argv)
+    import onnx
+    try:
+        model = onnx.load(args.model)
+    except Exception as error:  # the onnx package raises protobuf's DecodeError for malformed files
+        print(f"kiln quantize: error: cannot read {args.model} as an ONNX model: {error}", file=sys.stderr)
+        return 1
+    try:
+        inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+        report = quantize_static(model, args.output, NpyFolderReader(args.calibration_data, inputs),
+                                 per_channel=args.per_channel, reduce_range=args.reduce_range,
+                                 activation_type=QuantType[args.activation_type],
+                                 weight_type=QuantType[args.weight_type])
+    except (OSError, ValueError, NotImplementedError) as error:
+        print(f"kiln quantize: error: {error}", file=sys.stderr)
+        return 1
+    print(f"{args.output}: {len(report['nodes'])} nodes quantized, {len(report['tensors'])} activations "
+          "calibrated")
+    return 0

@@ -291,3 +291,24 @@ def test_contrib_quantized_ops_are_refused_naming_the_domain(kiln_module, tmp_pa
                                                       helper.make_opsetid("com.microsoft", 1)]), str(path))
     with pytest.raises(NotImplementedError, match="QLinearAdd' in domain 'com.microsoft'.*QDQ format"):
         kiln_module.Session(path).run({"a": np.zeros(2, np.uint8)})
+
+
+def test_kiln_quantize_command(kiln_bin, float_model, tmp_path):
+    import subprocess
+    folder = tmp_path / "calibration"
+    folder.mkdir()
+    for i, batch in enumerate(Reader(2, 3).batches):
+        np.save(folder / f"{i}.npy", batch["x"])
+    out = tmp_path / "cli.qdq.onnx"
+    done = subprocess.run([str(kiln_bin), "quantize", str(float_model), str(out), "--calibration-data", str(folder),
+                           "--per-channel"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "4 nodes quantized" in done.stdout and out.exists()
+    missing = subprocess.run([str(kiln_bin), "quantize", str(float_model), str(out), "--calibration-data",
+                              str(tmp_path / "none")], capture_output=True, text=True)
+    assert missing.returncode == 1 and "calibration data folder" in missing.stderr
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"not a model")
+    bad = subprocess.run([str(kiln_bin), "quantize", str(garbage), str(out), "--calibration-data", str(folder)],
+                         capture_output=True, text=True)
+    assert bad.returncode == 1 and "cannot read" in bad.stderr
