@@ -107,14 +107,20 @@ def _np_type(qtype):
     return np.uint8 if qtype == QuantType.QUInt8 else np.int8
 
 
-def _fold_batch_norms(model, numpy_helper):
-    """Conv -> BatchNormalization (inference, constant parameters) becomes one Conv."""
-    graph = model.graph
-    inits = {t.name: t for t in graph.initializer}
+def _readers(graph):
+    """Per value name, the nodes reading it."""
     readers = {}
     for node in graph.node:
         for name in node.input:
             readers.setdefault(name, []).append(node)
+    return readers
+
+
+def _fold_batch_norms(model, numpy_helper):
+    """Conv -> BatchNormalization (inference, constant parameters) becomes one Conv."""
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    readers = _readers(graph)
     outputs = {o.name for o in graph.output}
     removed = []
     for node in graph.node:
@@ -188,10 +194,7 @@ def quantize_static(model_input, model_output, calibration_data_reader, quant_fo
     _fold_batch_norms(model, numpy_helper)
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
-    readers = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    readers = _readers(graph)
     graph_outputs = {o.name for o in graph.output}
 
     # The nodes to quantize, and the Relu each absorbs.
