@@ -30,16 +30,25 @@ int64_t checked_numel(std::span<const int64_t> shape) {
   return count;
 }
 
+namespace {
+
+// The stride of the dim before one of `stride` and size `dim`. An empty tensor's other dims may
+// multiply past int64 ([0, 2^32, 2^32]); its strides address nothing, so they saturate instead of
+// overflowing.
+int64_t next_stride(int64_t stride, int64_t dim) {
+  dim = std::max<int64_t>(dim, 1);
+  return stride > std::numeric_limits<int64_t>::max() / dim ? std::numeric_limits<int64_t>::max()
+                                                            : stride * dim;
+}
+
+}  // namespace
+
 std::vector<int64_t> contiguous_strides(std::span<const int64_t> shape) {
   std::vector<int64_t> strides(shape.size());
   int64_t stride = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = stride;
-    // An empty tensor's other dims may multiply past int64 ([0, 2^32, 2^32]); its strides address
-    // nothing, so they saturate instead of overflowing.
-    const int64_t dim = std::max<int64_t>(shape[i], 1);
-    stride = stride > std::numeric_limits<int64_t>::max() / dim ? std::numeric_limits<int64_t>::max()
-                                                                : stride * dim;
+    stride = next_stride(stride, shape[i]);
   }
   return strides;
 }
@@ -114,7 +123,7 @@ bool Tensor::is_contiguous() const {
   int64_t expected = 1;
   for (size_t d = shape_.size(); d-- > 0;) {
     if (strides_[d] != expected) return false;
-    expected *= std::max<int64_t>(shape_[d], 1);  // as contiguous_strides computes them
+    expected = next_stride(expected, shape_[d]);  // as contiguous_strides computes them
   }
   return true;
 }

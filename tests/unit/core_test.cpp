@@ -21,6 +21,16 @@ TEST(CoreTensor, EmptyIsContiguousAndAligned) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(tensor.raw_data()) % kDefaultAlignment, 0u);
 }
 
+// An empty tensor's other dims may multiply past int64: its strides saturate, and is_contiguous
+// saturates alike (the model-loading fuzzer found it overflowing).
+TEST(CoreTensor, EmptyTensorWithHugeDimsIsContiguous) {
+  const int64_t huge = int64_t{1} << 62;
+  Tensor tensor = Tensor::empty(DType::f32, {0, huge, 5});
+  EXPECT_EQ(tensor.numel(), 0);
+  EXPECT_TRUE(tensor.is_contiguous());
+  EXPECT_EQ(tensor.strides()[0], std::numeric_limits<int64_t>::max());
+}
+
 TEST(CoreTensor, ReshapeSharesStorageAndChecksCount) {
   Tensor tensor = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor view = tensor.reshaped({3, 2});
