@@ -110,13 +110,17 @@ Outcome refuse(std::string why) {
   return {std::nullopt, std::move(why)};
 }
 
+// "x uint8 (scale 0.02, zero point 128)"; per-index scales are counted, one per `per`.
 std::string describe_value(const char* what, DType dtype, const std::vector<double>& scales,
-                           const std::vector<double>& zero_points) {
+                           const std::vector<double>& zero_points, const char* per = "") {
   std::string text = str_cat(what, " ", dtype_name(dtype));
   if (scales.size() == 1) {
     text += str_cat(" (scale ", scales[0], ", zero point ", zero_points.empty() ? 0.0 : zero_points[0], ")");
   } else {
-    text += str_cat(" (", scales.size(), " scales and zero points, one per output channel)");
+    text += str_cat(" (", scales.size(), " scales, one per ", per, ", zero point ",
+                    zero_points.size() > 1 ? "per " + std::string(per)
+                                           : str_cat(zero_points.empty() ? 0.0 : zero_points[0]),
+                    ")");
   }
   return text;
 }
@@ -246,8 +250,9 @@ Outcome integer_form(const QdqIndex& index, const Node& op) {
       str_cat("quantized: ", rewrite.integer_node.op_type, " from DequantizeLinear -> ", op.op_type,
               relu ? " -> Relu" : "", " -> QuantizeLinear; ",
               describe_value("x", x_type, {x->scale}, {x->zero_point}), ", ",
-              describe_value("w", w_type, w_scales, w_zero_points), " -> int32 accumulators (exact)",
-              bias_text, ", requantized to ", describe_value("y", y_type, {y->scale}, {y->zero_point}),
+              describe_value("w", w_type, w_scales, w_zero_points, is_conv ? "output channel" : "column"),
+              " -> int32 accumulators (exact)", bias_text, ", requantized to ",
+              describe_value("y", y_type, {y->scale}, {y->zero_point}),
               relu ? "; the Relu is the saturation at the zero point" : "");
   return {std::move(rewrite), {}};
 }

@@ -122,8 +122,10 @@ TEST(Qdq, ConvAndMatMulChainsBecomeIntegerStepsEqualToTheReference) {
   ASSERT_NE(conv, nullptr);
   EXPECT_EQ(conv->op_type, "QLinearConv");
   ASSERT_FALSE(conv->notes.empty());
-  EXPECT_NE(conv->notes.back().find("x uint8 (scale 0.02, zero point 128), w int8 (4 scales"),
-            std::string::npos)
+  EXPECT_NE(
+      conv->notes.back().find(
+          "x uint8 (scale 0.02, zero point 128), w int8 (4 scales, one per output channel, zero point per "),
+      std::string::npos)
       << conv->notes.back();
   const StepRecord* matmul = step_of(*plan, m.quantized_matmul);
   ASSERT_NE(matmul, nullptr);
