@@ -99,8 +99,14 @@ def test_detector_matches_pytorch(kiln, model_cache, name, opset):
     if "masks" in expected:
         for i in range(len(expected["scores"])):
             j = int(np.argmin(np.abs(actual["boxes"] - expected["boxes"][i]).max(axis=1)))
-            if np.abs(actual["boxes"][j] - expected["boxes"][i]).max() < 1e-2 and actual["labels"][j] == expected["labels"][i]:
-                np.testing.assert_allclose(actual["masks"][j], expected["masks"][i], rtol=0, atol=1e-3)
+            box_difference = np.abs(actual["boxes"][j] - expected["boxes"][i]).max()
+            if box_difference < 1e-2 and actual["labels"][j] == expected["labels"][i]:
+                # A mask is pasted into its box: a box shifted by a share of its size moves the pasted
+                # mask (values in [0, 1]) by up to that share. Random weights draw boxes a fiftieth of a
+                # pixel wide, which a 0.007 pixel rounding difference shifts by a third.
+                x0, y0, x1, y1 = expected["boxes"][i]
+                shift = box_difference / max(min(x1 - x0, y1 - y0), 1e-6)
+                np.testing.assert_allclose(actual["masks"][j], expected["masks"][i], rtol=0, atol=1e-3 + shift)
 
 
 @pytest.mark.slow
