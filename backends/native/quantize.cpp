@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <type_traits>
 
 #include "backends/base/function_kernel.h"
@@ -388,16 +389,36 @@ KernelOrReason make_integer_conv(const OpSpec& spec, std::span<const TensorInfo>
   const int64_t positions = g.out_size();
   const int64_t items_per_image_group = (positions + kPositionsPerItem - 1) / kPositionsPerItem;
   const IsaVariant<DotRowsFn> dot = pick_dot_rows();
+  const auto widen = [=](std::span<const Tensor> inputs, int16_t* into) {
+    visit_int8(w_type, [&](auto tag) {
+      widen_weights(inputs[rule.at.w].data<decltype(tag)>(), p.out_channels, k, inputs, rule.at.w_zero_point,
+                    into);
+      return 0;
+    });
+  };
+  // Constant weights (and weight zero points) are widened once, at plan time; others every run.
+  std::shared_ptr<const std::vector<int16_t>> prepacked;
+  const bool zero_point_constant =
+      !spec.has_input(rule.at.w_zero_point) || spec.input(rule.at.w_zero_point).is_constant();
+  if (spec.input(rule.at.w).is_constant() && zero_point_constant) {
+    std::vector<Tensor> constants(static_cast<size_t>(spec.num_inputs()));
+    for (int input : {rule.at.w, rule.at.w_zero_point}) {
+      if (spec.has_input(input)) constants[static_cast<size_t>(input)] = spec.input(input).value;
+    }
+    auto widened = std::make_shared<std::vector<int16_t>>(static_cast<size_t>(p.out_channels * k));
+    widen(constants, widened->data());
+    prepacked = std::move(widened);
+  }
   return make_kernel(
       std::string("native:") + (rule.at.requantized() ? "qlinear_conv_" : "conv_integer_") + dot.isa,
       [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
         const Tensor& x = inputs[rule.at.x];
-        int16_t* weights = thread_scratch<WeightTag, int16_t>(static_cast<size_t>(p.out_channels * k));
-        visit_int8(w_type, [&](auto tag) {
-          widen_weights(inputs[rule.at.w].data<decltype(tag)>(), p.out_channels, k, inputs,
-                        rule.at.w_zero_point, weights);
-          return 0;
-        });
+        const int16_t* weights = prepacked ? prepacked->data() : nullptr;
+        if (weights == nullptr) {
+          int16_t* scratch = thread_scratch<WeightTag, int16_t>(static_cast<size_t>(p.out_channels * k));
+          widen(inputs, scratch);
+          weights = scratch;
+        }
         const int32_t x_zero_point = zero_point_at(inputs, rule.at.x_zero_point, 0);
         const int64_t items = p.batch * p.group * items_per_image_group;
         parallel_for(0, items, kPositionsPerItem * group_outputs * k, [&](int64_t begin, int64_t end) {
