@@ -78,7 +78,10 @@ Model with_outputs(Model model, const std::vector<std::string>& values) {
   std::set<std::string> outputs;
   for (const ValueInfo& output : model.graph.outputs) outputs.insert(output.name);
   for (const std::string& value : values) {
-    if (outputs.insert(value).second) model.graph.outputs.push_back(ValueInfo{value});
+    if (!outputs.insert(value).second) continue;
+    ValueInfo output;
+    output.name = value;
+    model.graph.outputs.push_back(std::move(output));
   }
   return model;
 }
