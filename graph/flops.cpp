@@ -15,8 +15,9 @@ int64_t step_flops(const StepRecord& step) {
   if (step.output_shapes.empty() || step.input_shapes.size() < 2) return 0;
   const Shape& out = step.output_shapes[0];
   const Shape& a = step.input_shapes[0];
-  // The integer products count their multiply-adds alike (QLinear*: W is input 3).
-  const bool qlinear = step.op_type == "QLinearConv" || step.op_type == "QLinearMatMul";
+  // The integer products count their multiply-adds alike (QLinear*, QGemm: W is input 3).
+  const bool qlinear =
+      step.op_type == "QLinearConv" || step.op_type == "QLinearMatMul" || step.op_type == "QGemm";
   if (qlinear && step.input_shapes.size() < 4) return 0;
   const Shape& b = step.input_shapes[qlinear ? 3 : 1];
   const bool conv = step.op_type == "Conv" || step.op_type == "QLinearConv" || step.op_type == "ConvInteger";
@@ -42,7 +43,8 @@ int64_t step_flops(const StepRecord& step) {
     return 2 * steps * gate_rows * (b[2] + step.input_shapes[2][2]);
   }
   if (matmul && !a.empty()) return 2 * numel(out) * a.back();
-  if (step.op_type == "Gemm" && out.size() == 2 && out[0] > 0) return 2 * numel(out) * (numel(a) / out[0]);
+  const bool gemm = step.op_type == "Gemm" || step.op_type == "QGemm";
+  if (gemm && out.size() == 2 && out[0] > 0) return 2 * numel(out) * (numel(a) / out[0]);
   return 0;
 }
 

@@ -16,25 +16,9 @@ std::vector<TensorInfo> infer_gemm(const OpSpec& spec) {
   expect_inputs(spec, 2, 3);
   expect_floating(spec, 0);
   expect_dtype(spec, 1, spec.input(0).dtype);
-  expect_rank(spec, 0, 2);
-  expect_rank(spec, 1, 2);
-  const bool trans_a = spec.attrs().get_int("transA", 0) != 0;
-  const bool trans_b = spec.attrs().get_int("transB", 0) != 0;
-  const Shape& a = spec.input(0).shape;
-  const Shape& b = spec.input(1).shape;
-  const int64_t m = trans_a ? a[1] : a[0];
-  const int64_t k = trans_a ? a[0] : a[1];
-  const int64_t kb = trans_b ? b[1] : b[0];
-  const int64_t n = trans_b ? b[0] : b[1];
-  KILN_CHECK(k == kb, invalid_argument, "Gemm inner dims differ: A ", shape_to_string(a), (trans_a ? " (transposed)" : ""),
-             " and B ", shape_to_string(b), (trans_b ? " (transposed)" : ""));
-  if (spec.has_input(2)) {
-    expect_dtype(spec, 2, spec.input(0).dtype);
-    const Shape& c = spec.input(2).shape;
-    KILN_CHECK(broadcast_shapes(c, Shape{m, n}) == Shape({m, n}), invalid_argument, "Gemm C of shape ",
-               shape_to_string(c), " does not broadcast to [", m, ", ", n, "]");
-  }
-  return {TensorInfo{spec.input(0).dtype, {m, n}, {}}};
+  if (spec.has_input(2)) expect_dtype(spec, 2, spec.input(0).dtype);
+  const GemmShape shape = gemm_shape(spec, 0, 1, 2);
+  return {TensorInfo{spec.input(0).dtype, {shape.m, shape.n}, {}}};
 }
 
 // One determinant per trailing M x M matrix.
@@ -54,6 +38,36 @@ constexpr OpSchema kSchemas[] = {
 };
 
 }  // namespace
+
+GemmShape gemm_shape(const OpSpec& spec, int a_input, int b_input, int c_input) {
+  expect_rank(spec, a_input, 2);
+  expect_rank(spec, b_input, 2);
+  GemmShape shape;
+  shape.trans_a = spec.attrs().get_int("transA", 0) != 0;
+  shape.trans_b = spec.attrs().get_int("transB", 0) != 0;
+  const Shape& a = spec.input(a_input).shape;
+  const Shape& b = spec.input(b_input).shape;
+  shape.m = shape.trans_a ? a[1] : a[0];
+  shape.k = shape.trans_a ? a[0] : a[1];
+  const int64_t kb = shape.trans_b ? b[1] : b[0];
+  shape.n = shape.trans_b ? b[0] : b[1];
+  KILN_CHECK(shape.k == kb, invalid_argument, spec.op_type, " inner dims differ: A ", shape_to_string(a),
+             (shape.trans_a ? " (transposed)" : ""), " and B ", shape_to_string(b),
+             (shape.trans_b ? " (transposed)" : ""));
+  if (c_input >= 0 && spec.has_input(c_input)) {
+    // Unidirectional: each of C's dims (aligned right) is 1 or the product's.
+    const Shape& c = spec.input(c_input).shape;
+    const Shape product{shape.m, shape.n};
+    bool broadcasts = c.size() <= 2;
+    for (size_t d = 0; broadcasts && d < c.size(); ++d) {
+      const int64_t dim = c[c.size() - 1 - d];
+      broadcasts = dim == 1 || dim == product[1 - d];
+    }
+    KILN_CHECK(broadcasts, invalid_argument, spec.op_type, " C of shape ", shape_to_string(c),
+               " does not broadcast to [", shape.m, ", ", shape.n, "]");
+  }
+  return shape;
+}
 
 MatMulParams matmul_params(const OpSpec& spec) {
   expect_inputs(spec, 2, 2);

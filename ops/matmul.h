@@ -20,4 +20,17 @@ MatMulParams matmul_params(const OpSpec& spec);
 // elsewhere); checks shapes, not dtypes.
 MatMulParams matmul_shapes(const OpSpec& spec, int a_input, int b_input);
 
+// Gemm's product: A [M, K] (stored [K, M] with transA) times B [K, N] (stored [N, K] with transB),
+// C broadcast to [M, N].
+struct GemmShape {
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+  bool trans_a = false;
+  bool trans_b = false;
+};
+// From the 2-D A and B inputs at these positions and C's, if present (-1: none); checks shapes, not
+// dtypes.
+GemmShape gemm_shape(const OpSpec& spec, int a_input, int b_input, int c_input);
+
 }  // namespace kiln

@@ -26,9 +26,13 @@ struct OpSchema {
   // Reads sequences, optionals and tensors whose shape only the run knows (the sequence, optional
   // and control-flow ops); every other op's inputs are tensors of planned shapes.
   bool reads_any_value = false;
+  // "" for ONNX's own ops; another domain (ONNX Runtime's "com.microsoft") for the few contrib ops
+  // kiln runs, whose since_opset is then that domain's version.
+  std::string_view domain = {};
 };
 
-// Schema for `op_type` in `domain` ("" or "ai.onnx"), or null when kiln does not know the op.
+// Schema for `op_type` in `domain` ("" or "ai.onnx" for ONNX's ops), or null when kiln does not know
+// the op.
 const OpSchema* find_op_schema(std::string_view op_type, std::string_view domain);
 // Every known op, for `kiln info` and the docs.
 std::vector<const OpSchema*> all_op_schemas();
@@ -56,6 +60,6 @@ std::span<const OpSchema>
 sequence_schemas();  // ops/sequence.cpp: Sequence*, SplitToSequence, ConcatFromSequence, Optional*
 std::span<const OpSchema> control_flow_schemas();  // ops/control_flow.cpp: If, Loop, Scan, SequenceMap
 std::span<const OpSchema>
-quantize_schemas();  // ops/quantize.cpp: Quantize/DequantizeLinear, QLinearConv, ConvInteger, ...
+quantize_schemas();  // ops/quantize.cpp: Quantize/DequantizeLinear, QLinearConv, ConvInteger, QGemm, ...
 
 }  // namespace kiln

@@ -18,10 +18,10 @@ constexpr std::array kFamilies = {
 }  // namespace
 
 const OpSchema* find_op_schema(std::string_view op_type, std::string_view domain) {
-  if (!is_default_domain(domain)) return nullptr;
+  const std::string_view wanted = is_default_domain(domain) ? std::string_view{} : domain;
   for (FamilyTable family : kFamilies) {
     for (const OpSchema& schema : family()) {
-      if (schema.op_type == op_type) return &schema;
+      if (schema.op_type == op_type && schema.domain == wanted) return &schema;
     }
   }
   return nullptr;

@@ -1,5 +1,5 @@
 // Native QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear and the integer products
-// (ConvInteger, QLinearConv, MatMulInteger, QLinearMatMul).
+// (ConvInteger, QLinearConv, MatMulInteger, QLinearMatMul, QGemm), and QLinearAdd / QLinearMul.
 //
 // The products accumulate exactly in int32, as ONNX defines them, on every CPU: each operand minus
 // its zero point is an int16 in [-255, 255], and int16 dot products (vpmaddwd, whose pair sums are at
@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "backends/base/function_kernel.h"
+#include "backends/native/broadcast_loop.h"
 #include "backends/native/element_math.h"
 #include "backends/native/isa_variant.h"
 #include "backends/native/native_backend.h"
@@ -518,6 +519,246 @@ KernelOrReason make_integer_matmul(const OpSpec& spec, std::span<const TensorInf
       });
 }
 
+// ---- QGemm ------------------------------------------------------------------------------------------
+
+// Output blocks one work item takes: up to 16 rows of A' times 64 columns of B'. Batch-1 Gemms (one
+// row) still split over the columns.
+constexpr int64_t kGemmRowsPerItem = 16;
+constexpr int64_t kGemmColumnsPerItem = 64;
+
+struct GemmRowsTag {};
+
+// B' minus its zero points, one column of K int16 after another ([N, K]), from B stored [K, N] or,
+// transposed, [N, K].
+template <typename W>
+void widen_gemm_columns(const W* b, const GemmShape& g, std::span<const Tensor> inputs, int zero_point_input,
+                        int16_t* columns) {
+  for (int64_t j = 0; j < g.n; ++j) {
+    const int32_t zero_point = zero_point_at(inputs, zero_point_input, j);
+    for (int64_t i = 0; i < g.k; ++i) {
+      const W value = g.trans_b ? b[j * g.k + i] : b[i * g.n + j];
+      columns[j * g.k + i] = static_cast<int16_t>(value - zero_point);
+    }
+  }
+}
+
+// Where C's element for output (r, c) is: C broadcasts to [M, N] from [], [N], [1, N], [M, 1] or [M, N].
+struct BiasStrides {
+  int64_t row = 0;
+  int64_t column = 0;
+};
+BiasStrides bias_strides(const Shape& c, const GemmShape& g) {
+  BiasStrides strides;
+  if (c.empty()) return strides;
+  const int64_t columns = c.back();
+  strides.column = columns == g.n && g.n > 1 ? 1 : 0;
+  strides.row = c.size() == 2 && c[0] == g.m && g.m > 1 ? columns : 0;
+  return strides;
+}
+
+KernelOrReason make_integer_gemm(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+  const IntegerGemmParams p = integer_gemm_params(spec);
+  const GemmShape g = p.shape;
+  const IntegerOperands at = integer_operands(spec);
+  const DType a_type = spec.input(at.x).dtype;
+  const DType b_type = spec.input(at.w).dtype;
+  const DType output = outputs[0].dtype;
+  const bool has_bias = spec.has_input(at.bias);
+  const BiasStrides bias_at = has_bias ? bias_strides(spec.input(at.bias).shape, g) : BiasStrides{};
+  const IsaVariant<DotRowsFn> dot = pick_dot_rows();
+  const auto widen = [=](std::span<const Tensor> inputs, int16_t* into) {
+    visit_int8(b_type, [&](auto tag) {
+      widen_gemm_columns(inputs[at.w].data<decltype(tag)>(), g, inputs, at.w_zero_point, into);
+      return 0;
+    });
+  };
+  // Constant B (and its zero points) is widened once, at plan time.
+  std::shared_ptr<const std::vector<int16_t>> prepacked;
+  const bool zero_point_constant =
+      !spec.has_input(at.w_zero_point) || spec.input(at.w_zero_point).is_constant();
+  if (spec.input(at.w).is_constant() && zero_point_constant) {
+    std::vector<Tensor> constants(static_cast<size_t>(spec.num_inputs()));
+    for (int input : {at.w, at.w_zero_point}) {
+      if (spec.has_input(input)) constants[static_cast<size_t>(input)] = spec.input(input).value;
+    }
+    auto widened = std::make_shared<std::vector<int16_t>>(static_cast<size_t>(g.n * g.k));
+    widen(constants, widened->data());
+    prepacked = std::move(widened);
+  }
+  const int64_t row_blocks = (g.m + kGemmRowsPerItem - 1) / kGemmRowsPerItem;
+  const int64_t column_blocks = (g.n + kGemmColumnsPerItem - 1) / kGemmColumnsPerItem;
+  return make_kernel(
+      std::string("native:qgemm_") + dot.isa, [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
+        const int16_t* columns = prepacked ? prepacked->data() : nullptr;
+        if (columns == nullptr) {
+          int16_t* scratch = thread_scratch<WeightTag, int16_t>(static_cast<size_t>(g.n * g.k));
+          widen(inputs, scratch);
+          columns = scratch;
+        }
+        const int32_t a_zero_point = zero_point_at(inputs, at.x_zero_point, 0);
+        // alpha * a_scale, times each column's b_scale (and over y_scale when requantizing).
+        const float a_scale = p.alpha * scale_at(inputs[at.x_scale], 0);
+        const int32_t* bias = has_bias ? inputs[at.bias].data<int32_t>() : nullptr;
+        const float y_scale = at.requantized() ? scale_at(inputs[at.y_scale], 0) : 1;
+        const int32_t y_zero_point = at.requantized() ? zero_point_at(inputs, at.y_zero_point, 0) : 0;
+        parallel_for(0, row_blocks * column_blocks, kGemmRowsPerItem * kGemmColumnsPerItem * g.k,
+                     [&](int64_t begin, int64_t end) {
+                       int16_t* a =
+                           thread_scratch<GemmRowsTag, int16_t>(static_cast<size_t>(kGemmRowsPerItem * g.k));
+                       int32_t* acc = thread_scratch<AccumulatorTag, int32_t>(
+                           static_cast<size_t>(kGemmRowsPerItem * kGemmColumnsPerItem));
+                       for (int64_t item = begin; item < end; ++item) {
+                         const int64_t first_row = item / column_blocks * kGemmRowsPerItem;
+                         const int64_t first_column = item % column_blocks * kGemmColumnsPerItem;
+                         const int64_t rows = std::min(kGemmRowsPerItem, g.m - first_row);
+                         const int64_t count = std::min(kGemmColumnsPerItem, g.n - first_column);
+                         visit_int8(a_type, [&](auto tag) {
+                           const auto* src = inputs[at.x].data<decltype(tag)>();
+                           for (int64_t r = 0; r < rows; ++r) {
+                             for (int64_t i = 0; i < g.k; ++i) {
+                               const int64_t row = first_row + r;
+                               const auto value = g.trans_a ? src[i * g.m + row] : src[row * g.k + i];
+                               a[r * g.k + i] = static_cast<int16_t>(value - a_zero_point);
+                             }
+                           }
+                           return 0;
+                         });
+                         dot.fn(a, rows, columns + first_column * g.k, count, g.k, acc);
+                         for (int64_t c = 0; c < count; ++c) {
+                           const int64_t column = first_column + c;
+                           const float scale =
+                               requantize_multiplier(a_scale, scale_at(inputs[at.w_scale], column), y_scale);
+                           for (int64_t r = 0; r < rows; ++r) {
+                             const int64_t row = first_row + r;
+                             const int32_t b = bias ? bias[row * bias_at.row + column * bias_at.column] : 0;
+                             const int64_t out = row * g.n + column;
+                             if (output == DType::f32) {
+                               // Accumulator and C summed in float32, then scaled (requantize's first steps).
+                               dst[0].data<float>()[out] =
+                                   (static_cast<float>(acc[c * rows + r]) + static_cast<float>(b)) * scale;
+                             } else if (output == DType::u8) {
+                               dst[0].data<uint8_t>()[out] =
+                                   requantize<uint8_t>(acc[c * rows + r], b, scale, y_zero_point);
+                             } else {
+                               dst[0].data<int8_t>()[out] =
+                                   requantize<int8_t>(acc[c * rows + r], b, scale, y_zero_point);
+                             }
+                           }
+                         }
+                       }
+                     });
+      });
+}
+
+// ---- QLinearAdd, QLinearMul -------------------------------------------------------------------------
+
+// Elements one pass dequantizes and combines into float32 before quantizing them (a stack buffer).
+constexpr int64_t kCombineChunk = 256;
+
+// Operands dequantized as DequantizeLinear does, combined as the float op, quantized as QuantizeLinear:
+// the chain's bits. A_STRIDE and B_STRIDE are 0 (one value along the run) or 1.
+struct QLinearBinaryParameters {
+  float a_scale, b_scale, y_scale;
+  int32_t a_zero_point, b_zero_point, y_zero_point;
+};
+template <bool kMultiply, int kAStride, int kBStride, typename T>
+[[gnu::always_inline]] inline void combine_quantized(const T* a, const T* b, int64_t n,
+                                                     const QLinearBinaryParameters& p, T* y) {
+  const auto a_zero = static_cast<float>(p.a_zero_point);
+  const auto b_zero = static_cast<float>(p.b_zero_point);
+  float combined[kCombineChunk];
+  for (int64_t first = 0; first < n; first += kCombineChunk) {
+    const int64_t count = std::min(kCombineChunk, n - first);
+    for (int64_t i = 0; i < count; ++i) {
+      const float x = (static_cast<float>(a[(first + i) * kAStride]) - a_zero) * p.a_scale;
+      const float z = (static_cast<float>(b[(first + i) * kBStride]) - b_zero) * p.b_scale;
+      combined[i] = kMultiply ? x * z : x + z;
+    }
+    quantize_floats(combined, count, p.y_scale, p.y_zero_point, y + first);
+  }
+}
+
+template <bool kMultiply, typename T>
+using CombineFn = void (*)(const T*, int64_t, const T*, int64_t, int64_t, const QLinearBinaryParameters&, T*);
+
+// One run of n outputs whose operands step by a_stride and b_stride (0 or 1, not both 0 unless n is 1).
+template <bool kMultiply, typename T>
+[[gnu::always_inline]] inline void combine_run(const T* a, int64_t a_stride, const T* b, int64_t b_stride,
+                                               int64_t n, const QLinearBinaryParameters& p, T* y) {
+  if (a_stride == 1 && b_stride == 1) {
+    combine_quantized<kMultiply, 1, 1>(a, b, n, p, y);
+  } else if (a_stride == 1) {
+    combine_quantized<kMultiply, 1, 0>(a, b, n, p, y);
+  } else if (b_stride == 1) {
+    combine_quantized<kMultiply, 0, 1>(a, b, n, p, y);
+  } else {
+    combine_quantized<kMultiply, 0, 0>(a, b, n, p, y);
+  }
+}
+template <bool kMultiply, typename T>
+__attribute__((target("avx512f,avx512bw"))) void combine_run_avx512(const T* a, int64_t a_stride, const T* b,
+                                                                    int64_t b_stride, int64_t n,
+                                                                    const QLinearBinaryParameters& p, T* y) {
+  combine_run<kMultiply>(a, a_stride, b, b_stride, n, p, y);
+}
+template <bool kMultiply, typename T>
+__attribute__((target("avx2"))) void combine_run_avx2(const T* a, int64_t a_stride, const T* b,
+                                                      int64_t b_stride, int64_t n,
+                                                      const QLinearBinaryParameters& p, T* y) {
+  combine_run<kMultiply>(a, a_stride, b, b_stride, n, p, y);
+}
+template <bool kMultiply, typename T>
+void combine_run_baseline(const T* a, int64_t a_stride, const T* b, int64_t b_stride, int64_t n,
+                          const QLinearBinaryParameters& p, T* y) {
+  combine_run<kMultiply>(a, a_stride, b, b_stride, n, p, y);
+}
+
+template <bool kMultiply, typename T>
+IsaVariant<CombineFn<kMultiply, T>> pick_combine_run() {
+  return pick_isa_variant<CombineFn<kMultiply, T>>(
+      combine_run_avx512<kMultiply, T>, combine_run_avx2<kMultiply, T>, combine_run_baseline<kMultiply, T>);
+}
+
+template <bool kMultiply>
+KernelOrReason make_qlinear_binary(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+  const Shape output = outputs[0].shape;
+  const BroadcastLoop loop(output, {spec.input(0).shape, spec.input(3).shape});
+  const int64_t total = checked_numel(output);
+  const DType dtype = outputs[0].dtype;
+  const auto u8 = pick_combine_run<kMultiply, uint8_t>();
+  const auto s8 = pick_combine_run<kMultiply, int8_t>();
+  return make_kernel(std::string("native:") + (kMultiply ? "qlinear_mul_" : "qlinear_add_") + u8.isa,
+                     [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
+                       const QLinearBinaryParameters p{
+                           scale_at(inputs[1], 0),      scale_at(inputs[4], 0),
+                           scale_at(inputs[6], 0),      zero_point_at(inputs, 2, 0),
+                           zero_point_at(inputs, 5, 0), zero_point_at(inputs, 7, 0)};
+                       // Chunks of the output, cut at row ends: within a row each operand steps by 0 or 1.
+                       parallel_for(0, total, 4, [&](int64_t begin, int64_t end) {
+                         for (int64_t at = begin; at < end;) {
+                           const int64_t row = at / loop.row_size();
+                           const int64_t column = at % loop.row_size();
+                           const int64_t n = std::min(end - at, loop.row_size() - column);
+                           const int64_t a_at = loop.offset(0, row) + column * loop.row_stride(0);
+                           const int64_t b_at = loop.offset(1, row) + column * loop.row_stride(1);
+                           visit_int8(dtype, [&](auto tag) {
+                             using T = decltype(tag);
+                             const T* a = inputs[0].data<T>() + a_at;
+                             const T* b = inputs[3].data<T>() + b_at;
+                             T* y = dst[0].data<T>() + at;
+                             if constexpr (std::is_same_v<T, uint8_t>) {
+                               u8.fn(a, loop.row_stride(0), b, loop.row_stride(1), n, p, y);
+                             } else {
+                               s8.fn(a, loop.row_stride(0), b, loop.row_stride(1), n, p, y);
+                             }
+                             return 0;
+                           });
+                           at += n;
+                         }
+                       });
+                     });
+}
+
 constexpr KernelEntry kKernels[] = {
     {"QuantizeLinear", make_quantize_linear},
     {"DequantizeLinear", make_dequantize_linear},
@@ -526,6 +767,9 @@ constexpr KernelEntry kKernels[] = {
     {"QLinearConv", make_integer_conv},
     {"MatMulInteger", make_integer_matmul},
     {"QLinearMatMul", make_integer_matmul},
+    {"QGemm", make_integer_gemm},
+    {"QLinearAdd", make_qlinear_binary<false>},
+    {"QLinearMul", make_qlinear_binary<true>},
 };
 
 }  // namespace

@@ -279,18 +279,26 @@ def test_dump_intermediates_writes_every_computed_tensor(kiln_bin, float_model, 
     np.testing.assert_array_equal(np.load(dump / "y.npy"), np.load(outputs / "y.npy"))
 
 
-def test_contrib_quantized_ops_are_refused_naming_the_domain(kiln_module, tmp_path):
+def test_contrib_quantized_ops_run_or_are_refused_naming_the_domain(kiln_module, tmp_path):
     from onnx import TensorProto, helper
-    node = helper.make_node("QLinearAdd", ["a", "s", "z", "a", "s", "z", "s", "z"], ["y"], domain="com.microsoft")
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("a", TensorProto.UINT8, [2])],
-                              [helper.make_tensor_value_info("y", TensorProto.UINT8, [2])],
-                              [helper.make_tensor("s", TensorProto.FLOAT, [], [0.1]),
-                               helper.make_tensor("z", TensorProto.UINT8, [], [0])])
-    path = tmp_path / "contrib.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
-                                                      helper.make_opsetid("com.microsoft", 1)]), str(path))
-    with pytest.raises(NotImplementedError, match="QLinearAdd' in domain 'com.microsoft'.*QDQ format"):
-        kiln_module.Session(path).run({"a": np.zeros(2, np.uint8)})
+
+    def contrib_model(op_type, inputs):
+        node = helper.make_node(op_type, inputs, ["y"], domain="com.microsoft")
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("a", TensorProto.UINT8, [2])],
+                                  [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
+                                  [helper.make_tensor("s", TensorProto.FLOAT, [], [0.1]),
+                                   helper.make_tensor("z", TensorProto.UINT8, [], [0])])
+        path = tmp_path / f"{op_type}.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                          helper.make_opsetid("com.microsoft", 1)]), str(path))
+        return path
+
+    # QLinearAdd runs: a + a at scale 0.1, saturating at 255.
+    added = kiln_module.Session(contrib_model("QLinearAdd", ["a", "s", "z", "a", "s", "z", "s", "z"]))
+    np.testing.assert_array_equal(added.run({"a": np.array([10, 200], np.uint8)})["y"], [20, 255])
+    refused = contrib_model("QLinearConcat", ["s", "z", "a", "s", "z", "a", "s", "z"])
+    with pytest.raises(NotImplementedError, match="QLinearConcat' in domain 'com.microsoft'.*QDQ format"):
+        kiln_module.Session(refused).run({"a": np.zeros(2, np.uint8)})
 
 
 def test_kiln_quantize_command(kiln_bin, float_model, tmp_path):

@@ -14,10 +14,11 @@ std::vector<Tensor> run_op(const OpRun& run) {
 }
 
 std::vector<Tensor> run_op_on(const Backend& backend, const OpRun& run) {
-  const OpSchema* schema = find_op_schema(run.op_type, "");
+  const OpSchema* schema = find_op_schema(run.op_type, run.domain);
   KILN_CHECK(schema != nullptr, not_implemented, "unknown op ", run.op_type);
   OpSpec spec;
   spec.op_type = run.op_type;
+  spec.domain = run.domain;
   spec.node_name = "test_node";
   spec.opset = run.opset;
   spec.attributes = &run.attributes;

@@ -26,6 +26,7 @@ struct OpRun {
   // Inputs whose values shape inference may see (shape-defining inputs such as Reshape's shape).
   // By default every input is treated as a plan-time constant.
   bool inputs_are_constants = true;
+  std::string domain = "";  // "" for ONNX's ops
 };
 
 // Infers output shapes, creates the native reference kernel, allocates outputs and runs it (op tests

@@ -2,14 +2,16 @@
 // DequantizeLinear; DynamicQuantizeLinear's range. The integer products against the plain loops of
 // backends/native/ref/, bit for bit: ConvInteger's and MatMulInteger's int32 accumulators (u8 and s8
 // operands, per-tensor and per-channel zero points, groups, pads, strides, dilations, sums that wrap),
-// and QLinearConv / QLinearMatMul as those accumulators requantized. The NativeQuantized* tests also
-// run with KILN_ISA capped (tests/CMakeLists.txt), so every compiled dot-product variant is checked.
+// and QLinearConv / QLinearMatMul / com.microsoft QGemm as those accumulators requantized. The
+// NativeQuantized* tests also run with KILN_ISA capped (tests/CMakeLists.txt), so every compiled dot-product
+// variant is checked.
 #include "ops/quantize.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "core/tensor.h"
 #include "graph_builder.h"
 #include "op_test_util.h"
+#include "ops/op_schema.h"
 #include "ops/quantize_math.h"
 #include "runtime/cpu_info.h"
 #include "runtime/threads.h"
@@ -383,6 +386,176 @@ TEST(QuantizeOps, IntegerProductsNameBadOperands) {
                       {int8_tensor(DType::u8, {2, 3}, 1), int8_tensor(DType::u8, {4, 2}, 1)},
                       10});
             }).find("MatMulInteger inner dims differ"),
+            std::string::npos);
+}
+
+// ---- QGemm (com.microsoft) ------------------------------------------------------------------------
+
+// A [rows, columns] matrix stored transposed.
+template <typename T>
+Tensor transposed(const Tensor& t) {
+  const int64_t rows = t.dim(0), columns = t.dim(1);
+  std::vector<T> values;
+  for (int64_t j = 0; j < columns; ++j) {
+    for (int64_t i = 0; i < rows; ++i) values.push_back(t.data<T>()[i * columns + j]);
+  }
+  return Tensor::from_vector(values, {columns, rows});
+}
+
+TEST(NativeQuantizedVsReference, QGemmTransposesAddsCAndRequantizes) {
+  // 3 x 70 times 70 x 130: the columns span three blocks of the kernel's work split.
+  const int64_t m = 3, k = 70, n = 130;
+  const Tensor a = int8_tensor(DType::u8, {m, k}, 41);
+  const Tensor b = int8_tensor(DType::i8, {k, n}, 43);
+  const std::vector<int32_t> b_zero = zero_point_values(DType::i8, n, 45);
+  const std::vector<float> b_scales = sample_values(n, 0.001f, 0.01f, 47);
+  const std::vector<int32_t> acc = native::ref::matmul_integer(a, b, {{7}}, b_zero);
+  std::vector<int32_t> c_values;
+  for (float v : sample_values(m * n, -5000, 5000, 49)) c_values.push_back(static_cast<int32_t>(v));
+  const float a_scale = 0.05f, alpha = 0.5f, y_scale = 0.3f;
+  for (const Shape& c_shape : {Shape{n}, Shape{m, n}, Shape{m, 1}, Shape{}}) {
+    const int64_t c_count = checked_numel(c_shape);
+    const Tensor c =
+        Tensor::from_vector(std::vector<int32_t>(c_values.begin(), c_values.begin() + c_count), c_shape);
+    const auto c_at = [&](int64_t i, int64_t j) {
+      if (c_shape.empty()) return c_values[0];
+      if (c_shape.size() == 1) return c_values[j];
+      return c_shape[1] == 1 ? c_values[i] : c_values[i * n + j];
+    };
+    for (bool trans_a : {false, true}) {
+      for (bool trans_b : {false, true}) {
+        Attributes attributes;
+        attributes.set("transA", int_attr(trans_a));
+        attributes.set("transB", int_attr(trans_b));
+        attributes.set("alpha", testing::float_attr(alpha));
+        std::vector<Tensor> inputs = {trans_a ? transposed<uint8_t>(a) : a,
+                                      Tensor::scalar(a_scale),
+                                      Tensor::scalar(uint8_t{7}),
+                                      trans_b ? transposed<int8_t>(b) : b,
+                                      Tensor::from_vector(b_scales, {n}),
+                                      zero_points(DType::i8, b_zero),
+                                      c};
+        const std::string what = "C " + shape_to_string(c_shape) + (trans_a ? ", A transposed" : "") +
+                                 (trans_b ? ", B transposed" : "");
+        // Float output: (accumulator + C) * alpha * a_scale * b_scale.
+        OpRun run{"QGemm", attributes, inputs, 1};
+        run.domain = "com.microsoft";
+        const Tensor y_float = run_op(run)[0];
+        ASSERT_EQ(y_float.dtype(), DType::f32);
+        // Requantized to int8.
+        run.inputs.push_back(Tensor::scalar(y_scale));
+        run.inputs.push_back(Tensor::scalar(int8_t{-4}));
+        const Tensor y = run_op(run)[0];
+        ASSERT_EQ(y.shape(), (Shape{m, n}));
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            const float scale = alpha * a_scale * b_scales[j];
+            const int32_t sum = acc[i * n + j];
+            ASSERT_EQ(y_float.data<float>()[i * n + j],
+                      (static_cast<float>(sum) + static_cast<float>(c_at(i, j))) * scale)
+                << what << ", row " << i << ", column " << j;
+            ASSERT_EQ(y.data<int8_t>()[i * n + j],
+                      requantize<int8_t>(sum, c_at(i, j),
+                                         requantize_multiplier(alpha * a_scale, b_scales[j], y_scale), -4))
+                << what << ", row " << i << ", column " << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---- QLinearAdd, QLinearMul (com.microsoft) -------------------------------------------------------
+
+// The chain the op stands for, op by op on the native reference kernels: DequantizeLinear on each
+// input, the float op, QuantizeLinear.
+Tensor dequantize_combine_quantize(const std::string& op, const Tensor& a, float a_scale,
+                                   const Tensor& a_zero, const Tensor& b, float b_scale, const Tensor& b_zero,
+                                   float y_scale, const Tensor& y_zero) {
+  const Tensor x = run_op({"DequantizeLinear", {}, {a, Tensor::scalar(a_scale), a_zero}, 13})[0];
+  const Tensor z = run_op({"DequantizeLinear", {}, {b, Tensor::scalar(b_scale), b_zero}, 13})[0];
+  const Tensor sum = run_op({op, {}, {x, z}, 13})[0];
+  return run_op({"QuantizeLinear", {}, {sum, Tensor::scalar(y_scale), y_zero}, 13})[0];
+}
+
+TEST(NativeQuantizedVsReference, QLinearAddAndMulEqualTheirDequantizeQuantizeChains) {
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{2, 3, 17, 19}, {2, 3, 17, 19}},  // a residual sum
+      {{2, 3, 17, 19}, {3, 1, 1}},       // per channel
+      {{1}, {4, 600}},                   // a scalar, over more than one chunk
+      {{4, 1}, {1, 300}},                // both broadcast
+  };
+  for (int threads : kThreadCounts) {
+    const ScopedIntraOpThreads scoped(threads);
+    for (DType dtype : {DType::u8, DType::i8}) {
+      for (const auto& [a_shape, b_shape] : shapes) {
+        for (const char* op : {"Add", "Mul"}) {
+          const Tensor a = int8_tensor(dtype, a_shape, 51);
+          const Tensor b = int8_tensor(dtype, b_shape, 53);
+          const std::vector<int32_t> zeros = zero_point_values(dtype, 3, 55);
+          const Tensor a_zero = zero_points(dtype, {zeros[0]});
+          const Tensor b_zero = zero_points(dtype, {zeros[1]});
+          const Tensor y_zero = zero_points(dtype, {zeros[2]});
+          const float a_scale = 0.031f, b_scale = 0.017f, y_scale = std::string(op) == "Add" ? 0.043f : 0.6f;
+          OpRun run{std::string("QLinear") + op,
+                    {},
+                    {a, Tensor::scalar(a_scale), a_zero, b, Tensor::scalar(b_scale), b_zero,
+                     Tensor::scalar(y_scale), y_zero},
+                    1};
+          run.domain = "com.microsoft";
+          const Tensor y = run_op(run)[0];
+          const Tensor want =
+              dequantize_combine_quantize(op, a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero);
+          ASSERT_EQ(y.shape(), want.shape());
+          ASSERT_EQ(y.dtype(), dtype);
+          ASSERT_EQ(0, std::memcmp(y.raw_data(), want.raw_data(), static_cast<size_t>(y.numel())))
+              << op << " " << dtype_name(dtype) << " " << shape_to_string(a_shape) << " and "
+              << shape_to_string(b_shape) << ", " << threads << " threads";
+        }
+      }
+    }
+  }
+  OpRun mixed{
+      "QLinearAdd",
+      {},
+      {int8_tensor(DType::u8, {2}, 1), Tensor::scalar(0.1f), Tensor::scalar(uint8_t{0}),
+       int8_tensor(DType::i8, {2}, 1), Tensor::scalar(0.1f), Tensor::scalar(int8_t{0}), Tensor::scalar(0.1f)},
+      1};
+  mixed.domain = "com.microsoft";
+  EXPECT_NE(error_of([&] { run_op(mixed); }).find("QLinearAdd B must have A's type uint8, got int8"),
+            std::string::npos);
+}
+
+TEST(QuantizeOps, QGemmIsAComMicrosoftOpAndNamesBadOperands) {
+  EXPECT_EQ(find_op_schema("QGemm", ""), nullptr);
+  EXPECT_NE(find_op_schema("QGemm", "com.microsoft"), nullptr);
+  const auto qgemm_error = [](std::vector<Tensor> inputs) {
+    OpRun run{"QGemm", {}, std::move(inputs), 1};
+    run.domain = "com.microsoft";
+    return error_of([&] { run_op(run); });
+  };
+  const Tensor a = int8_tensor(DType::u8, {2, 3}, 1);
+  const Tensor b = int8_tensor(DType::i8, {3, 4}, 2);
+  const Tensor scale = Tensor::scalar(0.1f);
+  EXPECT_NE(qgemm_error({a, scale, Tensor::scalar(uint8_t{0}), int8_tensor(DType::i8, {4, 4}, 2), scale,
+                         Tensor::scalar(int8_t{0})})
+                .find("QGemm inner dims differ"),
+            std::string::npos);
+  EXPECT_NE(qgemm_error({a, scale, Tensor::scalar(uint8_t{0}), b, scale, Tensor::scalar(int8_t{0}),
+                         Tensor::zeros(DType::i32, {3})})
+                .find("QGemm C of shape [3] does not broadcast to [2, 4]"),
+            std::string::npos);
+  EXPECT_NE(qgemm_error({a, scale, Tensor::scalar(uint8_t{0}), b, scale, Tensor::scalar(int8_t{0}),
+                         Tensor::zeros(DType::f32, {4})})
+                .find("int32"),
+            std::string::npos);
+  EXPECT_NE(qgemm_error({a, scale, Tensor::scalar(uint8_t{0}), b,
+                         Tensor::from_vector(std::vector<float>{1, 2}, {2}), Tensor::scalar(int8_t{0})})
+                .find("one per column of B"),
+            std::string::npos);
+  EXPECT_NE(qgemm_error({a, scale, Tensor::scalar(uint8_t{0}), b, scale, Tensor::scalar(int8_t{0}), Tensor{},
+                         Tensor{}, Tensor::scalar(int8_t{0})})
+                .find("y_zero_point but no y_scale"),
             std::string::npos);
 }
 
