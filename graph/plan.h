@@ -14,6 +14,7 @@
 #include "graph/memory_plan.h"
 #include "graph/step_graph.h"
 #include "ops/op_spec.h"
+#include "ops/quantize.h"
 
 namespace kiln {
 
@@ -40,6 +41,8 @@ struct StepRecord {
   // What the kernel does differently from what was asked (precision), what planning rewrote
   // around it: each pass appends its own.
   std::vector<std::string> notes;
+  // A quantized step's operand types, scales and zero points, accumulator and output rounding.
+  std::optional<QuantizationSummary> quantization;
   double creation_ms = 0;             // kernel selection and creation (primitives, weight reorders)
   int threads = 0;                    // intra-op threads its kernel was created for and runs with
   int parallel_group = -1;            // parallel mode: the Plan::parallel_groups() entry it is in

@@ -30,11 +30,14 @@ std::optional<Model> append_captures(const Model& model);
 std::vector<std::string> outer_scope_reads(const Graph& graph);
 
 // qdq.cpp, before the passes: for a model in QDQ form (QuantizeLinear / DequantizeLinear around
-// float ops), a copy in which each Conv and MatMul whose input and constant weights are dequantized
-// int8 and whose result only a QuantizeLinear reads (through a Relu that the quantization implies)
-// is the integer op it computes: QLinearConv, QLinearMatMul (the float op's name, exact int32
-// accumulation). Notes per node name: what each became, with its types, scales and zero points, or
-// why a Conv, MatMul or Gemm reading dequantized values stays float32. Nothing for other models.
+// float ops), a copy in which each Conv, MatMul and Gemm whose input and constant weights are
+// dequantized int8 and whose result only a QuantizeLinear reads (through a Relu that the
+// quantization implies) is the integer op it computes: QLinearConv, QLinearMatMul, com.microsoft
+// QGemm (the float op's name, exact int32 accumulation), and each Add and Mul of two dequantized
+// values whose result is quantized is com.microsoft QLinearAdd / QLinearMul (the chain's float32
+// arithmetic in one pass); the copy then imports com.microsoft. Notes per node name: what each
+// became, with its types, scales and zero points, or why a Conv, MatMul, Gemm, Add or Mul reading
+// dequantized values stays float32. Nothing for other models.
 struct QuantizedModel {
   Model model;
   std::map<std::string, std::string> notes;

@@ -2,11 +2,14 @@
 // QuantizeLinear on its result. Run so, it is fake quantization: float arithmetic on values that
 // happen to be on a grid, rounded to the grid between ops. The product DQ(x) * DQ(w) summed over a
 // window equals x_scale * w_scale * (the int32 sum of (x - x_zp) * (w - w_zp)), so the chain
-// DQ -> Conv -> Q is exactly QLinearConv (and DQ -> MatMul -> Q QLinearMatMul): integer products
-// with exact int32 accumulation, one requantization. A Relu between the op and Q is kept in the
-// integer op when Q's zero point is its type's minimum (saturation then clamps what Relu would).
+// DQ -> Conv -> Q is exactly QLinearConv (DQ -> MatMul -> Q QLinearMatMul, DQ -> Gemm -> Q ONNX
+// Runtime's com.microsoft QGemm): integer products with exact int32 accumulation, one requantization.
+// DQ -> Add / Mul -> Q becomes com.microsoft QLinearAdd / QLinearMul, the same float32 arithmetic in
+// one pass over the int8 tensors. A Relu or Clip between the op and Q is kept in the integer op when
+// Q saturates where it clamps (Relu: Q's zero point is its type's minimum).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -45,6 +48,15 @@ const Tensor* initializer(const QdqIndex& index, const std::string& name) {
   return found == index.graph.initializers.end() ? nullptr : &found->second;
 }
 
+// An initializer, or the tensor a Constant node holds (PyTorch writes Clip's bounds so).
+const Tensor* constant_tensor(const QdqIndex& index, const std::string& name) {
+  if (const Tensor* constant = initializer(index, name)) return constant;
+  const auto found = index.producer.find(name);
+  if (found == index.producer.end() || !is_onnx_op(found->second, "Constant")) return nullptr;
+  const Attributes& attributes = found->second->attributes;
+  return attributes.has("value") ? &attributes.require_tensor("value") : nullptr;
+}
+
 const std::string& input_or_empty(const Node& node, size_t i) {
   static const std::string kAbsent;
   return i < node.inputs.size() ? node.inputs[i] : kAbsent;
@@ -53,14 +65,14 @@ const std::string& input_or_empty(const Node& node, size_t i) {
 // The int8 type a dequantized value has before planning: an initializer's, a graph input's, or the
 // zero point's of the QuantizeLinear computing it (uint8 without one). Undefined when unknown.
 DType quantized_type(const QdqIndex& index, const std::string& value) {
-  if (const Tensor* constant = initializer(index, value)) return constant->dtype();
+  if (const Tensor* constant = constant_tensor(index, value)) return constant->dtype();
   for (const ValueInfo& input : index.graph.inputs) {
     if (input.name == value) return input.dtype;
   }
   if (const Node* quantize = producer_of(index, value, "QuantizeLinear")) {
     const std::string& zero_point = input_or_empty(*quantize, 2);
     if (zero_point.empty()) return DType::u8;
-    const Tensor* constant = initializer(index, zero_point);
+    const Tensor* constant = constant_tensor(index, zero_point);
     return constant == nullptr ? DType::undefined : constant->dtype();
   }
   return DType::undefined;
@@ -68,7 +80,7 @@ DType quantized_type(const QdqIndex& index, const std::string& value) {
 
 // A scale (or zero point) that is a constant: its values, or none when it is not a constant.
 std::vector<double> constant_values(const QdqIndex& index, const std::string& name) {
-  const Tensor* constant = initializer(index, name);
+  const Tensor* constant = constant_tensor(index, name);
   std::vector<double> values;
   if (constant == nullptr || !constant->is_contiguous()) return values;
   for (int64_t i = 0; i < constant->numel(); ++i) values.push_back(constant->double_at(i));
@@ -125,34 +137,73 @@ std::string describe_value(const char* what, DType dtype, const std::vector<doub
   return text;
 }
 
-Outcome integer_form(const QdqIndex& index, const Node& op) {
-  const bool is_conv = op.op_type == "Conv";
-  const Node* dq_x = producer_of(index, input_or_empty(op, 0), "DequantizeLinear");
-  const Node* dq_w = producer_of(index, input_or_empty(op, 1), "DequantizeLinear");
-  if (dq_x == nullptr && dq_w == nullptr) return {};  // not a quantized op
-  if (dq_x == nullptr || dq_w == nullptr) {
-    return refuse(str_cat("stays float32: only its ", dq_x == nullptr ? "weights are" : "input is",
-                          " dequantized (both must be int8 for an integer ", op.op_type, ")"));
+// A Relu's or Clip's bounds: Relu's [0, inf), Clip's constant min and max (attributes before opset
+// 11, inputs from it; absent: unbounded). None when a bound is not a constant.
+struct Clamp {
+  double low = -std::numeric_limits<double>::infinity();
+  double high = std::numeric_limits<double>::infinity();
+};
+std::optional<Clamp> clamp_of(const QdqIndex& index, const Node& node) {
+  if (is_onnx_op(&node, "Relu")) return Clamp{0, std::numeric_limits<double>::infinity()};
+  Clamp clamp;
+  if (node.inputs.size() > 1) {
+    for (size_t i = 1; i < node.inputs.size() && i < 3; ++i) {
+      if (node.inputs[i].empty()) continue;
+      const std::vector<double> bound = constant_values(index, node.inputs[i]);
+      if (bound.size() != 1) return std::nullopt;
+      (i == 1 ? clamp.low : clamp.high) = bound[0];
+    }
+    return clamp;
   }
-  // Its one reader is QuantizeLinear, or a Relu that one reads.
+  if (node.attributes.has("min")) clamp.low = node.attributes.get_float("min", 0);
+  if (node.attributes.has("max")) clamp.high = node.attributes.get_float("max", 0);
+  return clamp;
+}
+
+// Whether quantizing to `dtype` with these parameters saturates wherever the clamp would clamp: the
+// clamp's bounds quantize to the type's ends (Relu: the zero point is the minimum). Q(clamp(v)) then
+// equals Q(v) for every v, NaN included (both give the zero point).
+bool saturation_implies(const Clamp& clamp, DType dtype, const PerTensor& q) {
+  const auto quantized = [&](double bound) {
+    return std::nearbyint(static_cast<float>(bound) / static_cast<float>(q.scale)) + q.zero_point;
+  };
+  const double minimum = dtype == DType::u8 ? 0 : -128;
+  const double maximum = dtype == DType::u8 ? 255 : 127;
+  const double infinity = std::numeric_limits<double>::infinity();
+  return (clamp.low == -infinity || quantized(clamp.low) <= minimum) &&
+         (clamp.high == infinity || quantized(clamp.high) >= maximum);
+}
+
+// The QuantizeLinear that is a float op's result's one reader (directly, or through a Relu or Clip the
+// quantization implies: see saturation_implies), with its int8 type and per-tensor constant scale and
+// zero point; or why there is none.
+struct QuantizedResult {
+  const Node* quantize = nullptr;
+  const Node* relu = nullptr;  // the Relu or Clip absorbed
+  DType dtype = DType::undefined;
+  PerTensor parameters;
+  std::string refusal;
+};
+
+QuantizedResult quantized_result(const QdqIndex& index, const Node& op) {
+  const auto refuse_result = [](std::string why) { return QuantizedResult{{}, {}, {}, {}, std::move(why)}; };
   const std::string& result = op.outputs.empty() ? "" : op.outputs[0];
   const auto reads = [&](const std::string& value) {
     return index.reads.count(value) ? index.reads.at(value) : 0;
   };
-  std::vector<const Node*> absorbed;
   const Node* reader = nullptr;
   for (const Node& node : index.graph.nodes) {
     if (std::find(node.inputs.begin(), node.inputs.end(), result) != node.inputs.end()) reader = &node;
   }
   if (reads(result) != 1 || reader == nullptr) {
-    return refuse(
+    return refuse_result(
         "stays float32: its result is read by more than one node or is a graph output, not only by "
         "a QuantizeLinear");
   }
   const Node* relu = nullptr;
-  if (is_onnx_op(reader, "Relu") && !reader->outputs.empty() && reads(reader->outputs[0]) == 1) {
+  const bool clamp = is_onnx_op(reader, "Relu") || is_onnx_op(reader, "Clip");
+  if (clamp && !reader->outputs.empty() && reads(reader->outputs[0]) == 1) {
     relu = reader;
-    absorbed.push_back(relu);
     reader = nullptr;
     for (const Node& node : index.graph.nodes) {
       if (!node.inputs.empty() && node.inputs[0] == relu->outputs[0]) reader = &node;
@@ -160,39 +211,80 @@ Outcome integer_form(const QdqIndex& index, const Node& op) {
   }
   if (!is_onnx_op(reader, "QuantizeLinear") || reader->inputs.empty() ||
       reader->inputs[0] != (relu ? relu->outputs[0] : result)) {
-    return refuse(str_cat("stays float32: its result is not quantized (", relu ? "Relu then " : "",
-                          reader ? reader->op_type : std::string("nothing"),
-                          " reads it, not QuantizeLinear)"));
+    return refuse_result(
+        str_cat("stays float32: its result is not quantized (", relu ? relu->op_type + " then " : "",
+                reader ? reader->op_type : std::string("nothing"), " reads it, not QuantizeLinear)"));
   }
-  const Node& q_y = *reader;
+  const DType dtype = quantized_type(index, reader->outputs[0]);
+  if (!is_int8(dtype)) {
+    return refuse_result(str_cat("stays float32: its result must be quantized to int8 or uint8, not ",
+                                 dtype_name(dtype), " (undefined: not known before planning)"));
+  }
+  const std::optional<PerTensor> parameters = per_tensor_parameters(index, *reader);
+  if (!parameters) {
+    return refuse_result(
+        "stays float32: its result's scale and zero point must be constants with one value each (per "
+        "tensor)");
+  }
+  if (relu != nullptr) {
+    const std::optional<Clamp> bounds = clamp_of(index, *relu);
+    if (!bounds) return refuse_result("stays float32: the Clip after it has bounds that are not constants");
+    if (!saturation_implies(*bounds, dtype, *parameters)) {
+      return refuse_result(str_cat(
+          "stays float32: the ", relu->op_type, " after it is not implied by the quantization (its bounds [",
+          bounds->low, ", ", bounds->high, "] are not where ", dtype_name(dtype), " with scale ",
+          parameters->scale, " and zero point ", parameters->zero_point, " saturates)"));
+    }
+  }
+  return {reader, relu, dtype, *parameters, {}};
+}
+
+Outcome integer_form(const QdqIndex& index, const Node& op) {
+  const bool is_conv = op.op_type == "Conv";
+  const bool is_gemm = op.op_type == "Gemm";
+  const Node* dq_x = producer_of(index, input_or_empty(op, 0), "DequantizeLinear");
+  const Node* dq_w = producer_of(index, input_or_empty(op, 1), "DequantizeLinear");
+  if (dq_x == nullptr && dq_w == nullptr) return {};  // not a quantized op
+  if (dq_x == nullptr || dq_w == nullptr) {
+    return refuse(str_cat("stays float32: only its ", dq_x == nullptr ? "weights are" : "input is",
+                          " dequantized (both must be int8 for an integer ", op.op_type, ")"));
+  }
+  const QuantizedResult quantized = quantized_result(index, op);
+  if (quantized.quantize == nullptr) return refuse(quantized.refusal);
+  const Node& q_y = *quantized.quantize;
+  const Node* relu = quantized.relu;
+  std::vector<const Node*> absorbed;
+  if (relu != nullptr) absorbed.push_back(relu);
   absorbed.push_back(&q_y);
+  const bool has_bias = (is_conv || is_gemm) && !input_or_empty(op, 2).empty();
+  if (is_gemm) {
+    // QGemm scales the accumulators and C alike by alpha (C's scale is alpha * a_scale * b_scale), so
+    // a Gemm whose alpha or beta is not 1 has no integer form with the bias the model quantized.
+    const float alpha = op.attributes.get_float("alpha", 1.0f);
+    const float beta = op.attributes.get_float("beta", 1.0f);
+    if (alpha != 1 || (has_bias && beta != 1)) {
+      return refuse(str_cat("stays float32: its alpha (", alpha, ") and beta (", beta,
+                            ") must be 1 for the integer Gemm (QGemm adds C to the accumulators)"));
+    }
+  }
 
   const DType x_type = quantized_type(index, dq_x->inputs[0]);
   const DType w_type = quantized_type(index, dq_w->inputs[0]);
-  const DType y_type = quantized_type(index, q_y.outputs[0]);
-  if (!is_int8(x_type) || !is_int8(w_type) || !is_int8(y_type)) {
-    return refuse(str_cat("stays float32: its input, weights and result must be int8 or uint8, they are ",
-                          dtype_name(x_type), ", ", dtype_name(w_type), " and ", dtype_name(y_type),
+  const DType y_type = quantized.dtype;
+  if (!is_int8(x_type) || !is_int8(w_type)) {
+    return refuse(str_cat("stays float32: its input and weights must be int8 or uint8, they are ",
+                          dtype_name(x_type), " and ", dtype_name(w_type),
                           " (undefined: not known before planning)"));
   }
   const std::optional<PerTensor> x = per_tensor_parameters(index, *dq_x);
-  const std::optional<PerTensor> y = per_tensor_parameters(index, q_y);
-  if (!x || !y) {
+  const std::optional<PerTensor> y = quantized.parameters;
+  if (!x) {
     return refuse(
-        "stays float32: its input's and result's scales and zero points must be constants with one value "
-        "each (per tensor)");
-  }
-  if (relu != nullptr) {
-    const double minimum = y_type == DType::u8 ? 0 : -128;
-    if (y->zero_point != minimum) {
-      return refuse(
-          str_cat("stays float32: the Relu after it is not implied by the quantization (the result's zero "
-                  "point is ",
-                  y->zero_point, ", not ", minimum, ")"));
-    }
+        "stays float32: its input's scale and zero point must be constants with one value each (per "
+        "tensor)");
   }
   // The weights: a constant, per tensor or (Conv) per output channel or (MatMul) per column of a 2-D B.
-  const Tensor* weights = initializer(index, dq_w->inputs[0]);
+  const Tensor* weights = constant_tensor(index, dq_w->inputs[0]);
   const std::vector<double> w_scales = constant_values(index, input_or_empty(*dq_w, 1));
   const std::vector<double> w_zero_points = constant_values(index, input_or_empty(*dq_w, 2));
   if (weights == nullptr || w_scales.empty()) {
@@ -201,26 +293,36 @@ Outcome integer_form(const QdqIndex& index, const Node& op) {
   if (w_scales.size() > 1) {
     const int64_t rank = weights->rank();
     const int64_t axis = dq_w->attributes.get_int("axis", 1);
-    const int64_t wanted = is_conv ? 0 : 1;
+    // B's columns are its dim 1, or dim 0 when a Gemm stores B transposed.
+    const bool trans_b = is_gemm && op.attributes.get_int("transB", 0) != 0;
+    const int64_t wanted = is_conv || trans_b ? 0 : 1;
     const bool along = rank >= 1 && (axis == wanted || axis + rank == wanted) && (is_conv || rank == 2);
     if (!along) {
       return refuse(str_cat("stays float32: its weights are quantized along axis ", axis, ", not per ",
-                            is_conv ? "output channel (axis 0)" : "column of a 2-D B (axis 1)"));
+                            is_conv   ? "output channel (axis 0)"
+                            : trans_b ? "column of B' (axis 0 of B, stored transposed)"
+                                      : "column of a 2-D B (axis 1)"));
     }
   }
   Node integer_node;
   integer_node.name = op.name;
-  integer_node.op_type = is_conv ? "QLinearConv" : "QLinearMatMul";
-  integer_node.inputs = {dq_x->inputs[0],        input_or_empty(*dq_x, 1), input_or_empty(*dq_x, 2),
-                         dq_w->inputs[0],        input_or_empty(*dq_w, 1), input_or_empty(*dq_w, 2),
-                         input_or_empty(q_y, 1), input_or_empty(q_y, 2)};
+  integer_node.op_type = is_conv ? "QLinearConv" : is_gemm ? "QGemm" : "QLinearMatMul";
+  integer_node.inputs = {dq_x->inputs[0], input_or_empty(*dq_x, 1), input_or_empty(*dq_x, 2),
+                         dq_w->inputs[0], input_or_empty(*dq_w, 1), input_or_empty(*dq_w, 2)};
   integer_node.outputs = {q_y.outputs[0]};
   if (is_conv) integer_node.attributes = op.attributes;
+  if (is_gemm) {
+    integer_node.domain = "com.microsoft";
+    for (const char* name : {"transA", "transB"}) {
+      integer_node.attributes.set_int(name, op.attributes.get_int(name, 0));
+    }
+  }
+  std::string bias_name;  // QLinearConv takes the bias after y's scale and zero point, QGemm before
   std::string bias_text;
-  if (is_conv && !input_or_empty(op, 2).empty()) {
-    // The bias must be int32 at scale x_scale * w_scale, as QLinearConv adds it to the accumulators.
+  if (has_bias) {
+    // The bias must be int32 at scale x_scale * w_scale, as the integer op adds it to the accumulators.
     const Node* dq_b = producer_of(index, op.inputs[2], "DequantizeLinear");
-    const Tensor* bias = dq_b ? initializer(index, dq_b->inputs[0]) : nullptr;
+    const Tensor* bias = dq_b ? constant_tensor(index, dq_b->inputs[0]) : nullptr;
     const std::vector<double> b_scales =
         dq_b ? constant_values(index, input_or_empty(*dq_b, 1)) : std::vector<double>{};
     const std::vector<double> b_zero_points =
@@ -240,20 +342,77 @@ Outcome integer_form(const QdqIndex& index, const Node& op) {
     for (double zero_point : b_zero_points) {
       if (zero_point != 0) return refuse("stays float32: its bias has a zero point other than 0");
     }
-    integer_node.inputs.push_back(dq_b->inputs[0]);
+    bias_name = dq_b->inputs[0];
     bias_text = ", + int32 bias";
   }
+  if (is_gemm) integer_node.inputs.push_back(bias_name);
+  integer_node.inputs.push_back(input_or_empty(q_y, 1));
+  integer_node.inputs.push_back(input_or_empty(q_y, 2));
+  if (is_conv && !bias_name.empty()) integer_node.inputs.push_back(bias_name);
   Rewrite rewrite;
   rewrite.integer_node = std::move(integer_node);
   rewrite.absorbed = std::move(absorbed);
-  rewrite.note =
-      str_cat("quantized: ", rewrite.integer_node.op_type, " from DequantizeLinear -> ", op.op_type,
-              relu ? " -> Relu" : "", " -> QuantizeLinear; ",
-              describe_value("x", x_type, {x->scale}, {x->zero_point}), ", ",
-              describe_value("w", w_type, w_scales, w_zero_points, is_conv ? "output channel" : "column"),
-              " -> int32 accumulators (exact)", bias_text, ", requantized to ",
-              describe_value("y", y_type, {y->scale}, {y->zero_point}),
-              relu ? "; the Relu is the saturation at the zero point" : "");
+  rewrite.note = str_cat("quantized: ", rewrite.integer_node.op_type, " from DequantizeLinear -> ",
+                         op.op_type, relu ? " -> " + relu->op_type : "", " -> QuantizeLinear; ",
+                         describe_value(is_conv ? "x" : "A", x_type, {x->scale}, {x->zero_point}), ", ",
+                         describe_value(is_conv ? "w" : "B", w_type, w_scales, w_zero_points,
+                                        is_conv ? "output channel" : "column"),
+                         " -> int32 accumulators (exact)", bias_text, ", requantized to ",
+                         describe_value("y", y_type, {y->scale}, {y->zero_point}),
+                         relu ? "; the " + relu->op_type + " is the quantization's saturation" : "");
+  return {std::move(rewrite), {}};
+}
+
+// DQ(a) + DQ(b) -> [Relu ->] Q (or Mul) is com.microsoft QLinearAdd (QLinearMul) computing the same
+// float32 arithmetic in one pass: the chain's bits, without its three float tensors.
+Outcome binary_form(const QdqIndex& index, const Node& op) {
+  const Node* dq_a = producer_of(index, input_or_empty(op, 0), "DequantizeLinear");
+  const Node* dq_b = producer_of(index, input_or_empty(op, 1), "DequantizeLinear");
+  if (dq_a == nullptr && dq_b == nullptr) return {};
+  if (dq_a == nullptr || dq_b == nullptr) {
+    return refuse(str_cat("stays float32: only its ", dq_a == nullptr ? "second" : "first",
+                          " input is dequantized (both must be for QLinear", op.op_type, ")"));
+  }
+  const QuantizedResult quantized = quantized_result(index, op);
+  if (quantized.quantize == nullptr) return refuse(quantized.refusal);
+  const DType a_type = quantized_type(index, dq_a->inputs[0]);
+  const DType b_type = quantized_type(index, dq_b->inputs[0]);
+  if (a_type != quantized.dtype || b_type != quantized.dtype) {
+    return refuse(str_cat("stays float32: its inputs and result must share one int8 type, they are ",
+                          dtype_name(a_type), ", ", dtype_name(b_type), " and ",
+                          dtype_name(quantized.dtype)));
+  }
+  const std::optional<PerTensor> a = per_tensor_parameters(index, *dq_a);
+  const std::optional<PerTensor> b = per_tensor_parameters(index, *dq_b);
+  if (!a || !b) {
+    return refuse(
+        "stays float32: its inputs' scales and zero points must be constants with one value each (per "
+        "tensor)");
+  }
+  Rewrite rewrite;
+  Node& node = rewrite.integer_node;
+  node.name = op.name;
+  node.op_type = "QLinear" + op.op_type;
+  node.domain = "com.microsoft";
+  node.inputs = {dq_a->inputs[0],
+                 input_or_empty(*dq_a, 1),
+                 input_or_empty(*dq_a, 2),
+                 dq_b->inputs[0],
+                 input_or_empty(*dq_b, 1),
+                 input_or_empty(*dq_b, 2),
+                 input_or_empty(*quantized.quantize, 1),
+                 input_or_empty(*quantized.quantize, 2)};
+  node.outputs = {quantized.quantize->outputs[0]};
+  if (quantized.relu != nullptr) rewrite.absorbed.push_back(quantized.relu);
+  rewrite.absorbed.push_back(quantized.quantize);
+  rewrite.note = str_cat(
+      "quantized: ", node.op_type, " from DequantizeLinear -> ", op.op_type,
+      quantized.relu ? " -> " + quantized.relu->op_type : "", " -> QuantizeLinear; ",
+      describe_value("A", a_type, {a->scale}, {a->zero_point}), ", ",
+      describe_value("B", b_type, {b->scale}, {b->zero_point}), " -> ",
+      describe_value("y", quantized.dtype, {quantized.parameters.scale}, {quantized.parameters.zero_point}),
+      "; the same float32 arithmetic as the chain, in one pass",
+      quantized.relu ? "; the " + quantized.relu->op_type + " is the quantization's saturation" : "");
   return {std::move(rewrite), {}};
 }
 
@@ -271,17 +430,11 @@ std::optional<QuantizedModel> fuse_qdq_chains(const Model& model) {
   for (const Node& node : graph.nodes) {
     const bool product =
         is_onnx_op(&node, "Conv") || is_onnx_op(&node, "MatMul") || is_onnx_op(&node, "Gemm");
-    if (!product) continue;
-    if (is_onnx_op(&node, "Gemm")) {
-      const bool quantized = producer_of(index, input_or_empty(node, 0), "DequantizeLinear") != nullptr;
-      if (quantized) {
-        result.notes[node.name] =
-            "stays float32: kiln has no integer Gemm step yet (QLinearMatMul takes no bias)";
-      }
-      continue;
-    }
-    Outcome outcome = integer_form(index, node);
+    const bool binary = is_onnx_op(&node, "Add") || is_onnx_op(&node, "Mul");
+    if (!product && !binary) continue;
+    Outcome outcome = product ? integer_form(index, node) : binary_form(index, node);
     if (outcome.rewrite) {
+      if (!outcome.rewrite->integer_node.domain.empty()) result.model.opsets.emplace("com.microsoft", 1);
       for (const Node* absorbed : outcome.rewrite->absorbed) removed.insert(absorbed);
       result.notes[node.name] = outcome.rewrite->note;
       replaced.emplace(&node, std::move(outcome.rewrite->integer_node));

@@ -101,6 +101,7 @@ void add_step(PlanState& state, NodeForm form, KernelSelection selection, double
                   "shape is a bound)"
                 : "outputs made when it runs: their shapes, or the sequences they are, are the run's");
   }
+  record.quantization = quantization_summary(form.request.op);
   record.creation_ms = selection_ms;
   for (const Node* follower : form.fused) record.fused.push_back({follower->op_type, follower->name});
 

@@ -1,7 +1,8 @@
-// QDQ models run as integer programs: DequantizeLinear -> Conv / MatMul -> [Relu ->] QuantizeLinear
-// chains are planned as QLinearConv / QLinearMatMul steps whose results equal the plain-loop integer
-// reference bit for bit, and a chain that cannot be (a Relu the quantization does not imply) stays
-// float32 with a note saying why.
+// QDQ models run as integer programs: DequantizeLinear -> Conv / MatMul / Gemm -> [Relu ->]
+// QuantizeLinear chains are planned as QLinearConv / QLinearMatMul / QGemm steps whose results equal
+// the plain-loop integer reference bit for bit, and a chain that cannot be (a Relu the quantization
+// does not imply, a Gemm whose alpha is not 1) stays float32 with a note saying why. Add and Mul
+// chains become QLinearAdd / QLinearMul with the float chain's bits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -101,6 +102,29 @@ struct QdqModel {
   }
 };
 
+// QuantizeLinear then DequantizeLinear on `value` in a built graph, per-tensor int8.
+std::string add_quantize_dequantize(GraphBuilder& g, const std::string& value, float scale,
+                                    int8_t zero_point) {
+  const std::string s = g.constant(Tensor::scalar(scale)), z = g.constant(Tensor::scalar(zero_point));
+  return g.add("DequantizeLinear", {g.add("QuantizeLinear", {value, s, z}), s, z});
+}
+
+// The same ops run one by one on the native kernels: the float chain an integer step stands for.
+Tensor run_reference(const std::string& op, const std::vector<Tensor>& inputs) {
+  return run_op({op, {}, inputs, 13})[0];
+}
+Tensor quantize_dequantize(const Tensor& value, float scale, int8_t zero_point) {
+  const Tensor q =
+      run_reference("QuantizeLinear", {value, Tensor::scalar(scale), Tensor::scalar(zero_point)});
+  return run_reference("DequantizeLinear", {q, Tensor::scalar(scale), Tensor::scalar(zero_point)});
+}
+
+void expect_same_floats(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.numel(), want.numel());
+  for (int64_t i = 0; i < got.numel(); ++i)
+    ASSERT_EQ(got.data<float>()[i], want.data<float>()[i]) << "element " << i;
+}
+
 const StepRecord* step_of(const Plan& plan, const std::string& node) {
   for (const PlanStep& step : plan.steps()) {
     if (step.record.node_name == node) return &step.record;
@@ -156,6 +180,165 @@ TEST(Qdq, ConvAndMatMulChainsBecomeIntegerStepsEqualToTheReference) {
     const uint8_t q = requantize<uint8_t>(acc[i], m.bias[channel], multiplier, 0);
     ASSERT_EQ(y1.data<float>()[i], static_cast<float>(q) * 0.05f) << "element " << i;
   }
+}
+
+// A classifier's Gemm as PyTorch exports it (transB = 1), quantized per output feature with an int32
+// bias, becomes QGemm; the same Gemm with alpha 0.5 stays float32 and says why.
+TEST(Qdq, GemmChainsBecomeQGemmEqualToTheReference) {
+  const Shape input = {2, 8};
+  const int64_t features = 5;
+  GraphBuilder g{input};
+  const std::string x_zero_point = g.constant(Tensor::scalar(kInputZeroPoint));
+  const std::string x_scale = g.constant(Tensor::scalar(kInputScale));
+  const std::string qx = g.add("QuantizeLinear", {"x", x_scale, x_zero_point});
+  const std::string x = g.add("DequantizeLinear", {qx, x_scale, x_zero_point});
+  const Tensor weights = int8_weights({features, 8}, 5);  // [N, K]: B stored transposed
+  const std::vector<float> w_scales = {0.01f, 0.02f, 0.005f, 0.015f, 0.03f};
+  const std::vector<int32_t> bias = {100, -2000, 0, 537, 9};
+  Attributes axis0;
+  axis0.set("axis", int_attr(0));
+  const std::string w = g.add("DequantizeLinear",
+                              {g.constant(weights), g.constant(Tensor::from_vector(w_scales, {features})),
+                               g.constant(Tensor::zeros(DType::i8, {features}))},
+                              axis0);
+  std::vector<float> bias_scales;
+  for (float scale : w_scales) bias_scales.push_back(kInputScale * scale);
+  const std::string c = g.add("DequantizeLinear",
+                              {g.constant(Tensor::from_vector(bias, {features})),
+                               g.constant(Tensor::from_vector(bias_scales, {features}))},
+                              axis0);
+  const auto quantized_gemm = [&](float alpha) {
+    Attributes attributes;
+    attributes.set("transB", int_attr(1));
+    attributes.set("alpha", testing::float_attr(alpha));
+    const std::string gemm = g.add("Gemm", {x, w, c}, attributes);
+    const std::string y_scale = g.constant(Tensor::scalar(0.1f));
+    const std::string y_zero_point = g.constant(Tensor::scalar(int8_t{3}));
+    const std::string q = g.add("QuantizeLinear", {gemm, y_scale, y_zero_point});
+    return std::make_pair(node_of(gemm), g.add("DequantizeLinear", {q, y_scale, y_zero_point}));
+  };
+  const auto [integer_gemm, y] = quantized_gemm(1);
+  const auto [float_gemm, y_float] = quantized_gemm(0.5f);
+  const Model model = g.finish({y, y_float});
+
+  const Tensor input_values = random_tensor(input, 6, -2, 2);
+  Session session(model);
+  const TensorMap outputs = session.run({{"x", input_values}});
+  const std::shared_ptr<const Plan> plan = session.plan_for({input});
+  const StepRecord* gemm = step_of(*plan, integer_gemm);
+  ASSERT_NE(gemm, nullptr);
+  EXPECT_EQ(gemm->op_type, "QGemm");
+  ASSERT_FALSE(gemm->notes.empty());
+  EXPECT_NE(gemm->notes.back().find("QGemm from DequantizeLinear -> Gemm -> QuantizeLinear; A uint8"),
+            std::string::npos)
+      << gemm->notes.back();
+  const StepRecord* unchanged = step_of(*plan, float_gemm);
+  ASSERT_NE(unchanged, nullptr);
+  EXPECT_EQ(unchanged->op_type, "Gemm");
+  EXPECT_NE(unchanged->notes.back().find("stays float32: its alpha (0.5) and beta (1) must be 1"),
+            std::string::npos)
+      << unchanged->notes.back();
+
+  // The reference: x quantized, A x B' in int32, + bias, requantized, dequantized.
+  const Tensor qa = run_op({"QuantizeLinear",
+                            {},
+                            {input_values, Tensor::scalar(kInputScale), Tensor::scalar(kInputZeroPoint)}})[0];
+  std::vector<int8_t> columns;  // B' = weights transposed, [K, N]
+  for (int64_t i = 0; i < 8; ++i) {
+    for (int64_t j = 0; j < features; ++j) columns.push_back(weights.data<int8_t>()[j * 8 + i]);
+  }
+  const std::vector<int32_t> acc = native::ref::matmul_integer(
+      qa, Tensor::from_vector(columns, {8, features}), {{kInputZeroPoint}}, {{0}});
+  const Tensor& result = outputs.at(model.graph.outputs[0].name);
+  for (int64_t i = 0; i < 2 * features; ++i) {
+    const int64_t j = i % features;
+    const float multiplier = requantize_multiplier(kInputScale, w_scales[j], 0.1f);
+    const int8_t q = requantize<int8_t>(acc[i], bias[j], multiplier, 3);
+    ASSERT_EQ(result.data<float>()[i], static_cast<float>(q - 3) * 0.1f) << "element " << i;
+  }
+}
+
+// A residual sum and a product of two dequantized tensors whose results are quantized become
+// QLinearAdd (its Relu absorbed) and QLinearMul, giving the float chain's bits.
+TEST(Qdq, AddAndMulChainsBecomeQLinearAddAndMulWithTheChainsBits) {
+  const Shape input = {1, 4, 6, 6};
+  GraphBuilder g{input};
+  const auto q_dq = [&](const std::string& value, float scale, int8_t zero_point) {
+    return add_quantize_dequantize(g, value, scale, zero_point);
+  };
+  const std::string a = q_dq("x", 0.02f, 5);
+  const std::string b = q_dq(g.add("Relu", {"x"}), 0.01f, -128);
+  const std::string sum = g.add("Add", {a, b});
+  const std::string relu_sum = q_dq(g.add("Relu", {sum}), 0.03f, -128);
+  const std::string product = g.add("Mul", {a, b});
+  const std::string quantized_product = q_dq(product, 0.001f, 3);
+  const Model model = g.finish({relu_sum, quantized_product});
+
+  const Tensor x = random_tensor(input, 8, -2, 2);
+  Session session(model);
+  const TensorMap outputs = session.run({{"x", x}});
+  const std::shared_ptr<const Plan> plan = session.plan_for({input});
+  const StepRecord* add = step_of(*plan, node_of(sum));
+  const StepRecord* mul = step_of(*plan, node_of(product));
+  ASSERT_NE(add, nullptr);
+  ASSERT_NE(mul, nullptr);
+  EXPECT_EQ(add->op_type, "QLinearAdd");
+  EXPECT_EQ(mul->op_type, "QLinearMul");
+  ASSERT_TRUE(add->quantization.has_value());
+  EXPECT_EQ(add->quantization->operands.size(), 3u);
+  EXPECT_EQ(add->quantization->operands[2].zero_points, std::vector<double>{-128});
+
+  // The float chain op by op, the Relu included.
+  const Tensor a_value = quantize_dequantize(x, 0.02f, 5);
+  const Tensor b_value = quantize_dequantize(run_reference("Relu", {x}), 0.01f, -128);
+  const Tensor sum_value = run_reference("Add", {a_value, b_value});
+  expect_same_floats(outputs.at(model.graph.outputs[0].name),
+                     quantize_dequantize(run_reference("Relu", {sum_value}), 0.03f, -128));
+  expect_same_floats(outputs.at(model.graph.outputs[1].name),
+                     quantize_dequantize(run_reference("Mul", {a_value, b_value}), 0.001f, 3));
+}
+
+// A Clip (ReLU6) before the QuantizeLinear is absorbed where the quantization saturates at its bounds,
+// and stays a float op with a note where it does not.
+TEST(Qdq, ClipIsAbsorbedOnlyWhereSaturationClampsAtItsBounds) {
+  const Shape input = {1, 4, 6, 6};
+  GraphBuilder g{input};
+  const auto scalar_constant = [&](auto value) { return g.constant(Tensor::scalar(value)); };
+  const auto q_dq = [&](const std::string& value, float scale, int8_t zero_point) {
+    return add_quantize_dequantize(g, value, scale, zero_point);
+  };
+  const std::string a = q_dq("x", 0.02f, 5);
+  const std::string b = q_dq("x", 0.03f, -7);
+  const std::string relu6 = g.add("Add", {a, b});
+  const std::string clipped =
+      q_dq(g.add("Clip", {relu6, scalar_constant(0.0f), scalar_constant(6.0f)}), 6.0f / 255, -128);
+  const std::string narrow = g.add("Add", {b, a});
+  const std::string not_implied =
+      q_dq(g.add("Clip", {narrow, scalar_constant(0.0f), scalar_constant(1.0f)}), 0.03f, -128);
+  const Model model = g.finish({clipped, not_implied});
+
+  const Tensor x = random_tensor(input, 9, -8, 8);
+  Session session(model);
+  const TensorMap outputs = session.run({{"x", x}});
+  const std::shared_ptr<const Plan> plan = session.plan_for({input});
+  const StepRecord* absorbed = step_of(*plan, node_of(relu6));
+  const StepRecord* kept = step_of(*plan, node_of(narrow));
+  ASSERT_NE(absorbed, nullptr);
+  ASSERT_NE(kept, nullptr);
+  EXPECT_EQ(absorbed->op_type, "QLinearAdd");
+  EXPECT_NE(absorbed->notes.back().find("-> Clip -> QuantizeLinear"), std::string::npos)
+      << absorbed->notes.back();
+  EXPECT_EQ(kept->op_type, "Add");
+  EXPECT_NE(kept->notes.back().find("stays float32: the Clip after it is not implied by the quantization"),
+            std::string::npos)
+      << kept->notes.back();
+
+  // The absorbed chain, op by op with its Clip.
+  const Tensor sum =
+      run_reference("Add", {quantize_dequantize(x, 0.02f, 5), quantize_dequantize(x, 0.03f, -7)});
+  const Tensor clipped_sum = run_reference("Clip", {sum, Tensor::scalar(0.0f), Tensor::scalar(6.0f)});
+  expect_same_floats(outputs.at(model.graph.outputs[0].name),
+                     quantize_dequantize(clipped_sum, 6.0f / 255, -128));
 }
 
 }  // namespace
