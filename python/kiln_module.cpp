@@ -581,6 +581,7 @@ PYBIND11_MODULE(_kiln, m) {
               entry["in_place"] = r.in_place;
               entry["fused"] = fused_list(r.fused);
               entry["notes"] = r.notes;
+              entry["quantization"] = quantization_dict(r.quantization);
               entry["threads"] = r.threads;
               entry["parallel_group"] =
                   r.parallel_group >= 0 ? py::object(py::int_(r.parallel_group)) : py::none();

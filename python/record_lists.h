@@ -1,13 +1,16 @@
-// A plan step's fused nodes and refusals as Python sees them, in explain and in trace events alike:
-// lists of dicts with the keys of `kiln explain --json`.
+// A plan step's fused nodes, refusals and quantization as Python sees them, in explain and in trace
+// events alike: lists and dicts with the keys of `kiln explain --json`.
 #pragma once
 
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
+#include <optional>
 #include <vector>
 
 #include "backends/base/refusal.h"
 #include "graph/fused_node.h"
+#include "ops/quantize.h"
 
 namespace kiln {
 
@@ -35,6 +38,30 @@ inline pybind11::list refusal_list(const std::vector<Refusal>& refusals) {
     list.append(entry);
   }
   return list;
+}
+
+// {"operands": [{"name": "x", "dtype": "uint8", "scales": [...], "zero_points": [...], "per": "tensor"},
+// ...], "accumulation": ..., "bias": ..., "output": ...}, or None for a step that is not quantized.
+inline pybind11::object quantization_dict(const std::optional<QuantizationSummary>& quantization) {
+  if (!quantization) return pybind11::none();
+  pybind11::list operands;
+  for (const QuantizedOperand& operand : quantization->operands) {
+    pybind11::dict entry;
+    entry["name"] = operand.name;
+    entry["dtype"] = std::string(dtype_name(operand.dtype));
+    entry["scales"] = operand.scales;
+    pybind11::list zero_points;
+    for (double zero_point : operand.zero_points) zero_points.append(static_cast<int64_t>(zero_point));
+    entry["zero_points"] = zero_points;
+    entry["per"] = operand.per;
+    operands.append(entry);
+  }
+  pybind11::dict dict;
+  dict["operands"] = operands;
+  dict["accumulation"] = quantization->accumulation;
+  dict["bias"] = quantization->bias;
+  dict["output"] = quantization->output;
+  return dict;
 }
 
 }  // namespace kiln

@@ -166,6 +166,30 @@ std::vector<std::string> names_of(const std::vector<T>& values, Name name) {
   return names;
 }
 
+// A quantized step's operands, accumulation and output; null for other steps. Scales are written
+// with 9 significant digits, which give back the float32 value exactly.
+void write_quantization(JsonWriter& json, const std::optional<QuantizationSummary>& quantization) {
+  json.key("quantization");
+  if (!quantization) {
+    json.null();
+    return;
+  }
+  json.begin_object().key("operands").begin_array();
+  for (const QuantizedOperand& operand : quantization->operands) {
+    json.begin_object().member("name", operand.name).member("dtype", dtype_name(operand.dtype));
+    json.key("scales").begin_array();
+    for (double scale : operand.scales) json.raw(format("%.9g", scale));
+    json.end_array().key("zero_points").begin_array();
+    for (double zero_point : operand.zero_points) json.value(static_cast<int64_t>(zero_point));
+    json.end_array().member("per", operand.per).end_object();
+  }
+  json.end_array();
+  json.member("accumulation", quantization->accumulation)
+      .member("bias", quantization->bias)
+      .member("output", quantization->output)
+      .end_object();
+}
+
 }  // namespace
 
 std::string explain_json(const Plan& plan, const std::string& model, int batch,
@@ -204,6 +228,7 @@ std::string explain_json(const Plan& plan, const std::string& model, int batch,
     json.member("in_place", r.in_place);
     write_fused(json, "fused", r.fused);
     json.member("notes", r.notes);
+    write_quantization(json, r.quantization);
     json.member("threads", r.threads);
     json.member("parallel_group", r.parallel_group);
     json.member("flops", step_flops(r));

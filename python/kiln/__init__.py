@@ -137,7 +137,9 @@ class Session:
 
     def explain(self, inputs, profile=0):
         """The plan for these inputs, per step: op, node, backend, kernel, input/output shapes and
-        layouts, in_place, fused nodes ({op, node} dicts), notes, the rule that chose the kernel
+        layouts, in_place, fused nodes ({op, node} dicts), notes, quantization (a quantized step's
+        operands as {name, dtype, scales, zero_points, per} dicts, accumulation, bias and output;
+        None for other steps), the rule that chose the kernel
         ("first_offer" or "autotune"), reused (autotune's decision taken from the choice cache),
         timed ((kernel, ms) pairs the rule timed), refusals ({backend, kernel, kind, detail} dicts:
         every candidate not chosen, `kind` one of kiln.backends.refusal_kinds()), unfused and
