@@ -3,8 +3,8 @@ int8 activations and weights, MinMax over seeded random calibration images), the
 images by kiln and by ONNX Runtime (npm onnxruntime-node, CPU) with its defaults and with its exact
 int8 mode (session.x64quantprecision=1, which matters on CPUs without VNNI), all on the same QDQ file.
 Per runtime: SQNR of the int8 output against kiln's fp32 output of the float model (dB, over all
-held-out outputs) and how often the arg-max agrees. Also, for kiln, how many Conv steps run as
-integer steps. The models have random weights (tests/python/export_models.py): the comparison is
+held-out outputs) and how often the arg-max agrees. Also, for kiln, how many Conv and Gemm steps run
+as integer steps. The models have random weights (tests/python/export_models.py): the comparison is
 between runtimes on the same quantized file, not a published accuracy.
 
     /usr/bin/python3 bench/int8_accuracy.py [--models resnet18,mobilenet_v2,resnet50] [--calibration 8]
@@ -53,7 +53,7 @@ def main():
     args = parser.parse_args()
     print("\n".join(machine_lines(args.kiln)))
     print(f"calibration: {args.calibration} images, held out: {args.held_out}, per_channel={args.per_channel}")
-    print("| model | integer Conv steps | kiln SQNR dB | ORT default SQNR dB | ORT exact SQNR dB | "
+    print("| model | integer Conv/Gemm steps | kiln SQNR dB | ORT default SQNR dB | ORT exact SQNR dB | "
           "arg-max agreement kiln / ORT default / ORT exact |")
     print("|---|---|---|---|---|---|")
     for name in args.models.split(","):
@@ -74,8 +74,8 @@ def main():
             reference = np.stack([kiln.Session(path).run({"input": x})["output"] for x in images])
             session = kiln.Session(qdq)
             steps = session.explain({"input": images[0]})
-            convs = sum(1 for s in steps if s["op"] in ("Conv", "QLinearConv"))
-            integer = sum(1 for s in steps if s["op"] == "QLinearConv")
+            convs = sum(1 for s in steps if s["op"] in ("Conv", "QLinearConv", "Gemm", "QGemm"))
+            integer = sum(1 for s in steps if s["op"] in ("QLinearConv", "QGemm"))
             results = {"kiln": np.stack([session.run({"input": x})["output"] for x in images])}
             results["ort"] = ort_outputs(qdq, images, folder, [])
             results["ort_exact"] = ort_outputs(qdq, images, folder, ["session.x64quantprecision=1"])

@@ -6,11 +6,11 @@ weights, MinMax calibration, asymmetric activations, symmetric weights), so a sc
 model with every tensor to quantize made an output), then writes standard QuantizeLinear /
 DequantizeLinear pairs that any ONNX runtime reads; kiln plans the chains they form as integer steps.
 
-What it quantizes: Conv and MatMul (constant weights) and the tensors they read and write. A Relu
-that is its Conv's or MatMul's only reader is dropped: the result is quantized over the Relu's range
-(which starts at 0), so the saturation at the zero point does what the Relu did. A
-BatchNormalization after a Conv is folded into it first. Other ops stay float32 and read the
-dequantized tensors.
+What it quantizes: Conv, MatMul and Gemm (constant weights; a Gemm's alpha and beta 1) and the
+tensors they read and write. A Relu, or a Clip from 0 (ReLU6), that is such a node's only reader is
+dropped when activations are asymmetric: the result is quantized over the Relu's or Clip's range
+(which starts at 0), so saturation does what the Relu or Clip did. A BatchNormalization after a
+Conv is folded into it first. Other ops stay float32 and read the dequantized tensors.
 """
 import enum
 import os
@@ -107,6 +107,32 @@ def _np_type(qtype):
     return np.uint8 if qtype == QuantType.QUInt8 else np.int8
 
 
+def _attribute(node, name, default):
+    """A node's int or float attribute `name`, or `default`."""
+    for attribute in node.attribute:
+        if attribute.name == name:
+            return attribute.f if attribute.type == attribute.FLOAT else attribute.i
+    return default
+
+
+def _clamps_at_zero(node, constant):
+    """A Relu, or a Clip whose minimum is the constant 0 (ReLU6): quantized asymmetrically over its
+    output's range, whose zero point is then the type's minimum, the result saturates where it clamps,
+    so the node can be dropped. `constant(name)`: an initializer's or Constant node's value, or None."""
+    if node.op_type == "Relu":
+        return True
+    if node.op_type != "Clip":
+        return False
+    if len(node.input) > 1:  # opset 11: min and max are inputs
+        low = constant(node.input[1]) if node.input[1] else None
+        if low is None or low.size != 1:
+            return False
+        if len(node.input) > 2 and node.input[2] and constant(node.input[2]) is None:
+            return False
+        return float(low.reshape(())) == 0
+    return _attribute(node, "min", None) == 0
+
+
 def _readers(graph):
     """Per value name, the nodes reading it."""
     readers = {}
@@ -166,7 +192,7 @@ def quantize_static(model_input, model_output, calibration_data_reader, quant_fo
 
     if quant_format != QuantFormat.QDQ:
         raise NotImplementedError(f"quant_format {quant_format}: kiln.quantization writes QDQ models only "
-                                  "(kiln plans their chains as QLinearConv / QLinearMatMul steps)")
+                                  "(kiln plans their chains as QLinearConv / QLinearMatMul / QGemm steps)")
     if calibrate_method != CalibrationMethod.MinMax:
         raise NotImplementedError(f"calibrate_method {calibrate_method}: kiln.quantization calibrates with MinMax only")
     if use_external_data_format:
@@ -179,10 +205,11 @@ def quantize_static(model_input, model_output, calibration_data_reader, quant_fo
         raise ValueError(f"unknown extra_options {unknown}; kiln.quantization takes {sorted(_EXTRA_OPTIONS)}")
     activation_symmetric = bool(extra_options.get("ActivationSymmetric", False))
     weight_symmetric = bool(extra_options.get("WeightSymmetric", weight_type == QuantType.QInt8))
-    op_types = set(op_types_to_quantize or ["Conv", "MatMul"])
-    unsupported = sorted(op_types - {"Conv", "MatMul"})
+    op_types = set(op_types_to_quantize or ["Conv", "MatMul", "Gemm"])
+    unsupported = sorted(op_types - {"Conv", "MatMul", "Gemm"})
     if unsupported:
-        raise NotImplementedError(f"op_types_to_quantize {unsupported}: kiln.quantization quantizes Conv and MatMul")
+        raise NotImplementedError(f"op_types_to_quantize {unsupported}: kiln.quantization quantizes Conv, MatMul "
+                                  "and Gemm")
 
     model = model_input if isinstance(model_input, onnx.ModelProto) else onnx.load(os.fspath(model_input))
     model = onnx.ModelProto.FromString(model.SerializeToString())  # never edits the caller's model
@@ -196,6 +223,13 @@ def quantize_static(model_input, model_output, calibration_data_reader, quant_fo
     inits = {t.name: t for t in graph.initializer}
     readers = _readers(graph)
     graph_outputs = {o.name for o in graph.output}
+    constant_nodes = {node.output[0]: node.attribute[0].t for node in graph.node
+                      if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value"}
+
+    def constant(name):
+        """The value of an initializer or Constant node, or None."""
+        proto = inits.get(name, constant_nodes.get(name))
+        return None if proto is None else numpy_helper.to_array(proto)
 
     # The nodes to quantize, and the Relu each absorbs.
     chosen = []
@@ -207,15 +241,18 @@ def quantize_static(model_input, model_output, calibration_data_reader, quant_fo
         if nodes_to_exclude and node.name in nodes_to_exclude:
             continue
         weight = numpy_helper.to_array(inits[node.input[1]])
-        if weight.dtype != np.float32 or (node.op_type == "MatMul" and weight.ndim != 2):
+        if weight.dtype != np.float32 or (node.op_type in ("MatMul", "Gemm") and weight.ndim != 2):
             continue
+        if node.op_type == "Gemm" and (_attribute(node, "alpha", 1.0) != 1 or _attribute(node, "beta", 1.0) != 1):
+            continue  # its integer form adds the bias to the accumulators unscaled
         followers = readers.get(node.output[0], [])
         relu = None
-        if len(followers) == 1 and followers[0].op_type == "Relu" and node.output[0] not in graph_outputs:
+        if (len(followers) == 1 and node.output[0] not in graph_outputs and not activation_symmetric
+                and _clamps_at_zero(followers[0], constant)):
             relu = followers[0]
         chosen.append((node, relu))
     if not chosen:
-        raise ValueError("the model has no Conv or MatMul with constant float32 weights to quantize")
+        raise ValueError("the model has no Conv, MatMul or Gemm with constant float32 weights to quantize")
 
     # Calibration: the tensors to quantize made graph outputs, their min and max over every batch.
     tensors = []
@@ -261,9 +298,10 @@ def quantize_static(model_input, model_output, calibration_data_reader, quant_fo
     used = set()
     for node, _ in chosen:
         # Weights as int8 constants through DequantizeLinear, per tensor or per output channel (Conv:
-        # axis 0) / column (MatMul: axis 1).
+        # axis 0) / column (MatMul: axis 1; Gemm: axis 1, or 0 when B is stored transposed).
         weight = numpy_helper.to_array(inits[node.input[1]])
-        axis = 0 if node.op_type == "Conv" else 1
+        transposed = node.op_type == "Gemm" and _attribute(node, "transB", 0) != 0
+        axis = 0 if node.op_type == "Conv" or transposed else 1
         if per_channel:
             other = tuple(d for d in range(weight.ndim) if d != axis)
             scale, zero_point = _scale_zero_point(weight.min(axis=other), weight.max(axis=other), w_qmin, w_qmax,
@@ -285,9 +323,14 @@ def quantize_static(model_input, model_output, calibration_data_reader, quant_fo
             name=f"{base}_DequantizeLinear", **({"axis": axis} if per_channel else {})))
         used.add(node.input[1])
         node.input[1] = f"{base}_dequantized"
-        # A Conv's bias as int32 at scale x_scale * w_scale, what QLinearConv adds to its accumulators.
-        if node.op_type == "Conv" and len(node.input) > 2 and node.input[2] in inits:
+        # A Conv's or Gemm's bias (one value per output channel) as int32 at scale x_scale * w_scale, what
+        # QLinearConv and QGemm add to their accumulators.
+        bias = None
+        if node.op_type in ("Conv", "Gemm") and len(node.input) > 2 and node.input[2] in inits:
             bias = numpy_helper.to_array(inits[node.input[2]]).astype(np.float32)
+            if bias.shape != (weight.shape[axis],):
+                bias = None  # a Gemm's C of another shape stays float32
+        if bias is not None:
             bias_scale = (activation[node.input[0]][0] * scale).astype(np.float32)  # per channel when w is
             q_bias = np.clip(np.rint(bias / bias_scale), -2**31, 2**31 - 1).astype(np.int32)
             bias_base = f"{node.name}_bias" if node.name else f"{node.input[2]}_{len(constant_nodes)}"
@@ -306,25 +349,36 @@ def quantize_static(model_input, model_output, calibration_data_reader, quant_fo
             graph.node.remove(relu)
 
     # A QuantizeLinear -> DequantizeLinear pair on each tensor, right after the node computing it
-    # (graph inputs: first); every reader reads the dequantized value. Graph outputs keep their names.
-    pairs = {}
+    # (graph inputs: first); every reader reads the dequantized value. A graph output keeps its name
+    # and is the dequantized value (as ONNX Runtime writes it): its producer's result is renamed, so
+    # the model's last Conv, MatMul or Gemm is quantized on both sides too.
+    pairs = {}  # by the name the producer writes
+    produced = {name for node in graph.node for name in node.output}
     for name in tensors:
         scale, zero_point = activation[name]
         new_initializers += [numpy_helper.from_array(np.array(scale, np.float32), f"{name}_scale"),
                              numpy_helper.from_array(np.array(zero_point, a_np), f"{name}_zero_point")]
         quantized, dequantized = f"{name}_QuantizeLinear_Output", f"{name}_DequantizeLinear_Output"
+        source = name
+        if name in graph_outputs and name in produced:
+            source, dequantized = f"{name}_QuantizeLinear_Input", name
+            for node in graph.node:
+                for i, value in enumerate(node.output):
+                    if value == name:
+                        node.output[i] = source
         for node in graph.node:
             for i, value in enumerate(node.input):
                 if value == name:
                     node.input[i] = dequantized
-        pairs[name] = [
-            helper.make_node("QuantizeLinear", [name, f"{name}_scale", f"{name}_zero_point"], [quantized],
+        pairs[source] = [
+            helper.make_node("QuantizeLinear", [source, f"{name}_scale", f"{name}_zero_point"], [quantized],
                              name=f"{name}_QuantizeLinear"),
             helper.make_node("DequantizeLinear", [quantized, f"{name}_scale", f"{name}_zero_point"], [dequantized],
                              name=f"{name}_DequantizeLinear")]
     ordered = list(constant_nodes)
-    for name in tensors:
-        if not any(name in node.output for node in graph.node):
+    produced = {name for node in graph.node for name in node.output}  # after the renames
+    for name in pairs:
+        if name not in produced:
             ordered += pairs[name]
     for node in graph.node:
         ordered.append(node)

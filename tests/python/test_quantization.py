@@ -1,5 +1,6 @@
 """kiln.quantization.quantize_static: a float model in, a QDQ model out that kiln plans as integer
-steps (QLinearConv, QLinearMatMul), close to the float model, with ONNX Runtime's API and refusals."""
+steps (QLinearConv, QLinearMatMul, QGemm), close to the float model, with ONNX Runtime's API and
+refusals."""
 import pathlib
 
 import numpy as np
@@ -10,8 +11,8 @@ torch = pytest.importorskip("torch")
 
 
 class SmallNet(torch.nn.Module):
-    """Conv+BN+Relu, a grouped strided Conv+Relu, a pointwise Conv without Relu, then a MatMul
-    (Linear over a 3-D tensor)."""
+    """Conv+BN+Relu, a grouped strided Conv+Relu, a pointwise Conv without Relu, a MatMul (Linear
+    over a 3-D tensor), then a Gemm (Linear over the positions' mean)."""
 
     def __init__(self):
         super().__init__()
@@ -20,12 +21,13 @@ class SmallNet(torch.nn.Module):
         self.conv2 = torch.nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=2)
         self.conv3 = torch.nn.Conv2d(8, 16, 1)
         self.fc = torch.nn.Linear(16, 5)
+        self.head = torch.nn.Linear(5, 3)
 
     def forward(self, x):
         x = torch.relu(self.bn1(self.conv1(x)))
         x = torch.relu(self.conv2(x))
         x = self.conv3(x)
-        return self.fc(x.flatten(2).transpose(1, 2))
+        return self.head(self.fc(x.flatten(2).transpose(1, 2)).mean(1))
 
 
 @pytest.fixture(scope="module")
@@ -64,13 +66,14 @@ def test_quantized_model_runs_integer_steps_close_to_float(kiln_module, float_mo
     out = tmp_path / "small.qdq.onnx"
     report = q.quantize_static(float_model, out, Reader(8, 1), per_channel=per_channel,
                                activation_type=q.QuantType[activation_type])
-    assert len(report["nodes"]) == 4  # three Conv and the MatMul
+    assert len(report["nodes"]) == 5  # three Conv, the MatMul and the Gemm
 
     model = onnx.load(str(out))
     ops = [node.op_type for node in model.graph.node]
     assert "Relu" not in ops and "BatchNormalization" not in ops  # absorbed and folded
-    # x, the three Conv results, the MatMul's input (conv3's result reshaped) and result
-    assert ops.count("QuantizeLinear") == 6
+    # x, the three Conv results, the MatMul's input (conv3's result reshaped) and result, the Gemm's
+    # input (their mean) and result
+    assert ops.count("QuantizeLinear") == 8
     assert [o.name for o in model.graph.output] == ["y"]
     zero_points = [t for t in model.graph.initializer if t.name.endswith("_zero_point")]
     want = onnx.TensorProto.UINT8 if activation_type == "QUInt8" else onnx.TensorProto.INT8
@@ -79,11 +82,11 @@ def test_quantized_model_runs_integer_steps_close_to_float(kiln_module, float_mo
     x = Reader(1, 99).get_next()  # held out
     session = kiln_module.Session(out)
     steps = session.explain(x)
-    integer = [s for s in steps if s["op"] in ("QLinearConv", "QLinearMatMul")]
-    assert sorted(s["op"] for s in integer) == ["QLinearConv"] * 3 + ["QLinearMatMul"]
+    integer = [s for s in steps if s["op"] in ("QLinearConv", "QLinearMatMul", "QGemm")]
+    assert sorted(s["op"] for s in integer) == ["QGemm"] + ["QLinearConv"] * 3 + ["QLinearMatMul"]
     for step in integer:
         assert any(note.startswith("quantized: ") for note in step["notes"]), step["notes"]
-    assert not any(s["op"] in ("Conv", "MatMul") for s in steps)
+    assert not any(s["op"] in ("Conv", "MatMul", "Gemm") for s in steps)
 
     quantized = session.run(x)["y"]
     reference = kiln_module.Session(float_model).run(x)["y"]
@@ -120,7 +123,7 @@ def test_npy_folder_reader(kiln_module, float_model, tmp_path):
     assert out.exists()
 
 
-# ---- Exactness on quantized CNNs: every QLinearConv step against a numpy integer reference ------------
+# ---- Exactness on quantized CNNs: every QLinearConv and QGemm step against a numpy integer reference ----
 
 def _capture_quantized(model_path, out_path):
     """The QDQ model with every QuantizeLinear output also a graph output, "q<i>" (Identity copies:
@@ -171,9 +174,27 @@ def _reference_qlinear_conv(xq, x, w, y, bias, conv):
     return np.clip(y, info.min, info.max).astype(y_dtype)
 
 
+def _reference_qgemm(xq, x, w, y, bias, gemm):
+    """QGemm (alpha 1) by plain numpy: int64 sums of (x - x_zp)(B' - b_zp), wrapped to int32, then
+    requantized as _reference_qlinear_conv does."""
+    (x_scale, x_zp), (wq, w_scale, w_zp), (y_scale, y_zp, y_dtype) = x, w, y
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in gemm.attribute}
+    a = xq.astype(np.int64) - int(x_zp)
+    a = a.T if attrs.get("transA", 0) else a
+    b = wq.astype(np.int64)
+    b = b.T if attrs.get("transB", 0) else b
+    acc = (a @ (b - np.asarray(w_zp, np.int64).reshape(1, -1))).astype(np.int32).astype(np.float32)
+    if bias is not None:
+        acc = acc + bias.astype(np.float32).reshape(1, -1)
+    multiplier = (np.float32(x_scale) * np.asarray(w_scale, np.float32)) / np.float32(y_scale)
+    result = np.rint(acc * multiplier.reshape(1, -1) + np.float32(y_zp))
+    info = np.iinfo(y_dtype)
+    return np.clip(result, info.min, info.max).astype(y_dtype)
+
+
 def _check_exact(kiln_bin, model_name, model_cache, tmp_path, isa_tiers, per_channel):
-    """Every QLinearConv step's output, given its own input as kiln computed it, equals the numpy
-    reference's, whichever kernel (native's int16 dot products, oneDNN's VNNI) runs it."""
+    """Every QLinearConv and QGemm step's output, given its own input as kiln computed it, equals the
+    numpy reference's, whichever kernel (native's int16 dot products, oneDNN's VNNI) runs it."""
     import json
     import os
     import subprocess
@@ -202,6 +223,7 @@ def _check_exact(kiln_bin, model_name, model_cache, tmp_path, isa_tiers, per_cha
     x_file = tmp_path / "x.npy"
     np.save(x_file, rng.standard_normal(shape).astype(np.float32))  # held out
     convs = [n for n in model.graph.node if n.op_type == "Conv"]
+    gemms = [n for n in model.graph.node if n.op_type == "Gemm"]
     assert convs
     for tier in isa_tiers:
         out = tmp_path / f"out_{tier or 'best'}"
@@ -210,24 +232,25 @@ def _check_exact(kiln_bin, model_name, model_cache, tmp_path, isa_tiers, per_cha
                         "--output-dir", str(out)], check=True, env=env, capture_output=True)
         plan = json.loads(subprocess.run([str(kiln_bin), "explain", str(tmp_path / "captured.onnx"), "--json"],
                                          check=True, env=env, capture_output=True, text=True).stdout)
-        kernels = {step["node"]: step["kernel"] for step in plan["steps"] if step["op"] == "QLinearConv"}
-        assert len(kernels) == len(convs), f"{model_name}: not every Conv is an integer step"
+        kernels = {step["node"]: step["kernel"] for step in plan["steps"] if step["op"] in ("QLinearConv", "QGemm")}
+        assert len(kernels) == len(convs) + len(gemms), f"{model_name}: not every Conv and Gemm is an integer step"
 
         def q_value(name):
             return np.load(out / f"{by_output[name]}.npy")
 
-        for conv in convs:
-            dq_x, dq_w = producer[conv.input[0]], producer[conv.input[1]]
-            q_y = readers[conv.output[0]][0]
+        for node in convs + gemms:
+            dq_x, dq_w = producer[node.input[0]], producer[node.input[1]]
+            q_y = readers[node.output[0]][0]
             assert q_y.op_type == "QuantizeLinear"
-            bias = inits[producer[conv.input[2]].input[0]] if len(conv.input) > 2 and conv.input[2] else None
+            bias = inits[producer[node.input[2]].input[0]] if len(node.input) > 2 and node.input[2] else None
             y_zp = inits[q_y.input[2]]
-            want = _reference_qlinear_conv(
+            reference = _reference_qlinear_conv if node.op_type == "Conv" else _reference_qgemm
+            want = reference(
                 q_value(dq_x.input[0]), (inits[dq_x.input[1]], inits[dq_x.input[2]]),
                 (inits[dq_w.input[0]], inits[dq_w.input[1]], inits[dq_w.input[2]]),
-                (inits[q_y.input[1]], y_zp, y_zp.dtype.type), bias, conv)
+                (inits[q_y.input[1]], y_zp, y_zp.dtype.type), bias, node)
             got = q_value(q_y.output[0])
-            where = f"{model_name} {conv.name} ({kernels[conv.name]}, KILN_ISA={tier})"
+            where = f"{model_name} {node.name} ({kernels[node.name]}, KILN_ISA={tier})"
             np.testing.assert_array_equal(got, want, err_msg=where)
 
 
@@ -311,7 +334,7 @@ def test_kiln_quantize_command(kiln_bin, float_model, tmp_path):
     done = subprocess.run([str(kiln_bin), "quantize", str(float_model), str(out), "--calibration-data", str(folder),
                            "--per-channel"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert "4 nodes quantized" in done.stdout and out.exists()
+    assert "5 nodes quantized" in done.stdout and out.exists()
     missing = subprocess.run([str(kiln_bin), "quantize", str(float_model), str(out), "--calibration-data",
                               str(tmp_path / "none")], capture_output=True, text=True)
     assert missing.returncode == 1 and "calibration data folder" in missing.stderr
