@@ -256,19 +256,22 @@ IntegerGemmParams integer_gemm_params(const OpSpec& spec) {
 
 namespace {
 
-// A scale's or zero point's values and what they are per, when it is a constant.
+// A scale's and zero point's values, when they are constants (ConvInteger and MatMulInteger have
+// zero points only: scale -1), and what they are per.
 void describe_parameters(const OpSpec& spec, int scale, int zero_point, QuantizedOperand& operand,
                          const char* per_index) {
+  const auto present = [&](int input) { return input >= 0 && spec.has_input(input); };
   const auto values = [&](int input) {
     std::vector<double> result;
-    if (input < 0 || !spec.has_input(input) || !spec.input(input).is_constant()) return result;
+    if (!present(input) || !spec.input(input).is_constant()) return result;
     const Tensor& value = spec.input(input).value;
     for (int64_t i = 0; i < value.numel(); ++i) result.push_back(value.double_at(i));
     return result;
   };
   operand.scales = values(scale);
-  if (!operand.scales.empty()) operand.zero_points = values(zero_point);
-  const int64_t count = scale >= 0 && spec.has_input(scale) ? checked_numel(spec.input(scale).shape) : 1;
+  operand.zero_points = values(zero_point);
+  const int counted = present(scale) ? scale : zero_point;
+  const int64_t count = present(counted) ? checked_numel(spec.input(counted).shape) : 1;
   operand.per = count > 1 ? per_index : "tensor";
 }
 

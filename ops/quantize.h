@@ -71,9 +71,10 @@ IntegerGemmParams integer_gemm_params(const OpSpec& spec);
 struct QuantizedOperand {
   std::string name;  // "x", "w", "y" (Conv, Quantize/DequantizeLinear), "A", "B", "y" (MatMul, Gemm)
   DType dtype = DType::undefined;
-  // One value (per tensor) or one per index of `per`; empty when computed at run time (not constants).
+  // One value (per tensor) or one per index of `per`; empty when computed at run time (not constants)
+  // or absent (a zero point: 0; ConvInteger and MatMulInteger have no scales).
   std::vector<double> scales;
-  std::vector<double> zero_points;  // empty with scales, or when absent (0)
+  std::vector<double> zero_points;
   std::string per;                  // "tensor", "output channel", "row", "column", "index of axis N"
 };
 struct QuantizationSummary {

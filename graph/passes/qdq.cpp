@@ -24,14 +24,17 @@ struct QdqIndex {
   const Graph& graph;
   std::map<std::string, const Node*> producer;
   std::map<std::string, int> reads;  // per value: node inputs and graph outputs reading it
+  std::map<std::string, const Node*> reader;  // per value: a node reading it (the one, when reads is 1)
 };
 
 QdqIndex index_graph(const Graph& graph) {
-  QdqIndex index{graph, {}, {}};
+  QdqIndex index{graph, {}, {}, {}};
   for (const Node& node : graph.nodes) {
     for (const std::string& output : node.outputs) index.producer[output] = &node;
     for (const std::string& input : node.inputs) {
-      if (!input.empty()) ++index.reads[input];
+      if (input.empty()) continue;
+      ++index.reads[input];
+      index.reader[input] = &node;
     }
   }
   for (const ValueInfo& output : graph.outputs) ++index.reads[output.name];
@@ -191,10 +194,11 @@ QuantizedResult quantized_result(const QdqIndex& index, const Node& op) {
   const auto reads = [&](const std::string& value) {
     return index.reads.count(value) ? index.reads.at(value) : 0;
   };
-  const Node* reader = nullptr;
-  for (const Node& node : index.graph.nodes) {
-    if (std::find(node.inputs.begin(), node.inputs.end(), result) != node.inputs.end()) reader = &node;
-  }
+  const auto reader_of = [&](const std::string& value) -> const Node* {
+    const auto found = index.reader.find(value);
+    return found == index.reader.end() ? nullptr : found->second;
+  };
+  const Node* reader = reader_of(result);
   if (reads(result) != 1 || reader == nullptr) {
     return refuse_result(
         "stays float32: its result is read by more than one node or is a graph output, not only by "
@@ -204,10 +208,7 @@ QuantizedResult quantized_result(const QdqIndex& index, const Node& op) {
   const bool clamp = is_onnx_op(reader, "Relu") || is_onnx_op(reader, "Clip");
   if (clamp && !reader->outputs.empty() && reads(reader->outputs[0]) == 1) {
     relu = reader;
-    reader = nullptr;
-    for (const Node& node : index.graph.nodes) {
-      if (!node.inputs.empty() && node.inputs[0] == relu->outputs[0]) reader = &node;
-    }
+    reader = reader_of(relu->outputs[0]);
   }
   if (!is_onnx_op(reader, "QuantizeLinear") || reader->inputs.empty() ||
       reader->inputs[0] != (relu ? relu->outputs[0] : result)) {

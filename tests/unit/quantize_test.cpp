@@ -526,6 +526,48 @@ TEST(NativeQuantizedVsReference, QLinearAddAndMulEqualTheirDequantizeQuantizeCha
             std::string::npos);
 }
 
+// What explain records of a quantized step: each operand's constants and what they are per.
+TEST(QuantizeOps, QuantizationSummaryNamesEachOperandsConstants) {
+  const auto constant = [](const Tensor& value) { return TensorInfo{value.dtype(), value.shape(), value}; };
+  const Attributes attributes = conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1});
+  OpSpec spec;
+  spec.op_type = "ConvInteger";
+  spec.attributes = &attributes;
+  spec.inputs = {TensorInfo{DType::u8, {1, 2, 4, 4}, {}}, constant(int8_tensor(DType::i8, {3, 2, 3, 3}, 1)),
+                 constant(Tensor::scalar(uint8_t{3})), constant(zero_points(DType::i8, {1, 2, 3}))};
+  const std::optional<QuantizationSummary> integer = quantization_summary(spec);
+  ASSERT_TRUE(integer.has_value());
+  ASSERT_EQ(integer->operands.size(), 2u);  // no y: int32 accumulators
+  EXPECT_EQ(integer->operands[0].name, "x");
+  EXPECT_TRUE(integer->operands[0].scales.empty());
+  EXPECT_EQ(integer->operands[0].zero_points, std::vector<double>{3});
+  EXPECT_EQ(integer->operands[1].zero_points, (std::vector<double>{1, 2, 3}));
+  EXPECT_EQ(integer->operands[1].per, "output channel");
+  EXPECT_EQ(integer->accumulation, "int32, exact");
+  EXPECT_EQ(integer->output, "int32 accumulators");
+
+  spec.op_type = "QLinearConv";
+  spec.inputs = {TensorInfo{DType::u8, {1, 2, 4, 4}, {}},
+                 constant(Tensor::scalar(0.5f)),
+                 constant(Tensor::scalar(uint8_t{3})),
+                 constant(int8_tensor(DType::i8, {3, 2, 3, 3}, 1)),
+                 constant(Tensor::from_vector(std::vector<float>{0.25f, 0.125f, 2}, {3})),
+                 constant(Tensor::scalar(int8_t{0})),
+                 TensorInfo{DType::f32, {}, {}},  // y_scale known only at run time
+                 constant(Tensor::scalar(int8_t{-1}))};
+  const std::optional<QuantizationSummary> requantized = quantization_summary(spec);
+  ASSERT_TRUE(requantized.has_value());
+  ASSERT_EQ(requantized->operands.size(), 3u);
+  EXPECT_EQ(requantized->operands[1].scales, (std::vector<double>{0.25, 0.125, 2}));
+  EXPECT_EQ(requantized->operands[2].dtype, DType::i8);
+  EXPECT_TRUE(requantized->operands[2].scales.empty());
+  EXPECT_EQ(requantized->operands[2].zero_points, std::vector<double>{-1});
+  EXPECT_TRUE(requantized->bias.empty());
+
+  spec.op_type = "Relu";
+  EXPECT_FALSE(quantization_summary(spec).has_value());
+}
+
 TEST(QuantizeOps, QGemmIsAComMicrosoftOpAndNamesBadOperands) {
   EXPECT_EQ(find_op_schema("QGemm", ""), nullptr);
   EXPECT_NE(find_op_schema("QGemm", "com.microsoft"), nullptr);
