@@ -373,6 +373,38 @@ void write_outputs(const int32_t* acc, int64_t rows, int64_t first_row, int64_t 
   });
 }
 
+// Weights minus their zero points as int16 (`count` values written by widen(inputs, into)): widened
+// once at plan time when the weights and their zero points are constants, else every run into this
+// thread's scratch.
+template <typename Widen>
+class WidenedWeights {
+ public:
+  WidenedWeights(const OpSpec& spec, int weights, int zero_point, size_t count, Widen widen)
+      : count_(count), widen_(std::move(widen)) {
+    const bool zero_point_constant = !spec.has_input(zero_point) || spec.input(zero_point).is_constant();
+    if (!spec.input(weights).is_constant() || !zero_point_constant) return;
+    std::vector<Tensor> constants(static_cast<size_t>(spec.num_inputs()));
+    for (int input : {weights, zero_point}) {
+      if (spec.has_input(input)) constants[static_cast<size_t>(input)] = spec.input(input).value;
+    }
+    auto widened = std::make_shared<std::vector<int16_t>>(count);
+    widen_(constants, widened->data());
+    prepacked_ = std::move(widened);
+  }
+
+  const int16_t* get(std::span<const Tensor> inputs) const {
+    if (prepacked_) return prepacked_->data();
+    int16_t* scratch = thread_scratch<WeightTag, int16_t>(count_);
+    widen_(inputs, scratch);
+    return scratch;
+  }
+
+ private:
+  size_t count_;
+  Widen widen_;
+  std::shared_ptr<const std::vector<int16_t>> prepacked_;
+};
+
 KernelOrReason make_integer_conv(const OpSpec& spec, std::span<const TensorInfo> outputs) {
   const ConvParams p = integer_conv_params(spec);
   if (p.input_spatial.size() > 3) {
@@ -390,36 +422,19 @@ KernelOrReason make_integer_conv(const OpSpec& spec, std::span<const TensorInfo>
   const int64_t positions = g.out_size();
   const int64_t items_per_image_group = (positions + kPositionsPerItem - 1) / kPositionsPerItem;
   const IsaVariant<DotRowsFn> dot = pick_dot_rows();
-  const auto widen = [=](std::span<const Tensor> inputs, int16_t* into) {
-    visit_int8(w_type, [&](auto tag) {
-      widen_weights(inputs[rule.at.w].data<decltype(tag)>(), p.out_channels, k, inputs, rule.at.w_zero_point,
-                    into);
-      return 0;
-    });
-  };
-  // Constant weights (and weight zero points) are widened once, at plan time; others every run.
-  std::shared_ptr<const std::vector<int16_t>> prepacked;
-  const bool zero_point_constant =
-      !spec.has_input(rule.at.w_zero_point) || spec.input(rule.at.w_zero_point).is_constant();
-  if (spec.input(rule.at.w).is_constant() && zero_point_constant) {
-    std::vector<Tensor> constants(static_cast<size_t>(spec.num_inputs()));
-    for (int input : {rule.at.w, rule.at.w_zero_point}) {
-      if (spec.has_input(input)) constants[static_cast<size_t>(input)] = spec.input(input).value;
-    }
-    auto widened = std::make_shared<std::vector<int16_t>>(static_cast<size_t>(p.out_channels * k));
-    widen(constants, widened->data());
-    prepacked = std::move(widened);
-  }
+  const WidenedWeights weights(spec, rule.at.w, rule.at.w_zero_point, static_cast<size_t>(p.out_channels * k),
+                               [=](std::span<const Tensor> inputs, int16_t* into) {
+                                 visit_int8(w_type, [&](auto tag) {
+                                   widen_weights(inputs[rule.at.w].data<decltype(tag)>(), p.out_channels, k,
+                                                 inputs, rule.at.w_zero_point, into);
+                                   return 0;
+                                 });
+                               });
   return make_kernel(
       std::string("native:") + (rule.at.requantized() ? "qlinear_conv_" : "conv_integer_") + dot.isa,
       [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
         const Tensor& x = inputs[rule.at.x];
-        const int16_t* weights = prepacked ? prepacked->data() : nullptr;
-        if (weights == nullptr) {
-          int16_t* scratch = thread_scratch<WeightTag, int16_t>(static_cast<size_t>(p.out_channels * k));
-          widen(inputs, scratch);
-          weights = scratch;
-        }
+        const int16_t* widened = weights.get(inputs);
         const int32_t x_zero_point = zero_point_at(inputs, rule.at.x_zero_point, 0);
         const int64_t items = p.batch * p.group * items_per_image_group;
         parallel_for(0, items, kPositionsPerItem * group_outputs * k, [&](int64_t begin, int64_t end) {
@@ -437,7 +452,7 @@ KernelOrReason make_integer_conv(const OpSpec& spec, std::span<const TensorInfo>
                              rows, patches);
               return 0;
             });
-            dot.fn(patches, rows, weights + group * group_outputs * k, group_outputs, k, acc);
+            dot.fn(patches, rows, widened + group * group_outputs * k, group_outputs, k, acc);
             const int64_t out_base = (n * p.out_channels + group * group_outputs) * positions + first;
             write_outputs(acc, rows, first, group * group_outputs, group_outputs, rule, inputs, dst[0],
                           [&](int64_t c, int64_t r) { return out_base + c * positions + r; });
@@ -566,35 +581,19 @@ KernelOrReason make_integer_gemm(const OpSpec& spec, std::span<const TensorInfo>
   const bool has_bias = spec.has_input(at.bias);
   const BiasStrides bias_at = has_bias ? bias_strides(spec.input(at.bias).shape, g) : BiasStrides{};
   const IsaVariant<DotRowsFn> dot = pick_dot_rows();
-  const auto widen = [=](std::span<const Tensor> inputs, int16_t* into) {
-    visit_int8(b_type, [&](auto tag) {
-      widen_gemm_columns(inputs[at.w].data<decltype(tag)>(), g, inputs, at.w_zero_point, into);
-      return 0;
-    });
-  };
-  // Constant B (and its zero points) is widened once, at plan time.
-  std::shared_ptr<const std::vector<int16_t>> prepacked;
-  const bool zero_point_constant =
-      !spec.has_input(at.w_zero_point) || spec.input(at.w_zero_point).is_constant();
-  if (spec.input(at.w).is_constant() && zero_point_constant) {
-    std::vector<Tensor> constants(static_cast<size_t>(spec.num_inputs()));
-    for (int input : {at.w, at.w_zero_point}) {
-      if (spec.has_input(input)) constants[static_cast<size_t>(input)] = spec.input(input).value;
-    }
-    auto widened = std::make_shared<std::vector<int16_t>>(static_cast<size_t>(g.n * g.k));
-    widen(constants, widened->data());
-    prepacked = std::move(widened);
-  }
+  const WidenedWeights widened_columns(spec, at.w, at.w_zero_point, static_cast<size_t>(g.n * g.k),
+                                       [=](std::span<const Tensor> inputs, int16_t* into) {
+                                         visit_int8(b_type, [&](auto tag) {
+                                           widen_gemm_columns(inputs[at.w].data<decltype(tag)>(), g, inputs,
+                                                              at.w_zero_point, into);
+                                           return 0;
+                                         });
+                                       });
   const int64_t row_blocks = (g.m + kGemmRowsPerItem - 1) / kGemmRowsPerItem;
   const int64_t column_blocks = (g.n + kGemmColumnsPerItem - 1) / kGemmColumnsPerItem;
   return make_kernel(
       std::string("native:qgemm_") + dot.isa, [=](std::span<const Tensor> inputs, std::span<Tensor> dst) {
-        const int16_t* columns = prepacked ? prepacked->data() : nullptr;
-        if (columns == nullptr) {
-          int16_t* scratch = thread_scratch<WeightTag, int16_t>(static_cast<size_t>(g.n * g.k));
-          widen(inputs, scratch);
-          columns = scratch;
-        }
+        const int16_t* columns = widened_columns.get(inputs);
         const int32_t a_zero_point = zero_point_at(inputs, at.x_zero_point, 0);
         // alpha * a_scale, times each column's b_scale (and over y_scale when requantizing).
         const float a_scale = p.alpha * scale_at(inputs[at.x_scale], 0);
@@ -624,26 +623,33 @@ KernelOrReason make_integer_gemm(const OpSpec& spec, std::span<const TensorInfo>
                            return 0;
                          });
                          dot.fn(a, rows, columns + first_column * g.k, count, g.k, acc);
-                         for (int64_t c = 0; c < count; ++c) {
-                           const int64_t column = first_column + c;
-                           const float scale =
-                               requantize_multiplier(a_scale, scale_at(inputs[at.w_scale], column), y_scale);
-                           for (int64_t r = 0; r < rows; ++r) {
-                             const int64_t row = first_row + r;
-                             const int32_t b = bias ? bias[row * bias_at.row + column * bias_at.column] : 0;
-                             const int64_t out = row * g.n + column;
-                             if (output == DType::f32) {
-                               // Accumulator and C summed in float32, then scaled (requantize's first steps).
-                               dst[0].data<float>()[out] =
-                                   (static_cast<float>(acc[c * rows + r]) + static_cast<float>(b)) * scale;
-                             } else if (output == DType::u8) {
-                               dst[0].data<uint8_t>()[out] =
-                                   requantize<uint8_t>(acc[c * rows + r], b, scale, y_zero_point);
-                             } else {
-                               dst[0].data<int8_t>()[out] =
-                                   requantize<int8_t>(acc[c * rows + r], b, scale, y_zero_point);
+                         const auto write_block = [&](auto* y) {
+                           using Y = std::remove_pointer_t<decltype(y)>;
+                           for (int64_t c = 0; c < count; ++c) {
+                             const int64_t column = first_column + c;
+                             const float scale = requantize_multiplier(
+                                 a_scale, scale_at(inputs[at.w_scale], column), y_scale);
+                             for (int64_t r = 0; r < rows; ++r) {
+                               const int64_t row = first_row + r;
+                               const int32_t b = bias ? bias[row * bias_at.row + column * bias_at.column] : 0;
+                               if constexpr (std::is_same_v<Y, float>) {
+                                 // Accumulator and C summed in float32, then scaled (requantize's first
+                                 // steps).
+                                 y[row * g.n + column] =
+                                     (static_cast<float>(acc[c * rows + r]) + static_cast<float>(b)) * scale;
+                               } else {
+                                 y[row * g.n + column] =
+                                     requantize<Y>(acc[c * rows + r], b, scale, y_zero_point);
+                               }
                              }
                            }
+                         };
+                         if (output == DType::f32) {
+                           write_block(dst[0].data<float>());
+                         } else if (output == DType::u8) {
+                           write_block(dst[0].data<uint8_t>());
+                         } else {
+                           write_block(dst[0].data<int8_t>());
                          }
                        }
                      });
@@ -656,7 +662,7 @@ KernelOrReason make_integer_gemm(const OpSpec& spec, std::span<const TensorInfo>
 constexpr int64_t kCombineChunk = 256;
 
 // Operands dequantized as DequantizeLinear does, combined as the float op, quantized as QuantizeLinear:
-// the chain's bits. A_STRIDE and B_STRIDE are 0 (one value along the run) or 1.
+// the chain's bits. kAStride and kBStride are 0 (one value along the run) or 1.
 struct QLinearBinaryParameters {
   float a_scale, b_scale, y_scale;
   int32_t a_zero_point, b_zero_point, y_zero_point;

@@ -376,9 +376,8 @@ def quantize_static(model_input, model_output, calibration_data_reader, quant_fo
             helper.make_node("DequantizeLinear", [quantized, f"{name}_scale", f"{name}_zero_point"], [dequantized],
                              name=f"{name}_DequantizeLinear")]
     ordered = list(constant_nodes)
-    produced = {name for node in graph.node for name in node.output}  # after the renames
-    for name in pairs:
-        if name not in produced:
+    for name in tensors:
+        if name not in produced:  # a graph input: its pair comes first
             ordered += pairs[name]
     for node in graph.node:
         ordered.append(node)
