@@ -31,6 +31,9 @@ struct OpSchema {
   std::string_view domain = {};
 };
 
+// ONNX Runtime's contrib domain, whose quantized ops kiln runs (QGemm, QLinearAdd, QLinearMul).
+inline constexpr std::string_view kMicrosoftDomain = "com.microsoft";
+
 // Schema for `op_type` in `domain` ("" or "ai.onnx" for ONNX's ops), or null when kiln does not know
 // the op.
 const OpSchema* find_op_schema(std::string_view op_type, std::string_view domain);

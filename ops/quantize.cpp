@@ -164,9 +164,9 @@ constexpr OpSchema kSchemas[] = {
     {"QLinearConv", infer_integer_conv, 10},
     {"MatMulInteger", infer_integer_matmul, 10},
     {"QLinearMatMul", infer_integer_matmul, 10},
-    {"QGemm", infer_integer_gemm, 1, true, false, "com.microsoft"},
-    {"QLinearAdd", infer_qlinear_binary, 1, true, false, "com.microsoft"},
-    {"QLinearMul", infer_qlinear_binary, 1, true, false, "com.microsoft"},
+    {"QGemm", infer_integer_gemm, 1, true, false, kMicrosoftDomain},
+    {"QLinearAdd", infer_qlinear_binary, 1, true, false, kMicrosoftDomain},
+    {"QLinearMul", infer_qlinear_binary, 1, true, false, kMicrosoftDomain},
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "core/version.h"
 #include "ops/attention.h"
 #include "ops/channel_shuffle.h"
+#include "ops/op_schema.h"
 
 namespace kiln {
 namespace {
@@ -36,8 +37,8 @@ bool same_position_elementwise(const OpSpec& spec, std::span<const TensorInfo> o
   if (!is_default_domain(spec.domain) || !elementwise) return false;
   const Shape& shape = spec.input(0).shape;
   for (const TensorInfo& output : outputs) {
-    // Float32 only: Reorders convert nothing else, and a Cast to float16 feeding a graph output
-    // would leave a value stored nhwc that no step can bring back to plain.
+    // Float32 only: a Cast to float16 feeding a graph output would leave a value stored nhwc that no
+    // step can bring back to plain.
     if (output.shape != shape || output.dtype != DType::f32) return false;
   }
   for (size_t i = 1; i < spec.inputs.size(); ++i) {
@@ -46,6 +47,24 @@ bool same_position_elementwise(const OpSpec& spec, std::span<const TensorInfo> o
     // One with the output's shape is read channels-last too, so it must be float32 as well (Pow's
     // exponent may be an integer tensor).
     if (input.shape == shape ? input.dtype != DType::f32 : checked_numel(input.shape) != 1) return false;
+  }
+  return true;
+}
+
+// The same for the per-tensor quantized elementwise ops (QuantizeLinear, DequantizeLinear, QLinearAdd,
+// QLinearMul), which keep int8 activations channels-last between quantized convolutions: their
+// scales and zero points have one element, the other inputs the output's shape.
+bool same_position_quantized(const OpSpec& spec, std::span<const TensorInfo> outputs) {
+  const bool linear = is_default_domain(spec.domain) &&
+                      (spec.op_type == "QuantizeLinear" || spec.op_type == "DequantizeLinear");
+  const bool qlinear =
+      spec.domain == kMicrosoftDomain && (spec.op_type == "QLinearAdd" || spec.op_type == "QLinearMul");
+  if (!linear && !qlinear) return false;
+  const Shape& shape = spec.input(0).shape;
+  if (outputs.size() != 1 || outputs[0].shape != shape) return false;
+  for (size_t i = 1; i < spec.inputs.size(); ++i) {
+    if (spec.has_input(i) && spec.input(i).shape != shape && checked_numel(spec.input(i).shape) != 1)
+      return false;
   }
   return true;
 }
@@ -105,7 +124,7 @@ class NativeBackend final : public Backend {
     if (auto create = find_kernel_factory<OpSpec>(kFamilies, request.op.op_type)) {
       KernelOrReason offer = create(request.op, outputs);
       if (offer.kernel && request.input_layout(0) == Layout::nhwc &&
-          same_position_elementwise(request.op, outputs)) {
+          (same_position_elementwise(request.op, outputs) || same_position_quantized(request.op, outputs))) {
         std::vector<Layout> layouts;
         for (size_t i = 0; i < request.op.inputs.size(); ++i) {
           const bool full = request.op.has_input(i) && request.op.input(i).shape == request.op.input(0).shape;

@@ -1,4 +1,5 @@
-// Layout conversions between plain (NCHW) and channels-last (NHWC) float32 values, for plans whose
+// Layout conversions between plain (NCHW) and channels-last (NHWC) float32 and integer values (int8
+// and uint8 flowing between quantized convolutions, ConvInteger's int32 accumulators), for plans whose
 // channels-last producers and readers run without oneDNN (whose reorders are asked first): the
 // Winograd backend reads and writes channels-last, and may run beside the native kernels alone.
 // A blocked transpose per image: tiles of kBlock channels x kBlock positions, so both sides are
@@ -15,7 +16,8 @@ namespace {
 constexpr int64_t kBlock = 16;
 
 // dst[j, i] = src[i, j] for one image's rows x columns matrix.
-void transpose(const float* src, int64_t rows, int64_t columns, float* dst) {
+template <typename T>
+void transpose(const T* src, int64_t rows, int64_t columns, T* dst) {
   for (int64_t i0 = 0; i0 < rows; i0 += kBlock) {
     const int64_t i1 = std::min(rows, i0 + kBlock);
     for (int64_t j0 = 0; j0 < columns; j0 += kBlock) {
@@ -29,14 +31,30 @@ void transpose(const float* src, int64_t rows, int64_t columns, float* dst) {
 
 class ReorderKernel final : public Kernel {
  public:
-  ReorderKernel(const Shape& shape, Layout from, Layout to)
-      : images_(shape[0]), channels_(shape[1]), positions_(shape[2] * shape[3]), from_(from), to_(to) {
+  ReorderKernel(const Shape& shape, DType dtype, Layout from, Layout to)
+      : images_(shape[0]),
+        channels_(shape[1]),
+        positions_(shape[2] * shape[3]),
+        one_byte_(dtype_size(dtype) == 1),
+        from_(from),
+        to_(to) {
     name_ = std::string("native:reorder_") + layout_name(from) + "_to_" + layout_name(to);
   }
 
   void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
-    const float* src = inputs[0].data<float>();
-    float* dst = outputs[0].data<float>();
+    if (one_byte_) {
+      convert(inputs[0].data<uint8_t>(), outputs[0].data<uint8_t>());
+    } else {
+      convert(inputs[0].data<uint32_t>(), outputs[0].data<uint32_t>());
+    }
+  }
+  std::string_view name() const override { return name_; }
+  Layout input_layout(size_t) const override { return from_; }
+  Layout output_layout(size_t) const override { return to_; }
+
+ private:
+  template <typename T>
+  void convert(const T* src, T* dst) const {
     const int64_t image = channels_ * positions_;
     // Plain to channels-last transposes each image's [C, HW] matrix; the way back its [HW, C].
     const int64_t rows = from_ == Layout::plain ? channels_ : positions_;
@@ -45,12 +63,9 @@ class ReorderKernel final : public Kernel {
       for (int64_t n = begin; n < end; ++n) transpose(src + n * image, rows, columns, dst + n * image);
     });
   }
-  std::string_view name() const override { return name_; }
-  Layout input_layout(size_t) const override { return from_; }
-  Layout output_layout(size_t) const override { return to_; }
 
- private:
   int64_t images_, channels_, positions_;
+  bool one_byte_;  // uint8 or int8; otherwise 4 bytes (float32, int32), moved as their bits
   Layout from_, to_;
   std::string name_;
 };
@@ -65,13 +80,16 @@ KernelOrReason create_reorder_kernel(const KernelRequest& request, std::span<con
   const Layout to = request.output_layouts[0];
   const bool plain_and_nhwc =
       (from == Layout::plain && to == Layout::nhwc) || (from == Layout::nhwc && to == Layout::plain);
-  if (!plain_and_nhwc || value.dtype != DType::f32)
-    return KernelOrReason::rejected(RefusalKind::unsupported_layout,
-                                    "native converts float32 values between plain and nhwc only");
+  const bool supported_dtype = value.dtype == DType::f32 || value.dtype == DType::i32 ||
+                               value.dtype == DType::u8 || value.dtype == DType::i8;
+  if (!plain_and_nhwc || !supported_dtype)
+    return KernelOrReason::rejected(
+        RefusalKind::unsupported_layout,
+        "native converts float32, int32, uint8 and int8 values between plain and nhwc only");
   if (value.shape.size() != 4)
     return KernelOrReason::rejected(RefusalKind::unsupported_shape,
                                     "channels-last layouts hold rank-4 values only");
-  return {std::make_unique<ReorderKernel>(value.shape, from, to), {}, {}};
+  return {std::make_unique<ReorderKernel>(value.shape, value.dtype, from, to), {}, {}};
 }
 
 }  // namespace kiln::native

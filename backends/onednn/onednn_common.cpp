@@ -73,6 +73,14 @@ dnnl::memory::desc value_desc(const Shape& shape, Layout layout) {
   return plain_desc(shape, type);
 }
 
+dnnl::memory::desc value_desc(const Shape& shape, DType dtype, Layout layout) {
+  const dnnl::memory::desc desc = value_desc(shape, layout);
+  if (dtype == DType::u8) return with_type(desc, dnnl::memory::data_type::u8);
+  if (dtype == DType::i8) return with_type(desc, dnnl::memory::data_type::s8);
+  if (dtype == DType::i32) return with_type(desc, dnnl::memory::data_type::s32);
+  return desc;
+}
+
 dnnl::memory::desc plain_desc(const Shape& shape, dnnl::memory::data_type type) {
   // A scalar is described as a one-element 1-D value (oneDNN has no rank-0 memory).
   const Shape dims = shape.empty() ? Shape{1} : shape;

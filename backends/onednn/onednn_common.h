@@ -31,6 +31,9 @@ void apply_thread_count();
 // A descriptor for a float32 value of logical `shape` stored in `layout` (as bf16 for the *_bf16
 // layouts).
 dnnl::memory::desc value_desc(const Shape& shape, Layout layout);
+// The same for a value of `dtype`: float32 as above; int8, uint8 and int32 (quantized activations,
+// integer accumulators) in the same element order, one element of their type each.
+dnnl::memory::desc value_desc(const Shape& shape, DType dtype, Layout layout);
 dnnl::memory::desc plain_desc(const Shape& shape,
                               dnnl::memory::data_type type = dnnl::memory::data_type::f32);
 // The float32 layout with the same element order (nhwc for nhwc_bf16): ops that stay in float32

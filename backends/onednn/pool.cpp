@@ -1,6 +1,7 @@
-// oneDNN pooling (2-D, float32): MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool. They
-// read their input in whatever layout it is stored (channels-last after a oneDNN conv) and write
-// the same layout, so pooling between convolutions needs no reorder.
+// oneDNN pooling (2-D): MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool on float32, and the
+// max pools on int8 and uint8 too (a maximum is exact in any type: quantized activations pool without
+// leaving int8). They read their input in whatever layout it is stored (channels-last after a oneDNN
+// conv) and write the same layout, so pooling between convolutions needs no reorder.
 #include "ops/pool.h"
 
 #include "backends/onednn/onednn_common.h"
@@ -18,8 +19,8 @@ class PoolKernel final : public PrimitiveKernel {
  public:
   PoolKernel(dnnl::algorithm algorithm, const TensorInfo& input, Layout layout, const Shape& output_shape,
              const PoolGeometry& g) {
-    const memory::desc src_desc = value_desc(input.shape, layout);
-    const memory::desc dst_desc = value_desc(output_shape, layout);
+    const memory::desc src_desc = value_desc(input.shape, input.dtype, layout);
+    const memory::desc dst_desc = value_desc(output_shape, input.dtype, layout);
     const dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm, src_desc,
                                               dst_desc, g.strides, g.kernel, g.dilations, g.pads_begin,
                                               g.pads_end);
@@ -33,9 +34,15 @@ class PoolKernel final : public PrimitiveKernel {
   }
 };
 
-std::optional<Refusal> check_input(const OpSpec& spec) {
-  if (spec.input(0).dtype != DType::f32)
-    return Refusal{{}, {}, RefusalKind::unsupported_dtype, "oneDNN pooling here runs float32 only"};
+std::optional<Refusal> check_input(const OpSpec& spec, bool is_max) {
+  const DType dtype = spec.input(0).dtype;
+  const bool int8 = dtype == DType::u8 || dtype == DType::i8;
+  if (dtype != DType::f32 && !(is_max && int8)) {
+    return Refusal{{},
+                   {},
+                   RefusalKind::unsupported_dtype,
+                   "oneDNN pooling here runs float32, and max pooling int8 and uint8 too"};
+  }
   if (spec.input(0).shape.size() != 4)
     return Refusal{{}, {}, RefusalKind::unsupported_shape, "oneDNN pooling here runs 2-D pooling only"};
   return std::nullopt;
@@ -44,7 +51,7 @@ std::optional<Refusal> check_input(const OpSpec& spec) {
 KernelOrReason make_window_pool(const KernelRequest& request, std::span<const TensorInfo> outputs,
                                 bool is_max) {
   const OpSpec& spec = request.op;
-  if (std::optional<Refusal> refusal = check_input(spec))
+  if (std::optional<Refusal> refusal = check_input(spec, is_max))
     return KernelOrReason::rejected(std::move(*refusal));
   if (is_max && spec.num_outputs > 1)
     return KernelOrReason::rejected(RefusalKind::unsupported_attribute,
@@ -83,7 +90,7 @@ KernelOrReason make_window_pool(const KernelRequest& request, std::span<const Te
 KernelOrReason make_global_pool(const KernelRequest& request, std::span<const TensorInfo> outputs,
                                 dnnl::algorithm algorithm) {
   const OpSpec& spec = request.op;
-  if (std::optional<Refusal> refusal = check_input(spec))
+  if (std::optional<Refusal> refusal = check_input(spec, algorithm == dnnl::algorithm::pooling_max))
     return KernelOrReason::rejected(std::move(*refusal));
   const Shape& shape = spec.input(0).shape;
   const PoolGeometry g{{shape[2], shape[3]}, {1, 1}, {0, 0}, {0, 0}, {0, 0}};

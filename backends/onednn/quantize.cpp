@@ -3,14 +3,14 @@
 // saturating. Below it oneDNN's int8 convolutions use vpmaddubsw, whose 16-bit pair sums saturate,
 // and halve the weights to avoid that: kiln leaves those CPUs to native's exact kernels.
 //
-// oneDNN's int8 convolutions read and write channels-last; kiln's layouts are float32 only, so the
-// kernel reorders its int8 input and output itself (NCHW <-> NHWC, one byte per element). Weights
-// must be int8 with zero point 0 (oneDNN convolutions take no weight zero point); x's and y's zero
-// points are run-time arguments, the per-channel multipliers x_scale * w_scale / y_scale are baked in.
+// oneDNN's int8 convolutions read and write channels-last, and so do these kernels: a quantized
+// value flows from one convolution to the next (and through channels-last elementwise steps) with
+// no conversion, and the planner's Reorders convert it only where a plain reader or the graph's
+// edge needs it. Weights must be int8 with zero point 0 (oneDNN convolutions take no weight zero
+// point); x's and y's zero points are run-time arguments (left out when they are constant zeros, which
+// spares oneDNN's compensation), the per-channel multipliers x_scale * w_scale / y_scale are baked in.
 // oneDNN requantizes in float32 step by step as ops/quantize_math.h does (the accumulator and the bias
 // summed, scaled, the zero point added, rounded half to even), so its outputs equal native's bit for bit.
-#include <cstring>
-
 #include "backends/onednn/onednn_common.h"
 #include "ops/quantize.h"
 #include "ops/quantize_math.h"
@@ -32,17 +32,23 @@ int32_t zero_point_value(std::span<const Tensor> inputs, int input) {
   return value.dtype() == DType::u8 ? value.data<uint8_t>()[0] : value.data<int8_t>()[0];
 }
 
+// A zero point that is a plan-time constant 0 (or absent): oneDNN then needs no zero-point argument.
+bool constant_zero(const OpSpec& spec, int input) {
+  if (input < 0 || !spec.has_input(input)) return true;
+  const TensorInfo& value = spec.input(input);
+  return value.is_constant() && value.value.numel() == 1 && value.value.int_at(0) == 0;
+}
+
 class IntegerConvKernel final : public Kernel {
  public:
   IntegerConvKernel(const OpSpec& spec, const ConvParams& p, const Shape& output_shape, DType output)
-      : at_(integer_operands(spec)) {
+      : at_(integer_operands(spec)),
+        x_zero_point_(!constant_zero(spec, at_.x_zero_point)),
+        y_zero_point_(at_.requantized() && !constant_zero(spec, at_.y_zero_point)) {
     const Shape& x_shape = spec.input(at_.x).shape;
-    const memory::data_type src_type = int8_type(spec.input(at_.x).dtype);
     const memory::data_type dst_type = at_.requantized() ? int8_type(output) : memory::data_type::s32;
-    src_plain_ = memory::desc(dims_of(x_shape), src_type, memory::format_tag::nchw);
-    src_channels_last_ = memory::desc(dims_of(x_shape), src_type, memory::format_tag::nhwc);
-    dst_plain_ = memory::desc(dims_of(output_shape), dst_type, memory::format_tag::nchw);
-    dst_channels_last_ = memory::desc(dims_of(output_shape), dst_type, memory::format_tag::nhwc);
+    src_ = memory::desc(dims_of(x_shape), int8_type(spec.input(at_.x).dtype), memory::format_tag::nhwc);
+    dst_ = memory::desc(dims_of(output_shape), dst_type, memory::format_tag::nhwc);
     const Tensor& weights = spec.input(at_.w).value;
     const int64_t group = p.group;
     const memory::dims weight_dims =
@@ -53,12 +59,11 @@ class IntegerConvKernel final : public Kernel {
         p.has_bias ? memory::desc({p.out_channels}, memory::data_type::s32, memory::format_tag::x) : memory::desc();
     memory::dims dilations;
     for (int64_t d : p.window.dilations) dilations.push_back(d - 1);  // oneDNN counts the gaps
-    const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                               dnnl::algorithm::convolution_direct, src_channels_last_, any_weights,
-                                               bias_desc, dst_channels_last_, p.window.strides, dilations,
-                                               p.window.pads_begin, p.window.pads_end);
+    const dnnl::convolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_, any_weights, bias_desc,
+        dst_, p.window.strides, dilations, p.window.pads_begin, p.window.pads_end);
     dnnl::primitive_attr attr = primitive_attributes();
-    attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    if (x_zero_point_) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     if (at_.requantized()) {
       const Tensor& w_scale = spec.input(at_.w_scale).value;
       const float x_scale = spec.input(at_.x_scale).value.data<float>()[0];
@@ -67,7 +72,7 @@ class IntegerConvKernel final : public Kernel {
       for (int64_t m = 0; m < w_scale.numel(); ++m)
         multipliers.push_back(requantize_multiplier(x_scale, w_scale.data<float>()[m], y_scale));
       attr.set_output_scales(multipliers.size() == 1 ? 0 : 1 << 1, multipliers);
-      attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+      if (y_zero_point_) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
     }
     const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
     convolution_ = Primitive(pd);
@@ -76,43 +81,38 @@ class IntegerConvKernel final : public Kernel {
                                     group == 1 ? memory::format_tag::oihw : memory::format_tag::goihw);
     weights_ = reorder_constant(user_weights, weights, pd.weights_desc());
     if (p.has_bias) bias_ = reorder_constant(bias_desc, spec.input(at_.bias).value, bias_desc);
-    const auto reorder = [](const memory::desc& from, const memory::desc& to) {
-      return Primitive(dnnl::reorder::primitive_desc(engine(), from, engine(), to, primitive_attributes()));
-    };
-    to_channels_last_ = reorder(src_plain_, src_channels_last_);
-    to_plain_ = reorder(dst_channels_last_, dst_plain_);
   }
 
   void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
     apply_thread_count();
-    thread_local ScratchBuffer src_buffer;
-    thread_local ScratchBuffer dst_buffer;
-    const memory src(src_channels_last_, engine(), src_buffer.reserve(src_channels_last_.get_size()));
-    const memory dst(dst_channels_last_, engine(), dst_buffer.reserve(dst_channels_last_.get_size()));
-    to_channels_last_.execute({{DNNL_ARG_FROM, wrap(src_plain_, inputs[at_.x])}, {DNNL_ARG_TO, src}});
     int32_t x_zero_point = zero_point_value(inputs, at_.x_zero_point);
     int32_t y_zero_point = zero_point_value(inputs, at_.y_zero_point);
     const memory::desc scalar({1}, memory::data_type::s32, memory::format_tag::x);
-    std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, src},
-        {DNNL_ARG_WEIGHTS, weights_},
-        {DNNL_ARG_DST, dst},
-        {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, memory(scalar, engine(), &x_zero_point)}};
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(src_, inputs[at_.x])},
+                                            {DNNL_ARG_WEIGHTS, weights_},
+                                            {DNNL_ARG_DST, wrap(dst_, outputs[0])}};
     if (bias_) args[DNNL_ARG_BIAS] = bias_;
-    if (at_.requantized()) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST] = memory(scalar, engine(), &y_zero_point);
+    if (x_zero_point_)
+      args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = memory(scalar, engine(), &x_zero_point);
+    if (y_zero_point_)
+      args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST] = memory(scalar, engine(), &y_zero_point);
     convolution_.execute(std::move(args));
-    to_plain_.execute({{DNNL_ARG_FROM, dst}, {DNNL_ARG_TO, wrap(dst_plain_, outputs[0])}});
   }
 
   std::string_view name() const override { return name_; }
+  Layout input_layout(size_t index) const override {
+    return static_cast<int>(index) == at_.x ? Layout::nhwc : Layout::plain;
+  }
+  Layout output_layout(size_t) const override { return Layout::nhwc; }
   bool copied_at_plan_time(size_t index) const override {
     return static_cast<int>(index) == at_.w || static_cast<int>(index) == at_.bias;
   }
 
  private:
   IntegerOperands at_;
-  memory::desc src_plain_, src_channels_last_, dst_plain_, dst_channels_last_;
-  Primitive convolution_, to_channels_last_, to_plain_;
+  bool x_zero_point_, y_zero_point_;  // passed at run time (not a constant zero)
+  memory::desc src_, dst_;
+  Primitive convolution_;
   memory weights_, bias_;
   std::string name_;
 };

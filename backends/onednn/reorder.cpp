@@ -1,6 +1,7 @@
 // Layout conversions the planner inserts between a channels-last producer and a plain reader (and
-// back), and between bfloat16 and float32 storage. When a value has one spatial position or one channel, both
-// layouts order its elements the same way and the "reorder" is a free view with the other stored shape.
+// back), for float32 and integer values (quantized activations, ConvInteger's int32 accumulators), and
+// between bfloat16 and float32 storage. When a value has one spatial position or one channel, both layouts
+// order its elements the same way and the "reorder" is a free view with the other stored shape.
 #include "backends/onednn/onednn_common.h"
 
 namespace kiln::onednn {
@@ -10,10 +11,10 @@ using dnnl::memory;
 
 class ReorderKernel final : public PrimitiveKernel {
  public:
-  ReorderKernel(const Shape& shape, Layout from, Layout to) {
+  ReorderKernel(const Shape& shape, DType dtype, Layout from, Layout to) {
     apply_thread_count();
-    const memory::desc from_desc = value_desc(shape, from);
-    const memory::desc to_desc = value_desc(shape, to);
+    const memory::desc from_desc = value_desc(shape, dtype, from);
+    const memory::desc to_desc = value_desc(shape, dtype, to);
     primitive_ = Primitive(
         dnnl::reorder::primitive_desc(engine(), from_desc, engine(), to_desc, primitive_attributes()));
     name_ = std::string("onednn:reorder_") + layout_name(from) + "_to_" + layout_name(to);
@@ -49,8 +50,11 @@ KernelOrReason make_reorder(const KernelRequest& request, std::span<const Tensor
   if (!request.wants_output_layout(0))
     return KernelOrReason::rejected(RefusalKind::unsupported_layout, "a Reorder needs its target layout");
   const Layout to = request.output_layouts[0];
-  if (value.dtype != DType::f32)
-    return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "layouts convert float32 values only");
+  const bool integer = value.dtype == DType::u8 || value.dtype == DType::i8 || value.dtype == DType::i32;
+  if (value.dtype != DType::f32 && !(integer && !is_bf16(from) && !is_bf16(to)))
+    return KernelOrReason::rejected(
+        RefusalKind::unsupported_dtype,
+        "layouts convert float32, int32, uint8 and int8 values only (integers not to bfloat16)");
   if ((is_channels_last(from) || is_channels_last(to)) && value.shape.size() != 4)
     return KernelOrReason::rejected(RefusalKind::unsupported_shape,
                                     "channels-last layouts hold rank-4 values only");
@@ -60,7 +64,7 @@ KernelOrReason make_reorder(const KernelRequest& request, std::span<const Tensor
     const bool same_order =
         is_bf16(from) == is_bf16(to) && shape.size() == 4 && (shape[1] == 1 || shape[2] * shape[3] == 1);
     if (same_order) return std::make_unique<ReinterpretKernel>(shape, from, to);
-    return std::make_unique<ReorderKernel>(shape, from, to);
+    return std::make_unique<ReorderKernel>(shape, value.dtype, from, to);
   });
 }
 

@@ -7,7 +7,7 @@ const OpSchema& node_schema(const Node& node, const OpSpec& spec) {
   const OpSchema* schema = find_op_schema(node.op_type, node.domain);
   if (schema == nullptr) {
     // ONNX Runtime's quantized operators (QOperator format) have a standard form kiln runs.
-    const bool contrib_quantized = node.domain == "com.microsoft" && node.op_type.starts_with("Q");
+    const bool contrib_quantized = node.domain == kMicrosoftDomain && node.op_type.starts_with("Q");
     fail(ErrorKind::not_implemented, "unknown op '", node.op_type, "'",
          is_default_domain(node.domain) ? "" : str_cat(" in domain '", node.domain, "'"), " at opset ",
          spec.opset, ": kiln does not implement it",

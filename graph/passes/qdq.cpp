@@ -6,7 +6,9 @@
 // Runtime's com.microsoft QGemm): integer products with exact int32 accumulation, one requantization.
 // DQ -> Add / Mul -> Q becomes com.microsoft QLinearAdd / QLinearMul, the same float32 arithmetic in
 // one pass over the int8 tensors. A Relu or Clip between the op and Q is kept in the integer op when
-// Q saturates where it clamps (Relu: Q's zero point is its type's minimum).
+// Q saturates where it clamps (Relu: Q's zero point is its type's minimum). DQ -> MaxPool -> Q with
+// one scale and zero point is MaxPool on the int8 values: the maximum commutes with dequantizing, and
+// quantizing a dequantized value again with its own parameters gives it back.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -313,7 +315,7 @@ Outcome integer_form(const QdqIndex& index, const Node& op) {
   integer_node.outputs = {q_y.outputs[0]};
   if (is_conv) integer_node.attributes = op.attributes;
   if (is_gemm) {
-    integer_node.domain = "com.microsoft";
+    integer_node.domain = kMicrosoftDomain;
     for (const char* name : {"transA", "transB"}) {
       integer_node.attributes.set_int(name, op.attributes.get_int(name, 0));
     }
@@ -394,7 +396,7 @@ Outcome binary_form(const QdqIndex& index, const Node& op) {
   Node& node = rewrite.integer_node;
   node.name = op.name;
   node.op_type = "QLinear" + op.op_type;
-  node.domain = "com.microsoft";
+  node.domain = kMicrosoftDomain;
   node.inputs = {dq_a->inputs[0],
                  input_or_empty(*dq_a, 1),
                  input_or_empty(*dq_a, 2),
@@ -417,6 +419,41 @@ Outcome binary_form(const QdqIndex& index, const Node& op) {
   return {std::move(rewrite), {}};
 }
 
+// DQ(q) -> MaxPool -> Q with Q's type, scale and zero point equal to DQ's is MaxPool(q): the pooled
+// int8 values themselves, bit for bit (see the file comment).
+Outcome max_pool_form(const QdqIndex& index, const Node& op) {
+  const Node* dq = producer_of(index, input_or_empty(op, 0), "DequantizeLinear");
+  if (dq == nullptr) return {};
+  if (op.outputs.size() > 1 && !op.outputs[1].empty())
+    return refuse("stays float32: its Indices output is read (int8 pooling writes values only)");
+  const QuantizedResult quantized = quantized_result(index, op);
+  if (quantized.quantize == nullptr) return refuse(quantized.refusal);
+  if (quantized.relu != nullptr)
+    return refuse("stays float32: a Relu or Clip follows it before QuantizeLinear");
+  const DType x_type = quantized_type(index, dq->inputs[0]);
+  const std::optional<PerTensor> x = per_tensor_parameters(index, *dq);
+  const PerTensor& y = quantized.parameters;
+  // Compared as the float32 values the ops compute with.
+  const bool same = x && x_type == quantized.dtype &&
+                    static_cast<float>(x->scale) == static_cast<float>(y.scale) &&
+                    x->zero_point == y.zero_point;
+  if (!same) {
+    return refuse(str_cat("stays float32: its input and result are quantized differently (",
+                          describe_value("x", x_type, {x ? x->scale : 0}, {x ? x->zero_point : 0}), ", ",
+                          describe_value("y", quantized.dtype, {y.scale}, {y.zero_point}), ")"));
+  }
+  Rewrite rewrite;
+  rewrite.integer_node = op;
+  rewrite.integer_node.inputs = {dq->inputs[0]};
+  rewrite.integer_node.outputs = {quantized.quantize->outputs[0]};
+  rewrite.absorbed.push_back(quantized.quantize);
+  rewrite.note =
+      str_cat("quantized: MaxPool on the int8 values from DequantizeLinear -> MaxPool -> QuantizeLinear, ",
+              describe_value("x and y", x_type, {x->scale}, {x->zero_point}),
+              "; the maximum commutes with dequantizing, the chain's bits");
+  return {std::move(rewrite), {}};
+}
+
 }  // namespace
 
 std::optional<QuantizedModel> fuse_qdq_chains(const Model& model) {
@@ -432,10 +469,13 @@ std::optional<QuantizedModel> fuse_qdq_chains(const Model& model) {
     const bool product =
         is_onnx_op(&node, "Conv") || is_onnx_op(&node, "MatMul") || is_onnx_op(&node, "Gemm");
     const bool binary = is_onnx_op(&node, "Add") || is_onnx_op(&node, "Mul");
-    if (!product && !binary) continue;
-    Outcome outcome = product ? integer_form(index, node) : binary_form(index, node);
+    const bool max_pool = is_onnx_op(&node, "MaxPool");
+    if (!product && !binary && !max_pool) continue;
+    Outcome outcome = product  ? integer_form(index, node)
+                      : binary ? binary_form(index, node)
+                               : max_pool_form(index, node);
     if (outcome.rewrite) {
-      if (!outcome.rewrite->integer_node.domain.empty()) result.model.opsets.emplace("com.microsoft", 1);
+      if (!outcome.rewrite->integer_node.domain.empty()) result.model.opsets.emplace(kMicrosoftDomain, 1);
       for (const Node* absorbed : outcome.rewrite->absorbed) removed.insert(absorbed);
       result.notes[node.name] = outcome.rewrite->note;
       replaced.emplace(&node, std::move(outcome.rewrite->integer_node));

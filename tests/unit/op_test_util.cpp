@@ -1,13 +1,41 @@
 #include "op_test_util.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
+#include "backends/base/layout.h"
 #include "backends/native/native_backend.h"
 #include "core/error.h"
 #include "ops/op_schema.h"
 
 namespace kiln::testing {
+namespace {
+
+// A plain 4-D value's elements in channels-last order (`to_channels_last`) or back.
+Tensor convert_layout(const Tensor& value, const Shape& logical, bool to_channels_last) {
+  const int64_t channels = logical[1];
+  const int64_t positions = logical[2] * logical[3];
+  const size_t bytes = dtype_size(value.dtype());
+  Tensor converted =
+      Tensor::empty(value.dtype(), to_channels_last ? stored_shape(logical, Layout::nhwc) : logical);
+  const auto* src = static_cast<const char*>(value.raw_data());
+  auto* dst = static_cast<char*>(converted.raw_data());
+  for (int64_t n = 0; n < logical[0]; ++n) {
+    for (int64_t c = 0; c < channels; ++c) {
+      for (int64_t p = 0; p < positions; ++p) {
+        const int64_t plain = (n * channels + c) * positions + p;
+        const int64_t channels_last = (n * positions + p) * channels + c;
+        const int64_t from = to_channels_last ? plain : channels_last;
+        const int64_t to = to_channels_last ? channels_last : plain;
+        std::memcpy(dst + to * bytes, src + from * bytes, bytes);
+      }
+    }
+  }
+  return converted;
+}
+
+}  // namespace
 
 std::vector<Tensor> run_op(const OpRun& run) {
   return run_op_on(native_backend(), run);
@@ -38,13 +66,25 @@ std::vector<Tensor> run_op_on(const Backend& backend, const OpRun& run) {
   KernelOrReason selection = backend.create_kernel(request, output_infos);
   KILN_CHECK(selection.kernel != nullptr, not_implemented, "no ", backend.name(),
              " kernel: ", selection.refusal.detail);
+  // The test's tensors are plain: convert those the kernel reads or writes channels-last.
+  const Kernel& kernel = *selection.kernel;
+  std::vector<Tensor> inputs = run.inputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].defined() && kernel.input_layout(i) == Layout::nhwc)
+      inputs[i] = convert_layout(inputs[i], inputs[i].shape(), true);
+  }
   std::vector<Tensor> outputs(output_infos.size());
-  if (!selection.kernel->is_view()) {
+  if (!kernel.is_view()) {
     for (size_t i = 0; i < outputs.size(); ++i) {
-      outputs[i] = Tensor::empty(output_infos[i].dtype, output_infos[i].shape);
+      outputs[i] =
+          Tensor::empty(output_infos[i].dtype, stored_shape(output_infos[i].shape, kernel.output_layout(i)));
     }
   }
-  selection.kernel->run(run.inputs, outputs);
+  kernel.run(inputs, outputs);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (kernel.output_layout(i) == Layout::nhwc)
+      outputs[i] = convert_layout(outputs[i], output_infos[i].shape, false);
+  }
   return outputs;
 }
 

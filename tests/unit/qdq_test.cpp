@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "backends/native/ref/reference.h"
+#include "backends/registry.h"
+#include "backends/settings.h"
 #include "graph/passes/passes.h"
 #include "graph/session.h"
 #include "graph_builder.h"
@@ -339,6 +341,77 @@ TEST(Qdq, ClipIsAbsorbedOnlyWhereSaturationClampsAtItsBounds) {
   const Tensor clipped_sum = run_reference("Clip", {sum, Tensor::scalar(0.0f), Tensor::scalar(6.0f)});
   expect_same_floats(outputs.at(model.graph.outputs[0].name),
                      quantize_dequantize(clipped_sum, 6.0f / 255, -128));
+}
+
+// Quantized activations flow channels-last from one integer step to the next: where oneDNN runs the
+// convolutions (exact with VNNI), the only Reorders are at the graph's edges, the int8 MaxPool, the
+// residual QLinearAdd and the DequantizeLinear read channels-last too, and every output equals the
+// native-only plan's bit for bit. Elsewhere native's plain kernels run the same plan without any
+// Reorder. A MaxPool between different quantizations stays float32 and says why.
+TEST(Qdq, QuantizedActivationsFlowChannelsLastBetweenIntegerSteps) {
+  const Shape input = {1, 8, 10, 10};
+  GraphBuilder g{input};
+  const auto q_dq = [&](const std::string& value, float scale, int8_t zero_point) {
+    return add_quantize_dequantize(g, value, scale, zero_point);
+  };
+  const auto conv = [&](const std::string& x, int64_t out_channels, uint32_t seed, float w_scale) {
+    const Tensor weights = int8_weights({out_channels, 8, 3, 3}, seed);
+    const std::string w = g.add("DequantizeLinear", {g.constant(weights), g.constant(Tensor::scalar(w_scale)),
+                                                     g.constant(Tensor::scalar(int8_t{0}))});
+    return g.add("Conv", {x, w}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}));
+  };
+  const std::string x = q_dq("x", 0.02f, 3);
+  const std::string first = q_dq(g.add("Relu", {conv(x, 8, 4, 0.004f)}), 0.03f, -128);
+  Attributes window = conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1});
+  const std::string pool = g.add("MaxPool", {first}, window);
+  const std::string pooled = q_dq(pool, 0.03f, -128);
+  const std::string second = q_dq(conv(pooled, 8, 5, 0.003f), 0.05f, 7);
+  const std::string sum = q_dq(g.add("Relu", {g.add("Add", {first, second})}), 0.04f, -128);
+  const std::string requantizing_pool = g.add("MaxPool", {second}, window);
+  const std::string float_pooled = q_dq(requantizing_pool, 0.06f, 7);
+  const Model model = g.finish({sum, float_pooled});
+
+  const Tensor value = random_tensor(input, 9, -2, 2);
+  Session session(model);
+  const TensorMap got = session.run({{"x", value}});
+  Settings native_only = current_settings();
+  for (int backend : {backend_position("onednn"), backend_position("blas"), backend_position("winograd")})
+    native_only.set(BackendSettingKey("enabled"), backend, 0);
+  Session reference(model, native_only);
+  const TensorMap want = reference.run({{"x", value}});
+  for (const ValueInfo& output : model.graph.outputs)
+    expect_same_floats(got.at(output.name), want.at(output.name));
+
+  const std::shared_ptr<const Plan> plan = session.plan_for({input});
+  const StepRecord* int8_pool = step_of(*plan, node_of(pool));
+  ASSERT_NE(int8_pool, nullptr);
+  EXPECT_EQ(int8_pool->input_dtypes, std::vector<DType>{DType::i8});
+  ASSERT_FALSE(int8_pool->notes.empty());
+  EXPECT_NE(int8_pool->notes.back().find("MaxPool on the int8 values"), std::string::npos)
+      << int8_pool->notes.back();
+  const StepRecord* float_pool = step_of(*plan, node_of(requantizing_pool));
+  ASSERT_NE(float_pool, nullptr);
+  EXPECT_EQ(float_pool->input_dtypes, std::vector<DType>{DType::f32});
+  ASSERT_FALSE(float_pool->notes.empty());
+  EXPECT_NE(float_pool->notes.back().find("quantized differently"), std::string::npos)
+      << float_pool->notes.back();
+  int integer_convs_on_onednn = 0;
+  for (const PlanStep& step : plan->steps()) {
+    if (step.record.op_type == "QLinearConv" && step.record.backend == "onednn") {
+      ++integer_convs_on_onednn;
+      EXPECT_EQ(step.record.output_layouts, std::vector<Layout>{Layout::nhwc});
+    }
+    if (step.record.op_type == "QLinearAdd" && integer_convs_on_onednn == 2)
+      EXPECT_EQ(step.record.output_layouts, std::vector<Layout>{Layout::nhwc});
+  }
+  // oneDNN's int8 convolutions need VNNI (see OnednnQuantized); without them native's run plain.
+  if (integer_convs_on_onednn == 0) {
+    EXPECT_EQ(plan->reorder_steps(), 0);
+    return;
+  }
+  EXPECT_EQ(integer_convs_on_onednn, 2);
+  // The quantized input into channels-last, the dequantized outputs back to plain.
+  EXPECT_EQ(plan->reorder_steps(), 3);
 }
 
 }  // namespace

@@ -135,7 +135,7 @@ TEST(Registry, ReordersAreKernelsSelectedLikeAnyOther) {
       select_reorder({1, 8, 4, 4}, DType::i64, Layout::plain, Layout::nhwc, settings);
   EXPECT_EQ(of_int.kernel, nullptr);
   EXPECT_NE(of_int.decision.refusals_text().find(
-                "native: native converts float32 values between plain and nhwc only"),
+                "native: native converts float32, int32, uint8 and int8 values between plain and nhwc only"),
             std::string::npos)
       << of_int.decision.refusals_text();
   if (!backends::info("onednn").built) {
@@ -150,9 +150,40 @@ TEST(Registry, ReordersAreKernelsSelectedLikeAnyOther) {
   EXPECT_EQ(to_nhwc.decision.backend, kOnednn);
   EXPECT_EQ(to_nhwc.kernel->input_layout(0), Layout::plain);
   EXPECT_EQ(to_nhwc.kernel->output_layout(0), Layout::nhwc);
-  EXPECT_NE(of_int.decision.refusals_text().find("onednn: layouts convert float32 values only"),
+  EXPECT_NE(of_int.decision.refusals_text().find(
+                "onednn: layouts convert float32, int32, uint8 and int8 values only"),
             std::string::npos)
       << of_int.decision.refusals_text();
+}
+
+// Quantized activations stored channels-last convert like float32 ones, byte for byte, on every backend
+// that converts layouts.
+TEST(Registry, IntegerValuesConvertBetweenLayouts) {
+  const Shape shape = {2, 5, 3, 4};
+  std::vector<int8_t> values;
+  for (int i = 0; i < 120; ++i) values.push_back(static_cast<int8_t>(i * 37 % 256 - 128));
+  const Tensor plain = Tensor::from_vector(values, shape);
+  for (int backend : {kOnednn, kNative}) {
+    Settings settings = current_settings();
+    if (backend == kNative) settings.set(BackendSettingKey("enabled"), kOnednn, 0);
+    const KernelSelection to_nhwc = select_reorder(shape, DType::i8, Layout::plain, Layout::nhwc, settings);
+    const KernelSelection back = select_reorder(shape, DType::i8, Layout::nhwc, Layout::plain, settings);
+    if (backend == kOnednn && !backends::info("onednn").built) continue;
+    ASSERT_NE(to_nhwc.kernel, nullptr) << to_nhwc.decision.refusals_text();
+    ASSERT_NE(back.kernel, nullptr) << back.decision.refusals_text();
+    EXPECT_EQ(to_nhwc.decision.backend, backend);
+    std::vector<Tensor> channels_last = {Tensor::empty(DType::i8, stored_shape(shape, Layout::nhwc))};
+    to_nhwc.kernel->run(std::span<const Tensor>(&plain, 1), channels_last);
+    // Element (n, c, p) of the plain value sits at (n, p, c).
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t c = 0; c < 5; ++c)
+        for (int64_t p = 0; p < 12; ++p)
+          ASSERT_EQ(channels_last[0].data<int8_t>()[(n * 12 + p) * 5 + c],
+                    values[static_cast<size_t>((n * 5 + c) * 12 + p)]);
+    std::vector<Tensor> round_trip = {Tensor::empty(DType::i8, shape)};
+    back.kernel->run(channels_last, round_trip);
+    EXPECT_EQ(std::vector<int8_t>(round_trip[0].data<int8_t>(), round_trip[0].data<int8_t>() + 120), values);
+  }
 }
 
 TEST(Registry, ABackendLeftOutRefusesEveryNodeAndSaysSo) {
