@@ -1,9 +1,10 @@
-// oneDNN QLinearConv and ConvInteger (2-D), only where oneDNN's int8 arithmetic is exact: on the
+// oneDNN QLinearConv and ConvInteger (2-D), QLinearMatMul and MatMulInteger (constant 2-D B), only
+// where oneDNN's int8 arithmetic is exact: on the
 // avx512_bf16 tier and above, whose VNNI (vpdpbusd) sums u8 x s8 products into int32 without
 // saturating. Below it oneDNN's int8 convolutions use vpmaddubsw, whose 16-bit pair sums saturate,
 // and halve the weights to avoid that: kiln leaves those CPUs to native's exact kernels.
 //
-// oneDNN's int8 convolutions read and write channels-last, and so do these kernels: a quantized
+// oneDNN's int8 convolutions read and write channels-last, and so do the conv kernels: a quantized
 // value flows from one convolution to the next (and through channels-last elementwise steps) with
 // no conversion, and the planner's Reorders convert it only where a plain reader or the graph's
 // edge needs it. Weights must be int8 with zero point 0 (oneDNN convolutions take no weight zero
@@ -117,6 +118,67 @@ class IntegerConvKernel final : public Kernel {
   std::string name_;
 };
 
+// A [..., M, K] (every leading dim folded into M) times a constant B [K, N] as one oneDNN matmul:
+// the products of transformer layers, and MatMulInteger after DynamicQuantizeLinear (whose A zero
+// point is computed per run, so it is a run-time argument like the convolutions').
+class IntegerMatMulKernel final : public Kernel {
+ public:
+  IntegerMatMulKernel(const OpSpec& spec, const MatMulParams& p, DType output)
+      : at_(integer_operands(spec)),
+        x_zero_point_(!constant_zero(spec, at_.x_zero_point)),
+        y_zero_point_(at_.requantized() && !constant_zero(spec, at_.y_zero_point)) {
+    int64_t rows = p.m;
+    for (int64_t d : p.a_batch) rows *= d;
+    const memory::data_type dst_type = at_.requantized() ? int8_type(output) : memory::data_type::s32;
+    src_ = memory::desc({rows, p.k}, int8_type(spec.input(at_.x).dtype), memory::format_tag::ab);
+    dst_ = memory::desc({rows, p.n}, dst_type, memory::format_tag::ab);
+    const memory::desc user_weights({p.k, p.n}, memory::data_type::s8, memory::format_tag::ab);
+    const memory::desc any_weights({p.k, p.n}, memory::data_type::s8, memory::format_tag::any);
+    dnnl::primitive_attr attr = primitive_attributes();
+    if (x_zero_point_) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    if (at_.requantized()) {
+      const Tensor& w_scale = spec.input(at_.w_scale).value;
+      const float x_scale = spec.input(at_.x_scale).value.data<float>()[0];
+      const float y_scale = spec.input(at_.y_scale).value.data<float>()[0];
+      std::vector<float> multipliers;
+      for (int64_t n = 0; n < w_scale.numel(); ++n)
+        multipliers.push_back(requantize_multiplier(x_scale, w_scale.data<float>()[n], y_scale));
+      attr.set_output_scales(multipliers.size() == 1 ? 0 : 1 << 1, multipliers);
+      if (y_zero_point_) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+    }
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_, any_weights, dst_), attr, engine());
+    matmul_ = Primitive(pd);
+    name_ = "onednn:" + implementation_name(pd) + ":int8";
+    weights_ = reorder_constant(user_weights, spec.input(at_.w).value, pd.weights_desc());
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
+    apply_thread_count();
+    int32_t x_zero_point = zero_point_value(inputs, at_.x_zero_point);
+    int32_t y_zero_point = zero_point_value(inputs, at_.y_zero_point);
+    const memory::desc scalar({1}, memory::data_type::s32, memory::format_tag::x);
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(src_, inputs[at_.x])},
+                                            {DNNL_ARG_WEIGHTS, weights_},
+                                            {DNNL_ARG_DST, wrap(dst_, outputs[0])}};
+    if (x_zero_point_)
+      args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = memory(scalar, engine(), &x_zero_point);
+    if (y_zero_point_)
+      args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST] = memory(scalar, engine(), &y_zero_point);
+    matmul_.execute(std::move(args));
+  }
+
+  std::string_view name() const override { return name_; }
+  bool copied_at_plan_time(size_t index) const override { return static_cast<int>(index) == at_.w; }
+
+ private:
+  IntegerOperands at_;
+  bool x_zero_point_, y_zero_point_;  // passed at run time (not a constant zero)
+  memory::desc src_, dst_;
+  Primitive matmul_;
+  memory weights_;
+  std::string name_;
+};
+
 bool all_zero(const TensorInfo& info) {
   if (!info.present()) return true;
   for (int64_t i = 0; i < info.value.numel(); ++i) {
@@ -125,20 +187,18 @@ bool all_zero(const TensorInfo& info) {
   return true;
 }
 
-KernelOrReason make_integer_conv(const KernelRequest& request, std::span<const TensorInfo> outputs) {
-  const OpSpec& spec = request.op;
+// What the integer convolutions and matmuls share: VNNI, constant int8 weights with zero point 0,
+// constant scales (and bias); a refusal, or nothing when oneDNN can run the step exactly.
+std::optional<KernelOrReason> refuse_integer_product(const OpSpec& spec, const IntegerOperands& at) {
   if (isa_in_effect() < Isa::avx512_bf16) {
-    return KernelOrReason::rejected(RefusalKind::unavailable,
-                                    "oneDNN's int8 convolutions are exact only with VNNI (the avx512_bf16 tier or "
-                                    "above): without it they saturate 16-bit pair sums and halve the weights");
+    return KernelOrReason::rejected(
+        RefusalKind::unavailable,
+        "oneDNN's int8 convolutions and matmuls are exact only with VNNI (the "
+        "avx512_bf16 tier or above): without it they saturate 16-bit pair sums and "
+        "halve the weights");
   }
-  const ConvParams p = integer_conv_params(spec);
-  const IntegerOperands at = integer_operands(spec);
-  if (p.input_spatial.size() != 2)
-    return KernelOrReason::rejected(RefusalKind::unsupported_shape, "oneDNN int8 Conv here runs 2-D convolutions only");
-  const TensorInfo& w = spec.input(at.w);
-  if (w.dtype != DType::i8)
-    return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "oneDNN convolutions take int8 weights, not uint8");
+  if (spec.input(at.w).dtype != DType::i8)
+    return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "oneDNN takes int8 weights, not uint8");
   const auto constant = [&](int input) { return input < 0 || !spec.has_input(input) || spec.input(input).is_constant(); };
   for (int input : {at.w, at.w_zero_point, at.x_scale, at.w_scale, at.y_scale, at.bias}) {
     if (!constant(input))
@@ -147,12 +207,41 @@ KernelOrReason make_integer_conv(const KernelRequest& request, std::span<const T
   }
   if (spec.has_input(at.w_zero_point) && !all_zero(spec.input(at.w_zero_point)))
     return KernelOrReason::rejected(RefusalKind::unsupported_attribute,
-                                    "oneDNN convolutions take no weight zero point (symmetric weights only)");
+                                    "oneDNN takes no weight zero point (symmetric weights only)");
+  return std::nullopt;
+}
+
+KernelOrReason make_integer_conv(const KernelRequest& request, std::span<const TensorInfo> outputs) {
+  const OpSpec& spec = request.op;
+  const ConvParams p = integer_conv_params(spec);
+  const IntegerOperands at = integer_operands(spec);
+  if (std::optional<KernelOrReason> refusal = refuse_integer_product(spec, at)) return std::move(*refusal);
+  if (p.input_spatial.size() != 2)
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape,
+                                    "oneDNN int8 Conv here runs 2-D convolutions only");
   return create_primitive_kernel(
       [&] { return std::make_unique<IntegerConvKernel>(spec, p, outputs[0].shape, outputs[0].dtype); });
 }
 
-constexpr KernelEntry kKernels[] = {{"QLinearConv", make_integer_conv}, {"ConvInteger", make_integer_conv}};
+KernelOrReason make_integer_matmul(const KernelRequest& request, std::span<const TensorInfo> outputs) {
+  const OpSpec& spec = request.op;
+  const MatMulParams p = integer_matmul_params(spec);
+  const IntegerOperands at = integer_operands(spec);
+  if (std::optional<KernelOrReason> refusal = refuse_integer_product(spec, at)) return std::move(*refusal);
+  if (spec.input(at.w).shape.size() != 2 || spec.input(at.x).shape.size() < 2)
+    return KernelOrReason::rejected(RefusalKind::unsupported_shape,
+                                    "oneDNN int8 MatMul here takes a 2-D B and an A of rank 2 or more");
+  if (spec.has_input(at.x_zero_point) && checked_numel(spec.input(at.x_zero_point).shape) != 1)
+    return KernelOrReason::rejected(RefusalKind::unsupported_attribute,
+                                    "oneDNN takes one zero point for A, not one per row");
+  return create_primitive_kernel(
+      [&] { return std::make_unique<IntegerMatMulKernel>(spec, p, outputs[0].dtype); });
+}
+
+constexpr KernelEntry kKernels[] = {{"QLinearConv", make_integer_conv},
+                                    {"ConvInteger", make_integer_conv},
+                                    {"QLinearMatMul", make_integer_matmul},
+                                    {"MatMulInteger", make_integer_matmul}};
 
 }  // namespace
 

@@ -342,6 +342,42 @@ TEST(NativeQuantizedVsReference, MatMulIntegerBroadcastsBatchesAndWrapsLongSums)
   EXPECT_EQ(wrapped.data<int32_t>()[0], static_cast<int32_t>(static_cast<uint32_t>(int64_t{-65025} * k)));
 }
 
+// oneDNN's int8 matmuls (VNNI tiers): A's leading dims folded into rows, a run-time zero point for A,
+// per-column scales; the int32 accumulators and the requantized outputs equal native's bit for bit.
+#if KILN_WITH_ONEDNN
+TEST(OnednnQuantized, MatMulsEqualNativeBitForBitWithVnni) {
+  using testing::run_op_on;
+  for (DType a_type : {DType::u8, DType::i8}) {
+    const Tensor a = int8_tensor(a_type, {2, 7, 70}, 31);
+    const Tensor b = int8_tensor(DType::i8, {70, 19}, 33);
+    const Tensor a_zero = zero_points(a_type, {a_type == DType::u8 ? 131 : -9});
+    const OpRun accumulate{"MatMulInteger", {}, {a, b, a_zero, zero_points(DType::i8, {0})}, 10};
+    if (isa_in_effect() < Isa::avx512_bf16) {
+      EXPECT_NE(error_of([&] { run_op_on(onednn_backend(), accumulate); }).find("exact only with VNNI"),
+                std::string::npos);
+      continue;
+    }
+    EXPECT_EQ(values_of<int32_t>(run_op_on(onednn_backend(), accumulate)[0]),
+              values_of<int32_t>(run_op(accumulate)[0]))
+        << dtype_name(a_type);
+    for (DType y_type : {DType::u8, DType::i8}) {
+      const OpRun requantized{
+          "QLinearMatMul",
+          {},
+          {a, Tensor::scalar(0.05f), a_zero, b,
+           Tensor::from_vector(sample_values(19, 0.001f, 0.02f, 11), {19}), zero_points(DType::i8, {0}),
+           Tensor::scalar(0.3f), zero_points(y_type, {y_type == DType::u8 ? 100 : -20})},
+          10};
+      const Tensor onednn = run_op_on(onednn_backend(), requantized)[0];
+      const Tensor native = run_op(requantized)[0];
+      ASSERT_EQ(onednn.shape(), native.shape());
+      EXPECT_EQ(std::memcmp(onednn.raw_data(), native.raw_data(), native.nbytes()), 0)
+          << dtype_name(a_type) << " -> " << dtype_name(y_type);
+    }
+  }
+}
+#endif
+
 TEST(NativeQuantizedVsReference, QLinearMatMulPerRowAndColumnScales) {
   const int64_t m = 6, k = 33, n = 10;
   const Tensor a = int8_tensor(DType::u8, {m, k}, 29);
