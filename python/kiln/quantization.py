@@ -6,8 +6,8 @@ weights, MinMax calibration, asymmetric activations, symmetric weights), so a sc
 model with every tensor to quantize made an output), then writes standard QuantizeLinear /
 DequantizeLinear pairs that any ONNX runtime reads; kiln plans the chains they form as integer steps.
 
-What it quantizes: Conv, MatMul and Gemm (constant weights; a Gemm's alpha and beta 1) and the
-tensors they read and write. A Relu, or a Clip from 0 (ReLU6), that is such a node's only reader is
+What it quantizes: Conv, MatMul and Gemm (constant weights, an Identity of an initializer included;
+a Gemm's alpha and beta 1) and the tensors they read and write. A Relu, or a Clip from 0 (ReLU6), that is such a node's only reader is
 dropped when activations are asymmetric: the result is quantized over the Relu's or Clip's range
 (which starts at 0), so saturation does what the Relu or Clip did. A BatchNormalization after a
 Conv is folded into it first. Other ops stay float32 and read the dequantized tensors.
@@ -142,6 +142,25 @@ def _readers(graph):
     return readers
 
 
+def _read_initializers_directly(graph):
+    """Readers of Identity(initializer) read the initializer itself, and the Identity goes: PyTorch's
+    exporter writes a weight shared by identical layers once and gives every other layer an Identity
+    of it, which would otherwise leave those layers' weights not constant and their products float."""
+    inits = {t.name for t in graph.initializer}
+    outputs = {o.name for o in graph.output}
+    source = {node.output[0]: node.input[0] for node in graph.node
+              if node.op_type == "Identity" and node.input and node.input[0] in inits and node.output[0] not in outputs}
+    if not source:
+        return
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            if name in source:
+                node.input[i] = source[name]
+    kept = [node for node in graph.node if not (node.op_type == "Identity" and node.output and node.output[0] in source)]
+    del graph.node[:]
+    graph.node.extend(kept)
+
+
 def _fold_batch_norms(model, numpy_helper):
     """Conv -> BatchNormalization (inference, constant parameters) becomes one Conv."""
     graph = model.graph
@@ -218,6 +237,7 @@ def quantize_static(model_input, model_output, calibration_data_reader, quant_fo
         raise ValueError(f"the model's opset is {opset}; QuantizeLinear needs 10 or later")
     if per_channel and opset < 13:
         raise ValueError(f"per_channel needs opset 13 or later (DequantizeLinear's axis); the model has {opset}")
+    _read_initializers_directly(model.graph)
     _fold_batch_norms(model, numpy_helper)
     graph = model.graph
     inits = {t.name: t for t in graph.initializer}
