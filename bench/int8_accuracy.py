@@ -25,6 +25,7 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "build" / "python"))
 import export_models  # noqa: E402
 import kiln  # noqa: E402
+import qdq_models  # noqa: E402
 from machine import machine_lines  # noqa: E402
 
 
@@ -59,18 +60,13 @@ def main():
     for name in args.models.split(","):
         path = export_models.cached_export(name)
         shape = export_models.input_shape(name)
+        # Held-out images from the calibration's generator, after its images.
         rng = np.random.default_rng(11)
-        calibration = [{"input": rng.standard_normal(shape).astype(np.float32)} for _ in range(args.calibration)]
+        rng.standard_normal((args.calibration, *shape))
         images = np.stack([rng.standard_normal(shape).astype(np.float32) for _ in range(args.held_out)])
-
-        class Reader:
-            def get_next(self):
-                return calibration.pop(0) if calibration else None
-
+        qdq = qdq_models.quantized_model(name, path, args.per_channel, args.calibration)
         with tempfile.TemporaryDirectory() as folder:
             folder = pathlib.Path(folder)
-            qdq = folder / f"{name}.qdq.onnx"
-            kiln.quantization.quantize_static(path, qdq, Reader(), per_channel=args.per_channel)
             reference = np.stack([kiln.Session(path).run({"input": x})["output"] for x in images])
             session = kiln.Session(qdq)
             steps = session.explain({"input": images[0]})

@@ -3,9 +3,11 @@
 // The JSON carries "machine", the cpu lines of `kiln info`, as bench/machine.py reads them.
 //   node bench/ort_bench.js MODEL [--threads N] [--batch B] [--warmup W] [--iters N] [--kiln build/kiln]
 //                           [--execution-mode sequential|parallel] [--interop N] [--profile 0|1]
-//                           [--input NAME=FILE]
+//                           [--input NAME=FILE] [--config KEY=VALUE]
 // --input feeds NAME from FILE (raw little-endian float32 of the input's declared shape) instead of
 // a random draw: a detection model's time depends on how many boxes its input makes.
+// --config sets a session configuration entry (session.x64quantprecision=1: ONNX Runtime's exact int8
+// products on CPUs without VNNI).
 // --profile 1 turns on ONNX Runtime's own profiling (enableProfiling; its JSON goes to the system's
 // temporary folder and is deleted afterwards), to measure what profiling costs it.
 'use strict';
@@ -14,6 +16,7 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const ort = require('onnxruntime-node');
+const {extraOptions} = require('./ort_config');
 
 const MACHINE_LINE = /^(cpu:|cpu capability:|isa in effect:)/;
 
@@ -27,7 +30,8 @@ function parseArgs(argv) {
     'execution-mode': 'sequential',
     interop: 1,
     profile: 0,
-    input: ''
+    input: '',
+    config: ''
   };
   const positional = [];
   for (let i = 0; i < argv.length; i++) {
@@ -80,6 +84,7 @@ async function main() {
     executionMode: args['execution-mode'],
     enableProfiling: args.profile === 1,
     profileFilePrefix: path.join(os.tmpdir(), `ort_bench_profile_${process.pid}`),
+    extra: extraOptions(args.config ? [args.config] : []),
   });
   const feeds = {};
   session.inputMetadata.forEach((meta, index) => { feeds[meta.name] = randomTensor(meta, args.batch, index + 1); });

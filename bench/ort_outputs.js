@@ -8,6 +8,7 @@
 'use strict';
 const fs = require('fs');
 const ort = require('onnxruntime-node');
+const {extraOptions} = require('./ort_config');
 
 function parseArgs(argv) {
   const options = {threads: 1, config: []};
@@ -30,20 +31,6 @@ function parseArgs(argv) {
   }
   if (positional.length !== 3) throw new Error('expected MODEL INPUTS.raw OUTPUTS.raw');
   return {model: positional[0], inputs: positional[1], outputs: positional[2], ...options};
-}
-
-// "session.x64quantprecision=1" -> { session: { x64quantprecision: "1" } }, as the binding reads it.
-function extraOptions(entries) {
-  const extra = {};
-  for (const entry of entries) {
-    const at = entry.indexOf('=');
-    if (at < 0) throw new Error(`--config ${entry}: expected KEY=VALUE`);
-    const keys = entry.slice(0, at).split('.');
-    let node = extra;
-    for (const key of keys.slice(0, -1)) node = node[key] = node[key] || {};
-    node[keys[keys.length - 1]] = entry.slice(at + 1);
-  }
-  return extra;
 }
 
 async function main() {

@@ -4,7 +4,7 @@
     /usr/bin/python3 bench/run_all.py [--models resnet18,transformer|seed|dense|recurrent] [--configs b1t1,b1t2,b16t2]
         [--batches 1,64 --threads 1,2,4] [--warmup W] [--iters N] [--rounds R] [--kiln build/kiln] [--kiln-args "..."]
         [--peak-gflops-per-core 225] [--out-md bench/results/latest.md] [--out-json bench/results/latest.json]
-        [--bf16]
+        [--bf16] [--int8]
 
 Models are exported (opset 13, dynamic batch) by tests/python/export_models.py into its cache. A
 configuration bBtT is batch B at T threads; --batches and --threads ask for every pair of the two lists
@@ -16,6 +16,11 @@ reported figure is the median over rounds of each run's median latency. A runtim
 recorded with its error and shown as n/a. Progress goes to stderr; the table to stdout, after the
 machine lines of `kiln info` (cpu, cpu capability, isa in effect), which the JSON keeps as "machine".
 --bf16 adds a fourth runtime, kiln with `--precision bf16`, and a column with its speed-up over kiln fp32.
+--int8 adds kiln and ONNX Runtime on each model's int8 QDQ file (bench/qdq_models.py: kiln.quantization with
+ONNX Runtime's defaults, cached beside the export), with columns int8 / fp32 for kiln and kiln int8 against
+ORT int8 (same ratio rules). ORT runs its default int8 kernels on CPUs with VNNI (exact there) and its exact
+mode (session.x64quantprecision=1) on CPUs without, whose default saturates u8 x s8 pair sums; --models int8
+is the int8 set (resnet50, inception_v3, mobilenet_v1, resnet18, mobilenet_v2, transformer).
 Needs Debian's /usr/bin/python3 (torch, torchvision, onnx) and onnxruntime-node in bench/node_modules.
 """
 import argparse
@@ -47,7 +52,9 @@ DENSE_MODELS = ["fcn_resnet50", "deeplabv3_mobilenet_v3_large", "lraspp_mobilene
 # after the CNNs (--models recurrent). Not lstm_packed: the benchmarks fill int64 inputs with 0-9, which
 # as its lengths would be at most 9 of its 64 steps, empty sequences among them.
 RECURRENT_MODELS = ["lstm_tagger", "gru_encoder"]
-NAMED_SETS = {"seed": SEED_MODELS, "dense": DENSE_MODELS, "recurrent": RECURRENT_MODELS}
+# The models whose int8 rows the docs report (--models int8, with --int8).
+INT8_MODELS = ["resnet50", "inception_v3", "mobilenet_v1", "resnet18", "mobilenet_v2", "transformer"]
+NAMED_SETS = {"seed": SEED_MODELS, "dense": DENSE_MODELS, "recurrent": RECURRENT_MODELS, "int8": INT8_MODELS}
 CONFIG_PATTERN = re.compile(r"b([1-9][0-9]*)t([1-9][0-9]*)")
 RUNTIMES = ["kiln", "pytorch", "ort"]
 ORT_INSTALL_HINT = "(cd bench && ONNXRUNTIME_NODE_INSTALL=skip npm install)"
@@ -74,6 +81,8 @@ def parse_args():
                         help='extra options for `kiln bench`, e.g. "--disable onednn"; a lone option without '
                              'a value needs the = form (--kiln-args=--deterministic)')
     parser.add_argument("--bf16", action="store_true", help="also time kiln with --precision bf16")
+    parser.add_argument("--int8", action="store_true",
+                        help="also time kiln and ONNX Runtime on each model's int8 QDQ file")
     parser.add_argument("--peak-gflops-per-core", type=float, default=225.0,
                         help="f32 FMA peak per core, for kiln's %% of peak (default 225, the Intel Xeon's in "
                              "docs/performance.md; another CPU needs its own)")
@@ -155,6 +164,11 @@ def kiln_has_json(kiln):
 
 
 def run_once(runtime, name, path, batch, threads, warmup, iters, args):
+    ort_config = []
+    if runtime.endswith("_int8"):  # the same runtime on the quantized file
+        runtime, path = runtime[:-len("_int8")], str(args.quantized[name])
+        if not args.vnni:  # ORT's default int8 products saturate without VNNI: time its exact mode
+            ort_config = ["--config", "session.x64quantprecision=1"]
     thread_args = ["--threads", str(threads)]
     if runtime == "kiln_default":  # kiln at its own count (the cores, adapting to load) for any count above 1
         runtime, thread_args = "kiln", (thread_args if threads == 1 else [])
@@ -164,7 +178,7 @@ def run_once(runtime, name, path, batch, threads, warmup, iters, args):
     if runtime == "ort":
         if not (REPO / "bench" / "node_modules" / "onnxruntime-node").is_dir():
             return {"error": f"onnxruntime-node is not installed: {ORT_INSTALL_HINT}"}
-        return run_json(["node", str(REPO / "bench" / "ort_bench.js"), path, *sizes, "--kiln", args.kiln])
+        return run_json(["node", str(REPO / "bench" / "ort_bench.js"), path, *sizes, *ort_config, "--kiln", args.kiln])
     command = [args.kiln, "bench", path, *sizes, *shlex.split(args.kiln_args)]
     if runtime == "kiln_bf16":
         command += ["--precision", "bf16"]
@@ -212,6 +226,19 @@ def ratio(row, peer):
     return kiln_ms / peer_ms if row["batch"] == 1 else peer_ms / kiln_ms
 
 
+def int8_ratios(row):
+    """(kiln int8 / kiln fp32, kiln int8 / ORT int8) by the table's ratio rules, each or None."""
+    def ms(runtime):
+        return row["runtimes"].get(runtime, {}).get("median_ms")
+
+    def compare(ours, theirs):
+        if not ours or not theirs:
+            return None
+        return ours / theirs if row["batch"] == 1 else theirs / ours
+
+    return compare(ms("kiln_int8"), ms("kiln")), compare(ms("kiln_int8"), ms("ort_int8"))
+
+
 def bf16_speedup(row):
     """kiln bf16 over kiln fp32 (> 1: bf16 faster), or None."""
     fp32 = row["runtimes"]["kiln"]["median_ms"]
@@ -244,8 +271,10 @@ def markdown(rows, header, args):
              "- batch 1 rows: median latency in ms, ratio = kiln ms / peer ms (**< 1: kiln faster**); larger batches' "
              "rows: throughput in samples/s, ratio = kiln /s / peer /s (**> 1: kiln faster**)", "",
              "| model | config | kiln | PyTorch | ORT | kiln/PyTorch | kiln/ORT | kiln GFLOP/s | % peak | ORT GFLOP/s |"
-             + (" kiln bf16 | bf16 speed-up |" if args.bf16 else ""),
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if args.bf16 else "")]
+             + (" kiln bf16 | bf16 speed-up |" if args.bf16 else "")
+             + (" kiln int8 | ORT int8 | kiln int8/fp32 | kiln int8/ORT int8 |" if args.int8 else ""),
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if args.bf16 else "")
+             + ("---:|---:|---:|---:|" if args.int8 else "")]
     for row in rows:
         kind = "latency" if row["batch"] == 1 else "throughput"
         peak = row["kiln_peak_fraction"]
@@ -253,7 +282,9 @@ def markdown(rows, header, args):
                      f"{speed(row, 'ort')} | {number(ratio(row, 'pytorch'))} | {number(ratio(row, 'ort'))} | "
                      f"{number(row['runtimes']['kiln']['gflops'], 1)} | {number(peak and 100 * peak, 0, '%')} | "
                      f"{number(row['runtimes']['ort']['gflops'], 1)} |"
-                     + (f" {speed(row, 'kiln_bf16')} | {number(bf16_speedup(row), 2, 'x')} |" if args.bf16 else ""))
+                     + (f" {speed(row, 'kiln_bf16')} | {number(bf16_speedup(row), 2, 'x')} |" if args.bf16 else "")
+                     + (f" {speed(row, 'kiln_int8')} | {speed(row, 'ort_int8')} | {number(int8_ratios(row)[0])} | "
+                        f"{number(int8_ratios(row)[1])} |" if args.int8 else ""))
     if any(row["batch"] == 1 for row in rows):
         lines.append(f"| **geomean, batch 1** | latency | | | | {number(header['geomean_b1']['pytorch'])} | "
                      f"{number(header['geomean_b1']['ort'])} | | | |")
@@ -281,7 +312,7 @@ def markdown(rows, header, args):
 
 def main():
     args = parse_args()
-    args.runtimes = RUNTIMES + (["kiln_bf16"] if args.bf16 else [])
+    args.runtimes = RUNTIMES + (["kiln_bf16"] if args.bf16 else []) + (["kiln_int8", "ort_int8"] if args.int8 else [])
     args.kiln_json = kiln_has_json(args.kiln)
     if not args.kiln_json:
         log(f"note: {args.kiln} bench has no --json; reading its text output (no GFLOP/s)")
@@ -295,6 +326,12 @@ def main():
               "loadavg_start": " ".join(f"{load:.2f}" for load in os.getloadavg())}
     log(f"exporting {', '.join(args.models)} ...")
     paths = export_models(args.models)
+    if args.int8:
+        sys.path.insert(0, str(REPO / "bench"))
+        import qdq_models
+        log("quantizing (cached) ...")
+        args.quantized = {name: qdq_models.quantized_model(name, paths[name]) for name in args.models}
+        args.vnni = any("VNNI" in line or "AMX" in line for line in header["machine"] if line.startswith("cpu capability"))
     rows = []
     for name in args.models:
         for config in args.configs:
