@@ -2,13 +2,18 @@
 
 `quantize_static` takes ONNX Runtime's parameter names and defaults (QDQ, int8 activations and
 weights, MinMax calibration, asymmetric activations, symmetric weights), so a script written for
-`onnxruntime.quantization` runs unchanged where kiln does. kiln runs the calibration itself (the
+`onnxruntime.quantization` runs unchanged where kiln does. Entropy (TensorRT's KL divergence) and
+Percentile calibration take ONNX Runtime's extra_options names (CalibNumBins, CalibNumQuantizedBins,
+CalibPercentile, CalibTensorRangeSymmetric) with defaults of 2048 bins, 128 quantized bins and
+99.999%; two things differ on purpose: Entropy's default histogram has 2048 bins, not 128 (with 128
+bins and 128 quantized bins ONNX Runtime's search has one candidate, the full range), and an
+asymmetric Percentile cuts both tails of the signed values (ONNX Runtime histograms |x| there too). kiln runs the calibration itself (the
 model with every tensor to quantize made an output), then writes standard QuantizeLinear /
 DequantizeLinear pairs that any ONNX runtime reads; kiln plans the chains they form as integer steps.
 
 What it quantizes: Conv, MatMul and Gemm (constant weights, an Identity of an initializer included;
-a Gemm's alpha and beta 1) and the tensors they read and write. A Relu, or a Clip from 0 (ReLU6), that is such a node's only reader is
-dropped when activations are asymmetric: the result is quantized over the Relu's or Clip's range
+a Gemm's alpha and beta 1) and the tensors they read and write. A Relu, or a Clip from 0 (ReLU6),
+that is such a node's only reader is dropped when activations are asymmetric: the result is quantized over the Relu's or Clip's range
 (which starts at 0), so saturation does what the Relu or Clip did. A BatchNormalization after a
 Conv is folded into it first. Other ops stay float32 and read the dequantized tensors.
 """
@@ -74,7 +79,73 @@ class NpyFolderReader(CalibrationDataReader):
         return {name: np.load(path) for name, path in batch.items()}
 
 
-_EXTRA_OPTIONS = {"ActivationSymmetric", "WeightSymmetric"}
+_EXTRA_OPTIONS = {"ActivationSymmetric", "WeightSymmetric", "CalibTensorRangeSymmetric", "CalibNumBins",
+                  "CalibNumQuantizedBins", "CalibPercentile"}
+
+
+def _histogram(values, low, high, bins):
+    """Counts of `values` in `bins` equal bins over [low, high] (the last one closed), and the edges."""
+    if high <= low:
+        high = low + 1.0  # one value everywhere: any bins hold it
+    return np.histogram(values, bins=bins, range=(low, high))
+
+
+def _percentile_range(histogram, edges, percentile, symmetric):
+    """The range holding `percentile` percent of the counted values. Symmetric (`histogram` counts
+    |x| over [0, max |x|]): [-t, t] with t the upper edge of the first bin where the cumulative share
+    reaches percentile / 100. Otherwise (`histogram` counts x over [min, max]): from the lower edge of
+    the bin where the share passes (100 - percentile) / 200 to the upper edge of the bin where it
+    reaches 1 - that, so each tail loses half of the rest."""
+    # Compared in whole counts (cumulative * 200 against percent * total) so that a share landing
+    # exactly on the percentile is not lost to rounding.
+    cumulative = np.cumsum(histogram).astype(np.float64)
+    total = float(cumulative[-1])
+    if symmetric:
+        top = float(edges[np.searchsorted(cumulative * 100.0, percentile * total) + 1])
+        return -top, top
+    first = int(np.searchsorted(cumulative * 200.0, (100.0 - percentile) * total, side="right"))
+    last = int(np.searchsorted(cumulative * 200.0, (100.0 + percentile) * total))
+    return float(edges[min(first, len(histogram) - 1)]), float(edges[min(last, len(histogram) - 1) + 1])
+
+
+def _smoothed(distribution, epsilon=1e-4):
+    """`distribution` normalized with every empty bin given `epsilon` first, so that the KL divergence
+    stays finite; None when it is all empty."""
+    if distribution.sum() == 0:
+        return None
+    distribution = np.where(distribution == 0, epsilon * distribution.sum(), distribution)
+    return distribution / distribution.sum()
+
+
+def _entropy_range(histogram, edges, quantized_bins):
+    """TensorRT's KL calibration over a histogram of x on [-t, t] with an odd or even bin count: for
+    each window of bins centred on the zero bin, from `quantized_bins` wide to all of them, the
+    reference is the window with the counts outside it added to its end bins, the candidate is the
+    window merged into `quantized_bins` groups (the last takes the remainder), each group's count
+    spread over its non-empty bins. The window whose candidate is closest to its reference (KL
+    divergence) gives the range (its outer edges); ties keep the narrower window."""
+    bins = len(histogram)
+    zero = bins // 2
+    best, best_range = np.inf, (float(edges[0]), float(edges[-1]))
+    for half in range(quantized_bins // 2, zero + 1):
+        start, end = zero - half, min(zero + half + 1, bins)
+        window = histogram[start:end].astype(np.float64)
+        reference = window.copy()
+        reference[0] += histogram[:start].sum()
+        reference[-1] += histogram[end:].sum()
+        group = len(window) // quantized_bins
+        candidate = np.zeros(len(window))
+        for g in range(quantized_bins):
+            first = g * group
+            last = len(window) if g == quantized_bins - 1 else first + group
+            filled = window[first:last] != 0
+            if filled.any():
+                candidate[first:last][filled] = window[first:last].sum() / filled.sum()
+        p, q = _smoothed(reference), _smoothed(candidate)
+        divergence = np.inf if p is None or q is None else float(np.sum(p * np.log(p / q)))
+        if divergence < best:
+            best, best_range = divergence, (float(edges[start]), float(edges[end]))
+    return best_range
 
 
 def _range(qtype, symmetric, reduce_range):
@@ -195,6 +266,37 @@ def _fold_batch_norms(model, numpy_helper):
         graph.node.remove(bn)
 
 
+def _histogram_ranges(session, batches, tensors, ranges, method, symmetric, num_bins, quantized_bins, percentile):
+    """A second pass over the calibration batches, histograms over the first pass's ranges (|x| on
+    [0, max |x|] for a symmetric Percentile, x on [min, max] for the other, x on [-max |x|, max |x|]
+    for Entropy), and each tensor's range from them."""
+    bounds = {}
+    for name, (low, high) in ranges.items():
+        magnitude = max(abs(low), abs(high))
+        if method == CalibrationMethod.Entropy:
+            bounds[name] = (-magnitude, magnitude)
+        else:
+            bounds[name] = (0.0, magnitude) if symmetric else (low, high)
+    counts = {name: None for name in tensors}
+    edges = {}
+    for batch in batches:
+        outputs = session.run(batch)
+        for name in tensors:
+            values = outputs[name].ravel()
+            if method == CalibrationMethod.Percentile and symmetric:
+                values = np.abs(values)
+            histogram, edges[name] = _histogram(values, *bounds[name], num_bins)
+            counts[name] = histogram if counts[name] is None else counts[name] + histogram
+    chosen = {}
+    for name in tensors:
+        if method == CalibrationMethod.Percentile:
+            low, high = _percentile_range(counts[name], edges[name], percentile, symmetric)
+        else:
+            low, high = _entropy_range(counts[name], edges[name], quantized_bins)
+        chosen[name] = (max(low, ranges[name][0]), min(high, ranges[name][1]))
+    return chosen
+
+
 def quantize_static(model_input, model_output, calibration_data_reader, quant_format=QuantFormat.QDQ,
                     op_types_to_quantize=None, per_channel=False, reduce_range=False,
                     activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, nodes_to_quantize=None,
@@ -212,8 +314,9 @@ def quantize_static(model_input, model_output, calibration_data_reader, quant_fo
     if quant_format != QuantFormat.QDQ:
         raise NotImplementedError(f"quant_format {quant_format}: kiln.quantization writes QDQ models only "
                                   "(kiln plans their chains as QLinearConv / QLinearMatMul / QGemm steps)")
-    if calibrate_method != CalibrationMethod.MinMax:
-        raise NotImplementedError(f"calibrate_method {calibrate_method}: kiln.quantization calibrates with MinMax only")
+    if calibrate_method == CalibrationMethod.Distribution:
+        raise NotImplementedError("calibrate_method Distribution: kiln.quantization calibrates with MinMax, Entropy "
+                                  "and Percentile")
     if use_external_data_format:
         raise NotImplementedError("use_external_data_format: kiln.quantization writes one .onnx file")
     if activation_type == QuantType.QInt8 and weight_type == QuantType.QUInt8:
@@ -223,6 +326,14 @@ def quantize_static(model_input, model_output, calibration_data_reader, quant_fo
     if unknown:
         raise ValueError(f"unknown extra_options {unknown}; kiln.quantization takes {sorted(_EXTRA_OPTIONS)}")
     activation_symmetric = bool(extra_options.get("ActivationSymmetric", False))
+    range_symmetric = bool(extra_options.get("CalibTensorRangeSymmetric", False))
+    num_bins = int(extra_options.get("CalibNumBins", 2048))
+    quantized_bins = int(extra_options.get("CalibNumQuantizedBins", 128))
+    percentile = float(extra_options.get("CalibPercentile", 99.999))
+    if not 0 < percentile <= 100:
+        raise ValueError(f"CalibPercentile must be in (0, 100], got {percentile}")
+    if calibrate_method == CalibrationMethod.Entropy and not 1 <= quantized_bins <= num_bins:
+        raise ValueError(f"CalibNumQuantizedBins ({quantized_bins}) must be between 1 and CalibNumBins ({num_bins})")
     weight_symmetric = bool(extra_options.get("WeightSymmetric", weight_type == QuantType.QInt8))
     op_types = set(op_types_to_quantize or ["Conv", "MatMul", "Gemm"])
     unsupported = sorted(op_types - {"Conv", "MatMul", "Gemm"})
@@ -289,19 +400,22 @@ def quantize_static(model_input, model_output, calibration_data_reader, quant_fo
         path = os.path.join(folder, "augmented.onnx")
         onnx.save(augmented, path)
         session = Session(path)
-        batches = 0
+        batches = []
         while True:
             batch = calibration_data_reader.get_next()
             if batch is None:
                 break
+            batches.append(batch)
             outputs = session.run(batch)
             for name in tensors:
                 low, high = float(np.min(outputs[name])), float(np.max(outputs[name]))
                 old = ranges.get(name, (low, high))
                 ranges[name] = (min(old[0], low), max(old[1], high))
-            batches += 1
-    if batches == 0:
-        raise ValueError("the calibration data reader gave no batches")
+        if not batches:
+            raise ValueError("the calibration data reader gave no batches")
+        if calibrate_method != CalibrationMethod.MinMax:
+            ranges = _histogram_ranges(session, batches, tensors, ranges, calibrate_method, range_symmetric, num_bins,
+                                       quantized_bins, percentile)
 
     a_qmin, a_qmax = _range(activation_type, activation_symmetric, False)
     w_qmin, w_qmax = _range(weight_type, weight_symmetric, reduce_range)
@@ -414,6 +528,23 @@ def quantize_static(model_input, model_output, calibration_data_reader, quant_fo
     return report
 
 
+def _parse_extra_options(entries):
+    """["CalibPercentile=99.9", ...] -> {"CalibPercentile": 99.9}: numbers as numbers."""
+    options = {}
+    for entry in entries:
+        key, equals, value = entry.partition("=")
+        if not equals or not key:
+            raise ValueError(f"--extra-option {entry!r}: expected KEY=VALUE")
+        try:
+            options[key] = int(value)
+        except ValueError:
+            try:
+                options[key] = float(value)
+            except ValueError:
+                raise ValueError(f"--extra-option {entry!r}: the value must be a number") from None
+    return options
+
+
 def main(argv=None):
     """`kiln quantize MODEL OUTPUT --calibration-data DIR [options]`: quantize_static from the command
     line, calibration batches from a folder of .npy files (NpyFolderReader). Returns the exit code."""
@@ -433,6 +564,12 @@ def main(argv=None):
     parser.add_argument("--reduce-range", action="store_true", help="7-bit weights")
     parser.add_argument("--activation-type", choices=[t.name for t in QuantType], default="QInt8")
     parser.add_argument("--weight-type", choices=[t.name for t in QuantType], default="QInt8")
+    parser.add_argument("--calibrate-method", choices=["MinMax", "Entropy", "Percentile"], default="MinMax",
+                        help="how each activation's range is chosen (Entropy and Percentile: --extra-option "
+                             "CalibNumBins=N, CalibNumQuantizedBins=N, CalibPercentile=P, "
+                             "CalibTensorRangeSymmetric=1)")
+    parser.add_argument("--extra-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="one of quantize_static's extra_options (repeatable)")
     args = parser.parse_args(argv)
     import onnx
     try:
@@ -445,7 +582,9 @@ def main(argv=None):
         report = quantize_static(model, args.output, NpyFolderReader(args.calibration_data, inputs),
                                  per_channel=args.per_channel, reduce_range=args.reduce_range,
                                  activation_type=QuantType[args.activation_type],
-                                 weight_type=QuantType[args.weight_type])
+                                 weight_type=QuantType[args.weight_type],
+                                 calibrate_method=CalibrationMethod[args.calibrate_method],
+                                 extra_options=_parse_extra_options(args.extra_option))
     except (OSError, ValueError, NotImplementedError) as error:
         print(f"kiln quantize: error: {error}", file=sys.stderr)
         return 1

@@ -99,8 +99,8 @@ def test_bad_options_are_named(kiln_module, float_model, tmp_path):
     out = tmp_path / "never.onnx"
     with pytest.raises(NotImplementedError, match="writes QDQ models only"):
         q.quantize_static(float_model, out, Reader(1, 1), quant_format=q.QuantFormat.QOperator)
-    with pytest.raises(NotImplementedError, match="MinMax only"):
-        q.quantize_static(float_model, out, Reader(1, 1), calibrate_method=q.CalibrationMethod.Entropy)
+    with pytest.raises(NotImplementedError, match="calibrate_method Distribution"):
+        q.quantize_static(float_model, out, Reader(1, 1), calibrate_method=q.CalibrationMethod.Distribution)
     with pytest.raises(ValueError, match="unknown extra_options \\['Bogus'\\]"):
         q.quantize_static(float_model, out, Reader(1, 1), extra_options={"Bogus": 1})
     with pytest.raises(ValueError, match="int8 activations with uint8 weights"):
@@ -345,3 +345,59 @@ def test_kiln_quantize_command(kiln_bin, float_model, tmp_path):
     bad = subprocess.run([str(kiln_bin), "quantize", str(garbage), str(out), "--calibration-data", str(folder)],
                          capture_output=True, text=True)
     assert bad.returncode == 1 and "cannot read" in bad.stderr
+
+
+def test_percentile_range_computed_by_hand(kiln_module):
+    q = kiln_module.quantization
+    # 0.5, 1.5, ..., 999.5 in 1000 bins of width 1 over [0, 1000]: bin k holds k + 0.5, so the
+    # cumulative share first reaches 0.99 in bin 989, whose upper edge is 990.
+    values = np.arange(1000, dtype=np.float32) + np.float32(0.5)
+    histogram, edges = q._histogram(values, 0.0, 1000.0, 1000)
+    assert q._percentile_range(histogram, edges, 99.0, symmetric=True) == (-990.0, 990.0)
+    # Signed, -500..499 over [-500, 500] (bin k holds k - 500): each tail loses 0.5%, 5 of the 1000
+    # values: the low end is the lower edge of the bin holding the 6th value (-495), the high end the
+    # upper edge of the bin holding the 995th (495).
+    signed = np.arange(-500, 500, dtype=np.float32)
+    histogram, edges = q._histogram(signed, -500.0, 500.0, 1000)
+    assert q._percentile_range(histogram, edges, 99.0, symmetric=False) == (-495.0, 495.0)
+
+
+def test_entropy_range_computed_by_hand(kiln_module):
+    q = kiln_module.quantization
+    # Uniform over [-1, 1] in 256 bins: any narrower window folds its outside into its end bins, which
+    # its 16 merged groups smear out; the full window equals its candidate: the range is [-1, 1].
+    uniform = np.linspace(-1, 1, 256 * 40, dtype=np.float32)
+    histogram, edges = q._histogram(uniform, -1.0, 1.0, 256)
+    assert q._entropy_range(histogram, edges, 16) == (-1.0, 1.0)
+    # Four bins over [-2, 2] (edges -2, -1, 0, 1, 2) holding 2, 4, 2, 0 values, two quantized bins:
+    # - window of bins 1..3: reference [4 + 2, 2, 0], candidate [4 | 2, 0] = [4, 2, 0], so
+    #   p = [3/4, 1/4, 0], q = [2/3, 1/3, 0]: KL = 3/4 ln(9/8) + 1/4 ln(3/4) = 0.0164;
+    # - all four bins: reference [2, 4, 2, 0], candidate [3, 3 | 2, 0]: p = [1/4, 1/2, 1/4, 0],
+    #   q = [3/8, 3/8, 1/4, 0]: KL = 1/4 ln(2/3) + 1/2 ln(4/3) = 0.0425.
+    # The first wins (the empty bins add the same epsilon to p and q): the range is [-1, 2].
+    small = np.array([-1.5, -1.5, -0.5, -0.5, -0.5, -0.5, 0.5, 0.5], dtype=np.float32)
+    histogram, edges = q._histogram(small, -2.0, 2.0, 4)
+    assert list(histogram) == [2, 4, 2, 0]
+    assert q._entropy_range(histogram, edges, 2) == (-1.0, 2.0)
+
+
+def test_entropy_and_percentile_calibration_quantize_the_model(kiln_module, float_model, tmp_path):
+    q = kiln_module.quantization
+    minmax = q.quantize_static(float_model, tmp_path / "minmax.onnx", Reader(4, 3))
+    for method, options in ((q.CalibrationMethod.Entropy, {}), (q.CalibrationMethod.Percentile,
+                                                                {"CalibPercentile": 99.0})):
+        report = q.quantize_static(float_model, tmp_path / f"{method.name}.onnx", Reader(4, 3),
+                                   calibrate_method=method, extra_options=options)
+        assert report["nodes"] == minmax["nodes"]
+        for name, (low, high, _, _) in report["tensors"].items():
+            full_low, full_high = minmax["tensors"][name][:2]
+            # Within the observed range, never wider.
+            assert full_low <= low <= high <= full_high, (method, name)
+        narrowed = [name for name, t in report["tensors"].items() if t[1] < minmax["tensors"][name][1]]
+        assert narrowed, f"{method.name} clipped no tensor's range"
+        session = kiln_module.Session(str(tmp_path / f"{method.name}.onnx"))
+        x = np.random.default_rng(5).standard_normal((1, 3, 16, 16)).astype(np.float32)
+        assert np.isfinite(session.run({"x": x})["y"]).all()
+    with pytest.raises(ValueError, match="CalibPercentile must be in"):
+        q.quantize_static(float_model, tmp_path / "never.onnx", Reader(1, 1),
+                          calibrate_method=q.CalibrationMethod.Percentile, extra_options={"CalibPercentile": 0})
