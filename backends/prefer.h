@@ -1,7 +1,7 @@
 // kiln::backends::prefer: naming the backends (and named kernels) that may run an op family, in
 // order, instead of switching others off. A preference is a settings row per op family
-// (prefer_conv, prefer_matmul, prefer_attention, prefer_other; backends/registry.h lists which op
-// types each family holds): kernel selection asks the listed candidates in the listed order and no
+// (prefer_conv, prefer_matmul, prefer_attention, prefer_quantized, prefer_other; backends/registry.h lists
+// which op types each family holds): kernel selection asks the listed candidates in the listed order and no
 // other, so a preference may leave out the native fallback that --disable cannot; a node none of
 // the listed candidates takes is then a planning error listing every candidate's reason. The unit
 // of choice is a backend ("onednn", "blas", "native": every kernel of it) or one named kernel
@@ -19,7 +19,7 @@
 
 namespace kiln::backends {
 
-// The op families' names, in kOpFamilies' order: {"conv", "matmul", "attention", "other"}.
+// The op families' names, in kOpFamilies' order: {"conv", "matmul", "attention", "quantized", "other"}.
 std::vector<std::string> op_families();
 
 // The settings change listing `names` for `families` (empty: every family). Throws kiln::Error

@@ -114,12 +114,20 @@ inline constexpr std::string_view kOnednnSdpaKernels[] = {"onednn"};
 inline constexpr std::string_view kConvFamily[] = {"Conv", "ConvTranspose"};
 inline constexpr std::string_view kMatmulFamily[] = {"MatMul", "Gemm", "Einsum"};
 inline constexpr std::string_view kAttentionFamily[] = {"ScaledDotProductAttention"};  // kAttentionOp
+// The int8 ops: the integer products (oneDNN's exact VNNI kernels or native's), the quantized
+// elementwise ops and the conversions (kiln.backends.quantized.engine chooses among them).
+inline constexpr std::string_view kQuantizedFamily[] = {
+    "QLinearConv", "ConvInteger", "QLinearMatMul",  "MatMulInteger",    "QGemm",
+    "QLinearAdd",  "QLinearMul",  "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"};
 struct OpFamily {
   std::string_view name;
   std::span<const std::string_view> ops;  // empty: every op type no other family lists
 };
-inline constexpr OpFamily kOpFamilies[] = {
-    {"conv", kConvFamily}, {"matmul", kMatmulFamily}, {"attention", kAttentionFamily}, {"other", {}}};
+inline constexpr OpFamily kOpFamilies[] = {{"conv", kConvFamily},
+                                           {"matmul", kMatmulFamily},
+                                           {"attention", kAttentionFamily},
+                                           {"quantized", kQuantizedFamily},
+                                           {"other", {}}};
 inline constexpr int kOpFamilyCount = static_cast<int>(std::size(kOpFamilies));
 
 // What a preference lists, the unit of choice: a backend (every kernel of it), or one named kernel

@@ -165,6 +165,8 @@ inline constexpr std::array kSettingRows = {
     prefer_row("prefer_matmul",
                KILN_PREFER_HELP("matrix products (MatMul, Gemm; Einsum, which only native runs)")),
     prefer_row("prefer_attention", KILN_PREFER_HELP("fused attention steps (after sdpa_kernels' choice)")),
+    prefer_row("prefer_quantized",
+               KILN_PREFER_HELP("int8 ops (QLinearConv, QLinearMatMul, MatMulInteger, QuantizeLinear, ...)")),
     prefer_row("prefer_other", KILN_PREFER_HELP("every other op")),
     SettingRow{.name = "blas_threshold",
                .type = SettingType::integer,
@@ -283,13 +285,14 @@ struct SettingShorthand {
 };
 inline constexpr std::string_view kPrecisionTargets[] = {"conv_precision", "matmul_precision"};
 inline constexpr std::string_view kPreferTargets[] = {"prefer_conv", "prefer_matmul", "prefer_attention",
-                                                      "prefer_other"};
+                                                      "prefer_quantized", "prefer_other"};
 inline constexpr std::array kSettingShorthands = {
     SettingShorthand{"precision", kPrecisionTargets,
                      "fp32|bf16: precision of convolutions and matrix products"},
-    SettingShorthand{"prefer", kPreferTargets,
-                     "backends and named kernels that may run every op family, in priority order "
-                     "(prefer_conv, prefer_matmul, prefer_attention and prefer_other at once)"},
+    SettingShorthand{
+        "prefer", kPreferTargets,
+        "backends and named kernels that may run every op family, in priority order "
+        "(prefer_conv, prefer_matmul, prefer_attention, prefer_quantized and prefer_other at once)"},
 };
 // The prefer_<family> slot of op family `family` (registry_data::kOpFamilies' index).
 int prefer_slot(int family);

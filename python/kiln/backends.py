@@ -261,8 +261,9 @@ cuda = _types.SimpleNamespace(is_built=lambda: False, is_available=lambda: False
 
 
 def op_families():
-    """The op families a preference applies to: ["conv", "matmul", "attention", "other"] (matmul:
-    MatMul, Gemm and Einsum; attention: fused attention steps; other: every other op)."""
+    """The op families a preference applies to: ["conv", "matmul", "attention", "quantized", "other"]
+    (matmul: MatMul, Gemm and Einsum; attention: fused attention steps; quantized: the int8 ops;
+    other: every other op)."""
     return _b.op_families()
 
 
@@ -298,6 +299,49 @@ def preferred_linalg_library(backend=None):
     if backend is not None:
         _b.set_preferred_linalg_library(str(backend))
     return _b.preferred_linalg_library()
+
+
+# ---- the int8 engine (torch.backends.quantized) ----
+
+_TIERS = ["baseline", "avx2", "avx512", "avx512_bf16", "amx"]
+
+
+class _Quantized:
+    """torch.backends.quantized's shape: which engine runs the int8 ops (the "quantized" op family:
+    QLinearConv, QLinearMatMul, MatMulInteger, QuantizeLinear, ...). "onednn" (its VNNI kernels,
+    exact only from the avx512_bf16 tier up, with native's kernels for what it refuses) or "native"
+    (kiln's exact kernels on every CPU). Both give the same bits. `engine` is assigned globally
+    (prefer_quantized); for a scope use kiln.backends.prefer([...], ops=["quantized"])."""
+
+    @property
+    def supported_engines(self):
+        """The engines that run int8 exactly on this CPU at the tier in effect (KILN_ISA caps it)."""
+        engines = ["native"]
+        if onednn.is_built() and onednn.enabled and _TIERS.index(cpu.isa()) >= _TIERS.index("avx512_bf16"):
+            engines.insert(0, "onednn")
+        return engines
+
+    @property
+    def engine(self):
+        """The engine asked first for int8 ops on this thread: the preference's first entry, or
+        without one the first supported engine."""
+        listed = preferred("quantized")
+        return listed[0] if listed else self.supported_engines[0]
+
+    @engine.setter
+    def engine(self, name):
+        name = str(name)
+        if name == "default":
+            set_prefer([], ops=["quantized"])
+            return
+        if name not in self.supported_engines:
+            raise RuntimeError(f"quantized engine {name!r} is not supported here; supported_engines: "
+                               f"{self.supported_engines} (oneDNN's int8 kernels are exact only with VNNI, the "
+                               "avx512_bf16 tier and above)")
+        set_prefer([name] if name == "native" else [name, "native"], ops=["quantized"])
+
+
+quantized = _Quantized()
 
 
 # ---- the MHA fast path (torch.backends.mha) ----

@@ -401,3 +401,32 @@ def test_entropy_and_percentile_calibration_quantize_the_model(kiln_module, floa
     with pytest.raises(ValueError, match="CalibPercentile must be in"):
         q.quantize_static(float_model, tmp_path / "never.onnx", Reader(1, 1),
                           calibrate_method=q.CalibrationMethod.Percentile, extra_options={"CalibPercentile": 0})
+
+
+def test_quantized_engine_chooses_who_runs_int8_and_gives_the_same_bits(kiln_module, float_model, tmp_path):
+    backends = kiln_module.backends
+    out = tmp_path / "engine.qdq.onnx"
+    kiln_module.quantization.quantize_static(float_model, out, Reader(4, 1))
+    x = Reader(1, 7).get_next()
+    supported = backends.quantized.supported_engines
+    assert supported[-1] == "native"
+    # oneDNN's int8 kernels only where they are exact (VNNI: the avx512_bf16 tier and above).
+    vnni = backends.cpu.isa() in ("avx512_bf16", "amx") and backends.onednn.is_built()
+    assert ("onednn" in supported) == vnni
+    assert backends.quantized.engine == supported[0]
+    outputs = {}
+    try:
+        for engine in supported:
+            backends.quantized.engine = engine
+            assert backends.quantized.engine == engine
+            session = kiln_module.Session(out)
+            convs = [s for s in session.explain(x) if s["op"] == "QLinearConv"]
+            assert convs and all(s["backend"] == engine for s in convs), [s["backend"] for s in convs]
+            outputs[engine] = session.run(x)["y"]
+        with pytest.raises(RuntimeError, match="not supported here"):
+            backends.quantized.engine = "fbgemm"
+    finally:
+        backends.quantized.engine = "default"
+    assert backends.preferred("quantized") == []
+    for engine, y in outputs.items():
+        np.testing.assert_array_equal(y, outputs["native"], err_msg=engine)

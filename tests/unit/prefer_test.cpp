@@ -54,13 +54,16 @@ Settings with_prefer(std::initializer_list<std::string_view> names,
 }
 
 TEST(Prefer, OpsBelongToFamiliesAndReorderToNone) {
-  EXPECT_EQ(backends::op_families(), (std::vector<std::string>{"conv", "matmul", "attention", "other"}));
+  EXPECT_EQ(backends::op_families(),
+            (std::vector<std::string>{"conv", "matmul", "attention", "quantized", "other"}));
   EXPECT_EQ(op_family("Conv"), 0);
   EXPECT_EQ(op_family("MatMul"), 1);
   EXPECT_EQ(op_family("Gemm"), 1);
   EXPECT_EQ(op_family("Einsum"), 1);
   EXPECT_EQ(op_family(kAttentionOp), 2);
-  EXPECT_EQ(op_family("Relu"), 3);
+  EXPECT_EQ(op_family("QLinearConv"), 3);
+  EXPECT_EQ(op_family("DequantizeLinear"), 3);
+  EXPECT_EQ(op_family("Relu"), 4);
   EXPECT_EQ(op_family("Reorder"), -1);
 }
 
@@ -189,7 +192,7 @@ TEST(Prefer, GuardsRestoreAndErrorsNameTheCulprit) {
             std::string::npos);
   EXPECT_NE(message([] {
               backends::ScopedPrefer guard({"native"}, {"pooling"});
-            }).find("unknown op family 'pooling' (known: conv, matmul, attention, other)"),
+            }).find("unknown op family 'pooling' (known: conv, matmul, attention, quantized, other)"),
             std::string::npos);
   EXPECT_NE(message([] { backends::preferred("pooling"); }).find("unknown op family"), std::string::npos);
 }
