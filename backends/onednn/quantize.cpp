@@ -1,8 +1,8 @@
 // oneDNN QLinearConv and ConvInteger (2-D), QLinearMatMul and MatMulInteger (constant 2-D B), only
-// where oneDNN's int8 arithmetic is exact: on the
-// avx512_bf16 tier and above, whose VNNI (vpdpbusd) sums u8 x s8 products into int32 without
-// saturating. Below it oneDNN's int8 convolutions use vpmaddubsw, whose 16-bit pair sums saturate,
-// and halve the weights to avoid that: kiln leaves those CPUs to native's exact kernels.
+// where oneDNN's int8 arithmetic is exact: on the avx512_bf16 tier and above, whose VNNI (vpdpbusd)
+// sums u8 x s8 products into int32 without saturating. Below it oneDNN's int8 convolutions use vpmaddubsw,
+// whose 16-bit pair sums saturate, and halve the weights to avoid that: kiln leaves those CPUs to native's
+// exact kernels.
 //
 // oneDNN's int8 convolutions read and write channels-last, and so do the conv kernels: a quantized
 // value flows from one convolution to the next (and through channels-last elementwise steps) with
@@ -40,17 +40,55 @@ bool constant_zero(const OpSpec& spec, int input) {
   return value.is_constant() && value.value.numel() == 1 && value.value.int_at(0) == 0;
 }
 
+// What the convolution and the matmul share: the zero points of x and y (run-time arguments where
+// they are not constant zeros) and, for the requantizing ops, the multipliers x_scale * w_scale /
+// y_scale, one per output channel (column) or one for all, baked into the primitive.
+struct Requantization {
+  IntegerOperands at;
+  bool x_zero_point, y_zero_point;  // passed at run time
+
+  explicit Requantization(const OpSpec& spec)
+      : at(integer_operands(spec)),
+        x_zero_point(!constant_zero(spec, at.x_zero_point)),
+        y_zero_point(at.requantized() && !constant_zero(spec, at.y_zero_point)) {}
+
+  dnnl::primitive_attr attributes(const OpSpec& spec) const {
+    dnnl::primitive_attr attr = primitive_attributes();
+    if (x_zero_point) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    if (!at.requantized()) return attr;
+    const Tensor& w_scale = spec.input(at.w_scale).value;
+    const float x_scale = spec.input(at.x_scale).value.data<float>()[0];
+    const float y_scale = spec.input(at.y_scale).value.data<float>()[0];
+    std::vector<float> multipliers;
+    for (int64_t m = 0; m < w_scale.numel(); ++m)
+      multipliers.push_back(requantize_multiplier(x_scale, w_scale.data<float>()[m], y_scale));
+    attr.set_output_scales(multipliers.size() == 1 ? 0 : 1 << 1, multipliers);
+    if (y_zero_point) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+    return attr;
+  }
+
+  // Runs `primitive` on `args` and the run's zero points.
+  void execute(const Primitive& primitive, std::unordered_map<int, memory> args,
+               std::span<const Tensor> inputs) const {
+    int32_t x_value = zero_point_value(inputs, at.x_zero_point);
+    int32_t y_value = zero_point_value(inputs, at.y_zero_point);
+    const memory::desc scalar({1}, memory::data_type::s32, memory::format_tag::x);
+    if (x_zero_point) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = memory(scalar, engine(), &x_value);
+    if (y_zero_point) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST] = memory(scalar, engine(), &y_value);
+    primitive.execute(std::move(args));
+  }
+};
+
 class IntegerConvKernel final : public Kernel {
  public:
   IntegerConvKernel(const OpSpec& spec, const ConvParams& p, const Shape& output_shape, DType output)
-      : at_(integer_operands(spec)),
-        x_zero_point_(!constant_zero(spec, at_.x_zero_point)),
-        y_zero_point_(at_.requantized() && !constant_zero(spec, at_.y_zero_point)) {
-    const Shape& x_shape = spec.input(at_.x).shape;
-    const memory::data_type dst_type = at_.requantized() ? int8_type(output) : memory::data_type::s32;
-    src_ = memory::desc(dims_of(x_shape), int8_type(spec.input(at_.x).dtype), memory::format_tag::nhwc);
+      : requantization_(spec) {
+    const IntegerOperands& at = requantization_.at;
+    const Shape& x_shape = spec.input(at.x).shape;
+    const memory::data_type dst_type = at.requantized() ? int8_type(output) : memory::data_type::s32;
+    src_ = memory::desc(dims_of(x_shape), int8_type(spec.input(at.x).dtype), memory::format_tag::nhwc);
     dst_ = memory::desc(dims_of(output_shape), dst_type, memory::format_tag::nhwc);
-    const Tensor& weights = spec.input(at_.w).value;
+    const Tensor& weights = spec.input(at.w).value;
     const int64_t group = p.group;
     const memory::dims weight_dims =
         group == 1 ? dims_of(weights.shape())
@@ -63,55 +101,36 @@ class IntegerConvKernel final : public Kernel {
     const dnnl::convolution_forward::desc desc(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_, any_weights, bias_desc,
         dst_, p.window.strides, dilations, p.window.pads_begin, p.window.pads_end);
-    dnnl::primitive_attr attr = primitive_attributes();
-    if (x_zero_point_) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-    if (at_.requantized()) {
-      const Tensor& w_scale = spec.input(at_.w_scale).value;
-      const float x_scale = spec.input(at_.x_scale).value.data<float>()[0];
-      const float y_scale = spec.input(at_.y_scale).value.data<float>()[0];
-      std::vector<float> multipliers;
-      for (int64_t m = 0; m < w_scale.numel(); ++m)
-        multipliers.push_back(requantize_multiplier(x_scale, w_scale.data<float>()[m], y_scale));
-      attr.set_output_scales(multipliers.size() == 1 ? 0 : 1 << 1, multipliers);
-      if (y_zero_point_) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
-    }
-    const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
+    const dnnl::convolution_forward::primitive_desc pd(desc, requantization_.attributes(spec), engine());
     convolution_ = Primitive(pd);
     name_ = "onednn:" + implementation_name(pd) + ":int8";
     const memory::desc user_weights(weight_dims, memory::data_type::s8,
                                     group == 1 ? memory::format_tag::oihw : memory::format_tag::goihw);
     weights_ = reorder_constant(user_weights, weights, pd.weights_desc());
-    if (p.has_bias) bias_ = reorder_constant(bias_desc, spec.input(at_.bias).value, bias_desc);
+    if (p.has_bias) bias_ = reorder_constant(bias_desc, spec.input(at.bias).value, bias_desc);
   }
 
   void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
     apply_thread_count();
-    int32_t x_zero_point = zero_point_value(inputs, at_.x_zero_point);
-    int32_t y_zero_point = zero_point_value(inputs, at_.y_zero_point);
-    const memory::desc scalar({1}, memory::data_type::s32, memory::format_tag::x);
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(src_, inputs[at_.x])},
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(src_, inputs[requantization_.at.x])},
                                             {DNNL_ARG_WEIGHTS, weights_},
                                             {DNNL_ARG_DST, wrap(dst_, outputs[0])}};
     if (bias_) args[DNNL_ARG_BIAS] = bias_;
-    if (x_zero_point_)
-      args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = memory(scalar, engine(), &x_zero_point);
-    if (y_zero_point_)
-      args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST] = memory(scalar, engine(), &y_zero_point);
-    convolution_.execute(std::move(args));
+    requantization_.execute(convolution_, std::move(args), inputs);
   }
 
   std::string_view name() const override { return name_; }
   Layout input_layout(size_t index) const override {
-    return static_cast<int>(index) == at_.x ? Layout::nhwc : Layout::plain;
+    return static_cast<int>(index) == requantization_.at.x ? Layout::nhwc : Layout::plain;
   }
   Layout output_layout(size_t) const override { return Layout::nhwc; }
   bool copied_at_plan_time(size_t index) const override {
-    return static_cast<int>(index) == at_.w || static_cast<int>(index) == at_.bias;
+    const IntegerOperands& at = requantization_.at;
+    return static_cast<int>(index) == at.w || static_cast<int>(index) == at.bias;
   }
 
  private:
-  IntegerOperands at_;
-  bool x_zero_point_, y_zero_point_;  // passed at run time (not a constant zero)
+  Requantization requantization_;
   memory::desc src_, dst_;
   Primitive convolution_;
   memory weights_, bias_;
@@ -123,56 +142,38 @@ class IntegerConvKernel final : public Kernel {
 // point is computed per run, so it is a run-time argument like the convolutions').
 class IntegerMatMulKernel final : public Kernel {
  public:
-  IntegerMatMulKernel(const OpSpec& spec, const MatMulParams& p, DType output)
-      : at_(integer_operands(spec)),
-        x_zero_point_(!constant_zero(spec, at_.x_zero_point)),
-        y_zero_point_(at_.requantized() && !constant_zero(spec, at_.y_zero_point)) {
+  IntegerMatMulKernel(const OpSpec& spec, const MatMulParams& p, DType output) : requantization_(spec) {
+    const IntegerOperands& at = requantization_.at;
     int64_t rows = p.m;
     for (int64_t d : p.a_batch) rows *= d;
-    const memory::data_type dst_type = at_.requantized() ? int8_type(output) : memory::data_type::s32;
-    src_ = memory::desc({rows, p.k}, int8_type(spec.input(at_.x).dtype), memory::format_tag::ab);
+    const memory::data_type dst_type = at.requantized() ? int8_type(output) : memory::data_type::s32;
+    src_ = memory::desc({rows, p.k}, int8_type(spec.input(at.x).dtype), memory::format_tag::ab);
     dst_ = memory::desc({rows, p.n}, dst_type, memory::format_tag::ab);
     const memory::desc user_weights({p.k, p.n}, memory::data_type::s8, memory::format_tag::ab);
     const memory::desc any_weights({p.k, p.n}, memory::data_type::s8, memory::format_tag::any);
-    dnnl::primitive_attr attr = primitive_attributes();
-    if (x_zero_point_) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-    if (at_.requantized()) {
-      const Tensor& w_scale = spec.input(at_.w_scale).value;
-      const float x_scale = spec.input(at_.x_scale).value.data<float>()[0];
-      const float y_scale = spec.input(at_.y_scale).value.data<float>()[0];
-      std::vector<float> multipliers;
-      for (int64_t n = 0; n < w_scale.numel(); ++n)
-        multipliers.push_back(requantize_multiplier(x_scale, w_scale.data<float>()[n], y_scale));
-      attr.set_output_scales(multipliers.size() == 1 ? 0 : 1 << 1, multipliers);
-      if (y_zero_point_) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
-    }
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_, any_weights, dst_), attr, engine());
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_, any_weights, dst_),
+                                          requantization_.attributes(spec), engine());
     matmul_ = Primitive(pd);
     name_ = "onednn:" + implementation_name(pd) + ":int8";
-    weights_ = reorder_constant(user_weights, spec.input(at_.w).value, pd.weights_desc());
+    weights_ = reorder_constant(user_weights, spec.input(at.w).value, pd.weights_desc());
   }
 
   void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
     apply_thread_count();
-    int32_t x_zero_point = zero_point_value(inputs, at_.x_zero_point);
-    int32_t y_zero_point = zero_point_value(inputs, at_.y_zero_point);
-    const memory::desc scalar({1}, memory::data_type::s32, memory::format_tag::x);
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(src_, inputs[at_.x])},
-                                            {DNNL_ARG_WEIGHTS, weights_},
-                                            {DNNL_ARG_DST, wrap(dst_, outputs[0])}};
-    if (x_zero_point_)
-      args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = memory(scalar, engine(), &x_zero_point);
-    if (y_zero_point_)
-      args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST] = memory(scalar, engine(), &y_zero_point);
-    matmul_.execute(std::move(args));
+    requantization_.execute(matmul_,
+                            {{DNNL_ARG_SRC, wrap(src_, inputs[requantization_.at.x])},
+                             {DNNL_ARG_WEIGHTS, weights_},
+                             {DNNL_ARG_DST, wrap(dst_, outputs[0])}},
+                            inputs);
   }
 
   std::string_view name() const override { return name_; }
-  bool copied_at_plan_time(size_t index) const override { return static_cast<int>(index) == at_.w; }
+  bool copied_at_plan_time(size_t index) const override {
+    return static_cast<int>(index) == requantization_.at.w;
+  }
 
  private:
-  IntegerOperands at_;
-  bool x_zero_point_, y_zero_point_;  // passed at run time (not a constant zero)
+  Requantization requantization_;
   memory::desc src_, dst_;
   Primitive matmul_;
   memory weights_;
