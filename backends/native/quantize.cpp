@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <type_traits>
 
 #include "backends/base/function_kernel.h"
@@ -184,28 +185,65 @@ KernelOrReason make_dequantize_linear(const OpSpec& spec, std::span<const Tensor
 // ---- DynamicQuantizeLinear -----------------------------------------------------------------------
 
 // uint8 over [min(0, min x), max(0, max x)]: scale = range / 255, zero point = round(-min / scale).
+// Lowers *low and raises *high to cover x[0, n); a NaN is skipped, as std::min and std::max do.
+using RangeFn = void (*)(const float* x, int64_t n, float* low, float* high);
+[[gnu::always_inline]] inline void widen_range(const float* x, int64_t n, float* low, float* high) {
+  float smallest = *low;
+  float largest = *high;
+  for (int64_t i = 0; i < n; ++i) {
+    smallest = x[i] < smallest ? x[i] : smallest;
+    largest = x[i] > largest ? x[i] : largest;
+  }
+  *low = smallest;
+  *high = largest;
+}
+__attribute__((target("avx512f,avx512bw"))) void widen_range_avx512(const float* x, int64_t n, float* low,
+                                                                    float* high) {
+  widen_range(x, n, low, high);
+}
+__attribute__((target("avx2"))) void widen_range_avx2(const float* x, int64_t n, float* low, float* high) {
+  widen_range(x, n, low, high);
+}
+void widen_range_baseline(const float* x, int64_t n, float* low, float* high) {
+  widen_range(x, n, low, high);
+}
+
+// uint8 over the run's own range, which always holds 0: two parallel passes (the range, then the
+// values through QuantizeLinear's vector loop), the ISA tier's variants of both.
 KernelOrReason make_dynamic_quantize_linear(const OpSpec&, std::span<const TensorInfo>) {
-  return make_kernel("native:dynamic_quantize_linear", [](std::span<const Tensor> inputs,
-                                                          std::span<Tensor> dst) {
-    const float* x = inputs[0].data<float>();
-    const int64_t count = inputs[0].numel();
-    float low = 0;
-    float high = 0;
-    for (int64_t e = 0; e < count; ++e) {
-      low = std::min(low, x[e]);
-      high = std::max(high, x[e]);
-    }
-    const float scale = (high - low) / 255.0f;
-    // An all-zero input has scale 0: every value is then the zero point 0.
-    const uint8_t zero_point = scale == 0 ? 0 : saturate_rounded<uint8_t>(std::nearbyint(0.0f - low / scale));
-    dst[1].data<float>()[0] = scale;
-    dst[2].data<uint8_t>()[0] = zero_point;
-    uint8_t* y = dst[0].data<uint8_t>();
-    parallel_for(0, count, 4, [&](int64_t begin, int64_t end) {
-      for (int64_t e = begin; e < end; ++e)
-        y[e] = scale == 0 ? 0 : quantize_value<uint8_t>(x[e], scale, zero_point);
-    });
-  });
+  const auto range = pick_isa_variant<RangeFn>(widen_range_avx512, widen_range_avx2, widen_range_baseline);
+  const auto quantize = pick_isa_variant<QuantizeFloatsFn<uint8_t>>(
+      quantize_floats_avx512<uint8_t>, quantize_floats_avx2<uint8_t>, quantize_floats_baseline<uint8_t>);
+  return make_kernel(std::string("native:dynamic_quantize_linear_") + range.isa,
+                     [range, quantize](std::span<const Tensor> inputs, std::span<Tensor> dst) {
+                       const float* x = inputs[0].data<float>();
+                       const int64_t count = inputs[0].numel();
+                       float low = 0;
+                       float high = 0;
+                       std::mutex combine;
+                       parallel_for(0, count, 1, [&](int64_t begin, int64_t end) {
+                         float part_low = 0;
+                         float part_high = 0;
+                         range.fn(x + begin, end - begin, &part_low, &part_high);
+                         const std::lock_guard<std::mutex> lock(combine);
+                         low = std::min(low, part_low);
+                         high = std::max(high, part_high);
+                       });
+                       const float scale = (high - low) / 255.0f;
+                       // An all-zero input has scale 0: every value is then the zero point 0.
+                       const uint8_t zero_point =
+                           scale == 0 ? 0 : saturate_rounded<uint8_t>(std::nearbyint(0.0f - low / scale));
+                       dst[1].data<float>()[0] = scale;
+                       dst[2].data<uint8_t>()[0] = zero_point;
+                       uint8_t* y = dst[0].data<uint8_t>();
+                       if (scale == 0) {
+                         std::fill(y, y + count, uint8_t{0});
+                         return;
+                       }
+                       parallel_for(0, count, 4, [&](int64_t begin, int64_t end) {
+                         quantize.fn(x + begin, end - begin, scale, zero_point, y + begin);
+                       });
+                     });
 }
 
 // ---- Exact int16 dot products ---------------------------------------------------------------------
