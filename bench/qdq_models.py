@@ -1,7 +1,8 @@
-"""The int8 QDQ files the benchmarks share: each model of tests/python/export_models.py quantized by
+"""The int8 files the benchmarks share: each model of tests/python/export_models.py quantized by
 kiln.quantization.quantize_static with ONNX Runtime's defaults (QDQ, int8 activations and weights,
-MinMax) over seeded random-normal calibration inputs at batch 1, cached beside the float export (the
-batch dimension stays symbolic, so one file serves every batch size)."""
+MinMax) over seeded random-normal calibration inputs at batch 1, or by quantize_dynamic (its MatMuls'
+activations quantized per run), cached beside the float export (the batch dimension stays symbolic,
+so one file serves every batch size)."""
 import pathlib
 import sys
 
@@ -41,5 +42,18 @@ def quantized_model(name, float_path, per_channel=False, calibration=8):
         partial = path.with_name(path.name + ".partial")
         kiln.quantization.quantize_static(float_path, partial, ListReader(calibration_inputs(name, calibration)),
                                           per_channel=per_channel)
+        partial.rename(path)
+    return path
+
+
+def dynamic_model(float_path):
+    """Path of `float_path` with its MatMuls dynamically quantized (cached as <float file>.dynamic.onnx)."""
+    import kiln.quantization
+
+    float_path = pathlib.Path(float_path)
+    path = float_path.with_name(float_path.stem + ".dynamic.onnx")
+    if not path.exists():
+        partial = path.with_name(path.name + ".partial")
+        kiln.quantization.quantize_dynamic(float_path, partial)
         partial.rename(path)
     return path

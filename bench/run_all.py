@@ -4,7 +4,7 @@
     /usr/bin/python3 bench/run_all.py [--models resnet18,transformer|seed|dense|recurrent] [--configs b1t1,b1t2,b16t2]
         [--batches 1,64 --threads 1,2,4] [--warmup W] [--iters N] [--rounds R] [--kiln build/kiln] [--kiln-args "..."]
         [--peak-gflops-per-core 225] [--out-md bench/results/latest.md] [--out-json bench/results/latest.json]
-        [--bf16] [--int8]
+        [--bf16] [--int8] [--no-pytorch]
 
 Models are exported (opset 13, dynamic batch) by tests/python/export_models.py into its cache. A
 configuration bBtT is batch B at T threads; --batches and --threads ask for every pair of the two lists
@@ -81,6 +81,8 @@ def parse_args():
                         help='extra options for `kiln bench`, e.g. "--disable onednn"; a lone option without '
                              'a value needs the = form (--kiln-args=--deterministic)')
     parser.add_argument("--bf16", action="store_true", help="also time kiln with --precision bf16")
+    parser.add_argument("--no-pytorch", action="store_true",
+                        help="do not time PyTorch (its column reads n/a): the int8 rows compare kiln with ORT")
     parser.add_argument("--int8", action="store_true",
                         help="also time kiln and ONNX Runtime on each model's int8 QDQ file")
     parser.add_argument("--peak-gflops-per-core", type=float, default=225.0,
@@ -174,6 +176,8 @@ def run_once(runtime, name, path, batch, threads, warmup, iters, args):
         runtime, thread_args = "kiln", (thread_args if threads == 1 else [])
     sizes = ["--batch", str(batch), *thread_args, "--warmup", str(warmup), "--iters", str(iters)]
     if runtime == "pytorch":
+        if args.no_pytorch:
+            return {"error": "not run (--no-pytorch)"}
         return run_json([PYTHON, str(REPO / "bench" / "torch_bench.py"), name, *sizes, "--kiln", args.kiln])
     if runtime == "ort":
         if not (REPO / "bench" / "node_modules" / "onnxruntime-node").is_dir():

@@ -1,4 +1,5 @@
-"""Post-training static quantization: a float ONNX model in, a QDQ model out.
+"""Post-training quantization: a float ONNX model in, a QDQ model out (`quantize_static`), or one
+whose MatMuls quantize their activations per run (`quantize_dynamic`).
 
 `quantize_static` takes ONNX Runtime's parameter names and defaults (QDQ, int8 activations and
 weights, MinMax calibration, asymmetric activations, symmetric weights), so a script written for
@@ -526,6 +527,88 @@ def quantize_static(model_input, model_output, calibration_data_reader, quant_fo
     onnx.checker.check_model(model)
     onnx.save(model, os.fspath(model_output))
     return report
+
+
+def quantize_dynamic(model_input, model_output, op_types_to_quantize=None, per_channel=False, reduce_range=False,
+                     weight_type=QuantType.QInt8, nodes_to_quantize=None, nodes_to_exclude=None,
+                     use_external_data_format=False, extra_options=None):
+    """Quantizes the weights of `model_input`'s MatMuls (a constant 2-D B) ahead of time and their
+    activations per run, in the form ONNX Runtime's `quantize_dynamic` writes: DynamicQuantizeLinear
+    on A (uint8, over each run's own range), MatMulInteger on the int8 B, Cast to float32 and a Mul
+    by A's scale times B's. No calibration. Writes the model to `model_output`; returns {"nodes": [the
+    names of the MatMuls quantized]}."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    extra_options = dict(extra_options or {})
+    unknown = sorted(set(extra_options) - {"WeightSymmetric"})
+    if unknown:
+        raise ValueError(f"unknown extra_options {unknown}; kiln.quantization.quantize_dynamic takes "
+                         "['WeightSymmetric']")
+    if use_external_data_format:
+        raise NotImplementedError("use_external_data_format: kiln.quantization writes one .onnx file")
+    op_types = set(op_types_to_quantize or ["MatMul"])
+    if op_types - {"MatMul"}:
+        raise NotImplementedError(f"op_types_to_quantize {sorted(op_types - {'MatMul'})}: "
+                                  "kiln.quantization.quantize_dynamic quantizes MatMul")
+    weight_symmetric = bool(extra_options.get("WeightSymmetric", weight_type == QuantType.QInt8))
+    model = model_input if isinstance(model_input, onnx.ModelProto) else onnx.load(os.fspath(model_input))
+    model = onnx.ModelProto.FromString(model.SerializeToString())  # never edits the caller's model
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset < 11:
+        raise ValueError(f"the model's opset is {opset}; DynamicQuantizeLinear needs 11 or later")
+    _read_initializers_directly(model.graph)
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    w_qmin, w_qmax = _range(weight_type, weight_symmetric, reduce_range)
+    w_np = _np_type(weight_type)
+    quantized_inputs = {}  # A -> (A_q, A_scale, A_zero_point): one DynamicQuantizeLinear per value
+    nodes, new_initializers, names = [], [], []
+    for node in graph.node:
+        weight = numpy_helper.to_array(inits[node.input[1]]) if (
+            node.op_type == "MatMul" and len(node.input) == 2 and node.input[1] in inits) else None
+        skip = (weight is None or weight.dtype != np.float32 or weight.ndim != 2
+                or (nodes_to_quantize and node.name not in nodes_to_quantize)
+                or (nodes_to_exclude and node.name in nodes_to_exclude))
+        if skip:
+            nodes.append(node)
+            continue
+        a = node.input[0]
+        if a not in quantized_inputs:
+            quantized_inputs[a] = (f"{a}_quantized", f"{a}_scale", f"{a}_zero_point")
+            nodes.append(helper.make_node("DynamicQuantizeLinear", [a], list(quantized_inputs[a]),
+                                          name=f"{a}_DynamicQuantizeLinear"))
+        a_q, a_scale, a_zero_point = quantized_inputs[a]
+        if per_channel:
+            scale, zero_point = _scale_zero_point(weight.min(axis=0), weight.max(axis=0), w_qmin, w_qmax,
+                                                  weight_symmetric)
+        else:
+            scale, zero_point = _scale_zero_point(np.float32(weight.min()), np.float32(weight.max()), w_qmin,
+                                                  w_qmax, weight_symmetric)
+        base = node.name or node.output[0]
+        new_initializers += [
+            numpy_helper.from_array(_quantize(weight, scale, zero_point, w_qmin, w_qmax, w_np), f"{base}_B_quantized"),
+            numpy_helper.from_array(np.asarray(scale, np.float32), f"{base}_B_scale"),
+            numpy_helper.from_array(np.asarray(zero_point).astype(w_np), f"{base}_B_zero_point")]
+        nodes += [
+            helper.make_node("MatMulInteger", [a_q, f"{base}_B_quantized", a_zero_point, f"{base}_B_zero_point"],
+                             [f"{base}_int32"], name=f"{base}_MatMulInteger"),
+            helper.make_node("Cast", [f"{base}_int32"], [f"{base}_float"], to=onnx.TensorProto.FLOAT,
+                             name=f"{base}_Cast"),
+            helper.make_node("Mul", [a_scale, f"{base}_B_scale"], [f"{base}_scale"], name=f"{base}_scale_Mul"),
+            helper.make_node("Mul", [f"{base}_float", f"{base}_scale"], [node.output[0]], name=f"{base}_Mul")]
+        names.append(node.name)
+    if not names:
+        raise ValueError("the model has no MatMul with a constant float32 2-D B to quantize")
+    del graph.node[:]
+    graph.node.extend(nodes)
+    still_read = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
+    kept = [t for t in graph.initializer if t.name in still_read]
+    del graph.initializer[:]
+    graph.initializer.extend(kept + new_initializers)
+    onnx.checker.check_model(model)
+    onnx.save(model, os.fspath(model_output))
+    return {"nodes": names}
 
 
 def _parse_extra_options(entries):

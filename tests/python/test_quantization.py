@@ -430,3 +430,25 @@ def test_quantized_engine_chooses_who_runs_int8_and_gives_the_same_bits(kiln_mod
     assert backends.preferred("quantized") == []
     for engine, y in outputs.items():
         np.testing.assert_array_equal(y, outputs["native"], err_msg=engine)
+
+
+def test_quantize_dynamic_writes_onnx_runtimes_form_close_to_float(kiln_module, float_model, tmp_path):
+    q = kiln_module.quantization
+    out = tmp_path / "dynamic.onnx"
+    report = q.quantize_dynamic(float_model, out)
+    assert len(report["nodes"]) == 1  # the MatMul; Gemm and Conv stay float32
+    ops = [node.op_type for node in onnx.load(str(out)).graph.node]
+    assert ops.count("DynamicQuantizeLinear") == 1 and ops.count("MatMulInteger") == 1 and "MatMul" not in ops
+    x = Reader(1, 99).get_next()
+    session = kiln_module.Session(out)
+    steps = session.explain(x)
+    product = [s for s in steps if s["op"] == "MatMulInteger"]
+    assert len(product) == 1
+    vnni = kiln_module.backends.cpu.isa() in ("avx512_bf16", "amx") and kiln_module.backends.onednn.is_built()
+    assert product[0]["backend"] == ("onednn" if vnni else "native")
+    reference = kiln_module.Session(float_model).run(x)["y"]
+    assert sqnr_db(reference, session.run(x)["y"]) > 30
+    with pytest.raises(NotImplementedError, match="quantizes MatMul"):
+        q.quantize_dynamic(float_model, tmp_path / "never.onnx", op_types_to_quantize=["Conv"])
+    with pytest.raises(ValueError, match="unknown extra_options"):
+        q.quantize_dynamic(float_model, tmp_path / "never.onnx", extra_options={"Bogus": 1})
