@@ -31,8 +31,8 @@ std::optional<Shape> reshaped(const PlanState& state, const Node& reshape, const
       inferred = static_cast<int64_t>(d);
     } else if (shape[d] < 0) {
       return std::nullopt;
-    } else {
-      known *= shape[d];
+    } else if (__builtin_mul_overflow(known, shape[d], &known)) {
+      return std::nullopt;  // a malformed target no input's element count can match
     }
   }
   const int64_t total = checked_numel(in);

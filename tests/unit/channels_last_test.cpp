@@ -8,6 +8,8 @@
 #include "backends/backends.h"
 #include "backends/native/native_backend.h"
 #include "backends/settings.h"
+#include "graph/session.h"
+#include "graph_builder.h"
 #include "op_test_util.h"
 #include "ops/channel_shuffle.h"
 
@@ -89,6 +91,25 @@ TEST(ChannelShuffle, EveryChannelLandsWhereTheExportedReshapeTransposeReshapePut
       }
     }
   }
+}
+
+// A Reshape -> Transpose -> Reshape whose first target's dims multiply past int64 (a malformed file the
+// fuzzer wrote): the fusion declines it without overflowing, and planning names the bad Reshape.
+TEST(ChannelShuffle, AReshapeTargetPastInt64IsNotFusedAndIsNamed) {
+  testing::GraphBuilder g{{1, 4, 2, 2}};
+  const std::string split = g.add(
+      "Reshape",
+      {"x", g.constant(Tensor::from_vector(std::vector<int64_t>{1, 103079215101, 536870911, 2, 2}, {5}))});
+  Attributes perm;
+  perm.set("perm", testing::ints_attr({0, 2, 1, 3, 4}));
+  const std::string swapped = g.add("Transpose", {split}, perm);
+  const std::string joined =
+      g.add("Reshape", {swapped, g.constant(Tensor::from_vector(std::vector<int64_t>{1, 4, 2, 2}, {4}))});
+  const Model model = g.finish({joined});
+  const std::string message = testing::error_of([&] {
+    Session(model).run({{"x", Tensor::zeros(DType::f32, {1, 4, 2, 2})}});
+  });
+  EXPECT_NE(message.find("Reshape"), std::string::npos) << message;
 }
 
 TEST(ChannelShuffle, RefusesGroupsThatDoNotDivideTheChannels) {
