@@ -22,8 +22,6 @@ namespace {
 
 using dnnl::memory;
 
-memory::data_type int8_type(DType dtype) { return dtype == DType::u8 ? memory::data_type::u8 : memory::data_type::s8; }
-
 memory::dims dims_of(const Shape& shape) { return memory::dims(shape.begin(), shape.end()); }
 
 // An absent zero point is 0.
@@ -85,9 +83,9 @@ class IntegerConvKernel final : public Kernel {
       : requantization_(spec) {
     const IntegerOperands& at = requantization_.at;
     const Shape& x_shape = spec.input(at.x).shape;
-    const memory::data_type dst_type = at.requantized() ? int8_type(output) : memory::data_type::s32;
-    src_ = memory::desc(dims_of(x_shape), int8_type(spec.input(at.x).dtype), memory::format_tag::nhwc);
-    dst_ = memory::desc(dims_of(output_shape), dst_type, memory::format_tag::nhwc);
+    // Unrequantized (ConvInteger), the output is the int32 accumulators.
+    src_ = value_desc(x_shape, spec.input(at.x).dtype, Layout::nhwc);
+    dst_ = value_desc(output_shape, at.requantized() ? output : DType::i32, Layout::nhwc);
     const Tensor& weights = spec.input(at.w).value;
     const int64_t group = p.group;
     const memory::dims weight_dims =
@@ -146,9 +144,8 @@ class IntegerMatMulKernel final : public Kernel {
     const IntegerOperands& at = requantization_.at;
     int64_t rows = p.m;
     for (int64_t d : p.a_batch) rows *= d;
-    const memory::data_type dst_type = at.requantized() ? int8_type(output) : memory::data_type::s32;
-    src_ = memory::desc({rows, p.k}, int8_type(spec.input(at.x).dtype), memory::format_tag::ab);
-    dst_ = memory::desc({rows, p.n}, dst_type, memory::format_tag::ab);
+    src_ = value_desc({rows, p.k}, spec.input(at.x).dtype, Layout::plain);
+    dst_ = value_desc({rows, p.n}, at.requantized() ? output : DType::i32, Layout::plain);
     const memory::desc user_weights({p.k, p.n}, memory::data_type::s8, memory::format_tag::ab);
     const memory::desc any_weights({p.k, p.n}, memory::data_type::s8, memory::format_tag::any);
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_, any_weights, dst_),
