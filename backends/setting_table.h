@@ -219,6 +219,12 @@ inline constexpr std::array kSettingRows = {
                    "while other processes keep some of the cores busy, runs whose thread count nobody set "
                    "(the cores) use only the free ones; outside deterministic mode the last bits of "
                    "outputs may differ between thread counts"},
+    SettingRow{.name = "use_mmap",
+               .default_value = 1,
+               .env = "KILN_USE_MMAP",
+               .help = "map model files and their external data instead of reading them: weights cost memory "
+                       "only while read, and processes loading the same file share its pages (the file must "
+                       "then be replaced, not rewritten in place, while a session uses it)"},
     SettingRow{.name = "verbose",
                .type = SettingType::integer,
                .max = kMaxVerboseLevel,

@@ -100,6 +100,12 @@ Tensor Tensor::wrap(void* data, DType dtype, Shape shape) {
   return tensor;
 }
 
+Tensor Tensor::view(std::shared_ptr<const void> owner, const void* data, DType dtype, Shape shape) {
+  Tensor tensor = wrap(const_cast<void*>(data), dtype, std::move(shape));
+  tensor.storage_ = std::shared_ptr<void>(std::const_pointer_cast<void>(std::move(owner)), tensor.data_);
+  return tensor;
+}
+
 Tensor Tensor::sequence(DType element_dtype, std::vector<Tensor> elements) {
   KILN_CHECK(element_dtype != DType::undefined, invalid_argument, "a sequence needs an element dtype");
   for (size_t i = 0; i < elements.size(); ++i) {

@@ -38,6 +38,9 @@ class Tensor {
   static Tensor zeros(DType dtype, Shape shape);
   // Wraps memory owned by the caller, who keeps it alive while the tensor (or a copy) is in use.
   static Tensor wrap(void* data, DType dtype, Shape shape);
+  // Memory kept alive by `owner` (a MappedFile's bytes), shared by the tensor and its copies. The
+  // memory may be read-only: the tensor is a constant that nothing writes.
+  static Tensor view(std::shared_ptr<const void> owner, const void* data, DType dtype, Shape shape);
   template <typename T>
   static Tensor from_vector(const std::vector<T>& values, Shape shape);
   template <typename T>

@@ -10,6 +10,8 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
+#include "graph/onnx_wire.h"
 #include "graph/tensor_proto.h"
 #include "ops/op_spec.h"
 
@@ -24,7 +26,14 @@ constexpr int kMaxGraphDepth = 32;
 
 class Importer {
  public:
-  explicit Importer(fs::path model_dir) : model_dir_(std::move(model_dir)) {}
+  // `raw_data` holds the main graph's initializer bytes split off the proto (empty when they were
+  // not), kept alive by `owner` (null: they are copied); `map_files` maps external data files.
+  Importer(fs::path model_dir, std::vector<std::optional<std::span<const uint8_t>>> raw_data,
+           std::shared_ptr<const void> owner, bool map_files)
+      : model_dir_(std::move(model_dir)),
+        raw_data_(std::move(raw_data)),
+        owner_(std::move(owner)),
+        map_files_(map_files) {}
 
   // depth 0 is the main graph; subgraphs (attributes of If, Loop, Scan) are 1 and deeper.
   Graph convert_graph(const onnx::GraphProto& proto, int depth) {
@@ -37,8 +46,12 @@ class Importer {
     for (int i = 0; i < proto.initializer_size(); ++i) {
       const onnx::TensorProto& initializer = proto.initializer(i);
       KILN_CHECK(!initializer.name().empty(), invalid_model, "initializer #", i, " has no name");
+      const size_t index = static_cast<size_t>(i);
+      const bool split = depth == 0 && index < raw_data_.size() && raw_data_[index].has_value();
+      const RawBytes raw{split ? *raw_data_[index] : std::span<const uint8_t>(), owner_};
       Tensor tensor = tensor_from_proto_labeled(initializer, model_dir_,
-                                                str_cat("initializer '", initializer.name(), "'"));
+                                                str_cat("initializer '", initializer.name(), "'"),
+                                                {split ? &raw : nullptr, map_files_});
       KILN_CHECK(graph.initializers.emplace(initializer.name(), std::move(tensor)).second, invalid_model,
                  "initializer '", initializer.name(), "' is defined twice");
     }
@@ -178,8 +191,8 @@ class Importer {
         break;
       case onnx::AttributeProto_AttributeType_TENSOR:
         attribute.type = Attribute::Type::t;
-        attribute.t =
-            tensor_from_proto_labeled(proto.t(), model_dir_, "");  // the context names the attribute
+        attribute.t = tensor_from_proto_labeled(proto.t(), model_dir_, "",  // the context names the attribute
+                                                {nullptr, map_files_});
         break;
       case onnx::AttributeProto_AttributeType_GRAPH:
         attribute.type = Attribute::Type::g;
@@ -200,8 +213,8 @@ class Importer {
       case onnx::AttributeProto_AttributeType_TENSORS:
         attribute.type = Attribute::Type::tensors;
         for (int i = 0; i < proto.tensors_size(); ++i) {
-          attribute.tensors.push_back(
-              tensor_from_proto_labeled(proto.tensors(i), model_dir_, str_cat("tensor #", i)));
+          attribute.tensors.push_back(tensor_from_proto_labeled(
+              proto.tensors(i), model_dir_, str_cat("tensor #", i), {nullptr, map_files_}));
         }
         break;
       case onnx::AttributeProto_AttributeType_GRAPHS:
@@ -240,15 +253,25 @@ class Importer {
   }
 
   fs::path model_dir_;
+  std::vector<std::optional<std::span<const uint8_t>>> raw_data_;
+  std::shared_ptr<const void> owner_;
+  bool map_files_;
 };
 
-// `source` names the bytes in messages: "'model.onnx'" or "the model data".
-Model parse_model(std::span<const uint8_t> bytes, const fs::path& model_dir, const std::string& source) {
+// `source` names the bytes in messages: "'model.onnx'" or "the model data". `owner` keeps `bytes`
+// alive after the call (a MappedFile), so initializers may view them; null: they are copied.
+Model parse_model(std::span<const uint8_t> bytes, const fs::path& model_dir, const std::string& source,
+                  std::shared_ptr<const void> owner, bool map_files) {
+  // The weights are split off before protobuf sees the model, so it parses only the rest.
+  std::optional<SplitModel> split = split_initializer_data(bytes);
+  const std::span<const uint8_t> parsed =
+      split ? std::span(reinterpret_cast<const uint8_t*>(split->skeleton.data()), split->skeleton.size())
+            : bytes;
   KILN_CHECK(
-      bytes.size() <= static_cast<size_t>(std::numeric_limits<int>::max()), not_implemented, source,
+      parsed.size() <= static_cast<size_t>(std::numeric_limits<int>::max()), not_implemented, source,
       " is larger than 2 GiB, more than protobuf can parse (large weights belong in external data files)");
   onnx::ModelProto proto;
-  KILN_CHECK(proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())), invalid_model, source,
+  KILN_CHECK(proto.ParseFromArray(parsed.data(), static_cast<int>(parsed.size())), invalid_model, source,
              " is not a valid ONNX model (protobuf parse failed)");
   // Any byte string that happens to parse (another message type, a few stray bytes) lacks these.
   KILN_CHECK(proto.has_graph(), invalid_model, source, " is not an ONNX model: it has no graph");
@@ -273,21 +296,31 @@ Model parse_model(std::span<const uint8_t> bytes, const fs::path& model_dir, con
     KILN_CHECK(opset >= kMinOpset && opset <= kMaxOpset, not_implemented, source, " uses ONNX opset ", opset,
                "; kiln supports opsets ", kMinOpset, " to ", kMaxOpset);
   }
-  model.graph = with_context(source, [&] { return Importer(model_dir).convert_graph(proto.graph(), 0); });
+  Importer importer(model_dir, split ? std::move(split->raw_data) : decltype(split->raw_data){},
+                    std::move(owner), map_files);
+  model.graph = with_context(source, [&] { return importer.convert_graph(proto.graph(), 0); });
   return model;
 }
 
 }  // namespace
 
 Model parse_onnx_model(std::span<const uint8_t> bytes, const fs::path& model_dir) {
-  return parse_model(bytes, model_dir, "the model data");
+  return parse_model(bytes, model_dir, "the model data", nullptr, false);
 }
 
-Model load_onnx_model(const fs::path& path) {
-  const std::string bytes = read_file_bytes(path, "model file");
+Model load_onnx_model(const fs::path& path, bool map_files) {
   const fs::path folder = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  Model model = parse_model(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), folder,
-                            str_cat("'", path.string(), "'"));
+  const std::string source = str_cat("'", path.string(), "'");
+  Model model;
+  if (map_files) {
+    std::shared_ptr<const MappedFile> file = MappedFile::open(path, "model file");
+    const std::span<const uint8_t> bytes = file->bytes();
+    model = parse_model(bytes, folder, source, std::move(file), true);
+  } else {
+    const std::string bytes = read_file_bytes(path, "model file");
+    model = parse_model(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), folder,
+                        source, nullptr, false);
+  }
   model.path = path;
   return model;
 }

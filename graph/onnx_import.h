@@ -22,7 +22,11 @@ inline constexpr int64_t kMinOpset = 7;
 inline constexpr int64_t kMaxOpset = 21;
 
 // Loads `path`; external data files are resolved against (and confined to) its folder.
-Model load_onnx_model(const std::filesystem::path& path);
+// With `map_files` (the use_mmap setting) the file and its external data are mapped, not read
+// (core/mapped_file.h): initializers whose bytes suit their element type's alignment are views of
+// the mapping, costing memory only while they are read. Either way protobuf never copies the
+// weights (graph/onnx_wire.h), so the model is held in one form only.
+Model load_onnx_model(const std::filesystem::path& path, bool map_files = true);
 
 // Parses a model from memory. External data is resolved against `model_dir`; when `model_dir` is
 // empty, models that use external data are rejected.

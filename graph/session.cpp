@@ -7,6 +7,7 @@
 #include "backends/selection.h"
 #include "core/error.h"
 #include "core/events.h"
+#include "core/mapped_file.h"
 #include "graph/executor.h"
 #include "graph/onnx_import.h"
 #include "graph/verbose.h"
@@ -26,7 +27,7 @@ std::string expected_inputs(const std::vector<ValueInfo>& inputs) {
 }  // namespace
 
 Session::Session(const std::filesystem::path& model_path, const Settings& settings)
-    : Session(load_onnx_model(model_path), settings) {
+    : Session(load_onnx_model(model_path, current_settings(settings).on("use_mmap")), settings) {
   model_path_ = model_path;
 }
 
@@ -141,6 +142,11 @@ std::shared_ptr<const Plan> Session::cached_plan(const PlanKey& key, const std::
     Session& session;
     ~ReleaseAfterwards() { session.release_unreferenced_initializers(); }
   } release_afterwards{*this};
+  // Planning read the weights; those that kernels copied are not read again, and the pages of those
+  // read at run time come back when they are.
+  for (const auto& [name, tensor] : model_.graph.initializers) {
+    if (tensor.defined() && !tensor.is_sequence()) release_mapped_pages(tensor.raw_data(), tensor.nbytes());
+  }
   std::lock_guard lock(mutex_);
   auto [it, inserted] = plans_.emplace(key, plan);
   if (inserted) {
@@ -167,7 +173,7 @@ void Session::release_unreferenced_initializers() {
 
 void Session::reload_initializers() {
   if (released_initializers_.empty()) return;
-  Model fresh = load_onnx_model(model_path_);
+  Model fresh = load_onnx_model(model_path_, settings().on("use_mmap"));
   for (const std::string& name : released_initializers_) {
     auto it = fresh.graph.initializers.find(name);
     KILN_CHECK(it != fresh.graph.initializers.end(), runtime, "'", model_path_.string(),

@@ -90,6 +90,7 @@ class Session {
 
   // Frees initializers no plan holds (copied weights live on as the kernels' reordered copies), so
   // weights are not kept twice; reload_initializers() brings them back from the file before planning.
+  // Views of a mapped file stay: their pages are dropped instead (core/mapped_file.h).
   void release_unreferenced_initializers();
   void reload_initializers();
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "graph/onnx_import.h"
 #include "ops/onnx_dtype.h"
 
@@ -230,7 +231,23 @@ void copy_typed_data(const onnx::TensorProto& proto, Tensor& tensor) {
   }
 }
 
-Tensor convert_tensor(const onnx::TensorProto& proto, const fs::path& model_dir) {
+// A tensor over `data` (its size checked by the caller): a view when `owner` keeps the bytes alive and
+// they sit at an offset the element type allows, else a copy. A copy's source pages in a mapped
+// file are released, since nothing reads them again.
+Tensor tensor_over(std::span<const uint8_t> data, const std::shared_ptr<const void>& owner, DType dtype,
+                   const Shape& shape) {
+  const bool aligned = reinterpret_cast<uintptr_t>(data.data()) % dtype_size(dtype) == 0;
+  // bools are normalized to 0 or 1, so they are always copied.
+  if (owner != nullptr && aligned && dtype != DType::boolean && !data.empty())
+    return Tensor::view(owner, data.data(), dtype, shape);
+  Tensor tensor = Tensor::empty(dtype, shape);
+  if (!data.empty()) std::memcpy(tensor.raw_data(), data.data(), data.size());
+  if (owner != nullptr) release_mapped_pages(data.data(), data.size());
+  if (dtype == DType::boolean) normalize_bools(tensor);
+  return tensor;
+}
+
+Tensor convert_tensor(const onnx::TensorProto& proto, const fs::path& model_dir, TensorDataSource source) {
   const DType dtype = checked_dtype_from_onnx(proto.data_type());
   KILN_CHECK(!proto.has_segment(), not_implemented,
              "is a segment of a larger tensor; segments are not supported");
@@ -258,19 +275,26 @@ Tensor convert_tensor(const onnx::TensorProto& proto, const fs::path& model_dir)
 
   if (proto.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
     const ExternalData data = locate_external_data(proto, model_dir, bytes, described);
+    if (source.map_files && bytes > 0) {
+      const std::shared_ptr<const MappedFile> file = MappedFile::open(data.path, "external data file");
+      // The size was checked against the file's; a file that changed since is caught here.
+      KILN_CHECK(data.offset <= file->bytes().size() && bytes <= file->bytes().size() - data.offset,
+                 invalid_model, "external data file '", data.location, "' changed while it was read");
+      return tensor_over(file->bytes().subspan(data.offset, bytes), file, dtype, shape);
+    }
     Tensor tensor = Tensor::empty(dtype, shape);
     read_external_data(data, tensor.raw_data(), bytes);
     if (dtype == DType::boolean) normalize_bools(tensor);
     return tensor;
   }
-  if (proto.has_raw_data()) {
-    const std::string& raw = proto.raw_data();
+  if (source.raw != nullptr || proto.has_raw_data()) {
+    const std::span<const uint8_t> raw =
+        source.raw != nullptr
+            ? source.raw->bytes
+            : std::span(reinterpret_cast<const uint8_t*>(proto.raw_data().data()), proto.raw_data().size());
     KILN_CHECK(raw.size() == bytes, invalid_model, "has ", raw.size(), " bytes of data, expected ", bytes,
                " for shape ", described);
-    Tensor tensor = Tensor::empty(dtype, shape);
-    if (bytes > 0) std::memcpy(tensor.raw_data(), raw.data(), raw.size());
-    if (dtype == DType::boolean) normalize_bools(tensor);
-    return tensor;
+    return tensor_over(raw, source.raw != nullptr ? source.raw->owner : nullptr, dtype, shape);
   }
   const TypedField field = typed_field(proto, dtype);
   KILN_CHECK(field.size == numel, invalid_model, "has ", field.size, " values in ", field.name, ", expected ",
@@ -317,9 +341,9 @@ std::string read_file_bytes(const fs::path& path, std::string_view what) {
 }
 
 Tensor tensor_from_proto_labeled(const onnx::TensorProto& proto, const fs::path& model_dir,
-                                 const std::string& label) {
-  if (label.empty()) return convert_tensor(proto, model_dir);
-  return with_context(label, [&] { return convert_tensor(proto, model_dir); });
+                                 const std::string& label, TensorDataSource source) {
+  if (label.empty()) return convert_tensor(proto, model_dir, source);
+  return with_context(label, [&] { return convert_tensor(proto, model_dir, source); });
 }
 
 Tensor tensor_from_proto(const onnx::TensorProto& proto, const fs::path& model_dir) {

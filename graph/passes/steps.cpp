@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/mapped_file.h"
 #include "graph/passes/passes.h"
 #include "graph/subgraph_runner.h"
 #include "runtime/cpu_info.h"
@@ -109,10 +110,15 @@ void add_step(PlanState& state, NodeForm form, KernelSelection selection, double
   const std::vector<TensorInfo>& inputs = form.request.op.inputs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     int slot = i < form.input_slots.size() ? form.input_slots[i] : -1;
-    // A constant the kernel copied (reordered weights) is not needed at run time.
+    // A constant the kernel copied (reordered weights) is not needed at run time: nor are its pages
+    // when it lies in a mapped model file, so the file's weights and their packed copies are not
+    // all resident at once while the plan is built.
     if (slot >= 0 && kernel.copied_at_plan_time(i) &&
-        state.slots[static_cast<size_t>(slot)].origin == SlotOrigin::constant)
+        state.slots[static_cast<size_t>(slot)].origin == SlotOrigin::constant) {
       slot = -1;
+      if (inputs[i].value.defined())
+        release_mapped_pages(inputs[i].value.raw_data(), inputs[i].value.nbytes());
+    }
     // A constant the form made (folded weights) gets a slot when the kernel reads it at run time.
     if (slot < 0 && inputs[i].is_constant() && !kernel.copied_at_plan_time(i)) {
       slot = state.add_slot({}, inputs[i], SlotOrigin::constant);

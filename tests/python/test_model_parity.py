@@ -127,3 +127,24 @@ def test_matches_pytorch(name, opset, batch, backends, kiln_bin, model_cache, re
     difference = float(np.abs(actual - expected).max())
     assert difference <= tolerance * scale, \
         f"max |kiln - torch| = {difference:.3g} (scale {scale:.3g}, tolerance {tolerance:.3g} of it)"
+
+
+def test_mapped_read_and_shared_loads_give_identical_outputs(kiln_module, model_cache, references):
+    """use_mmap on (views of the file, pages released once packed) and off (read and copied), and a
+    second session sharing the first's packed weights, give the same bits; a released page is read
+    back from the file when a later plan (another batch size) needs the weights again."""
+    path = export_models.cached_export("resnet18", model_cache, 13, model=references.module("resnet18"))
+    inputs, expected, tolerance = references.run("resnet18", 1)
+    mapped = kiln_module.Session(path, threads=1, use_mmap=True)
+    read = kiln_module.Session(path, threads=1, use_mmap=False)
+    shared = kiln_module.Session(path, threads=1)
+    first = mapped.run(inputs)["output"]
+    assert np.array_equal(first, read.run(inputs)["output"])
+    assert np.array_equal(first, shared.run(inputs)["output"])
+    scale = max(1.0, float(np.abs(expected).max()))
+    assert float(np.abs(first - expected).max()) <= tolerance * scale
+    batch2 = {name: np.concatenate([value, value]) for name, value in inputs.items()}
+    again = mapped.run(batch2)["output"]
+    assert np.array_equal(again, read.run(batch2)["output"])
+    # One thread, fixed kernels: batch rows are computed independently of each other.
+    np.testing.assert_allclose(again[0], first[0], rtol=1e-5, atol=1e-5 * scale)

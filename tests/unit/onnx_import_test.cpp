@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "graph/graph.h"
+#include "graph/onnx_wire.h"
 
 namespace kiln {
 namespace {
@@ -751,6 +753,140 @@ TEST_F(ExternalData, ChecksOffsetsLengthsAndFiles) {
                {"initializer 'w'", "no location"});
   expect_error([&] { parse(model_with("weights.bin", "8")); }, ErrorKind::invalid_model,
                {"initializer 'w'", "not loaded from a file"});
+}
+
+// A model with raw, typed and boolean initializers of several element sizes, and a subgraph whose
+// initializer keeps its raw_data (only the main graph's are split off).
+onnx::ModelProto weights_model() {
+  onnx::ModelProto model = relu_model();
+  onnx::GraphProto* graph = model.mutable_graph();
+  const auto add_raw = [&](const std::string& name, int32_t type, const std::string& bytes, int64_t count) {
+    onnx::TensorProto* tensor = graph->add_initializer();
+    tensor->set_name(name);
+    tensor->set_data_type(type);
+    tensor->add_dims(count);
+    tensor->set_raw_data(bytes);
+  };
+  std::vector<float> floats(1000);
+  for (size_t i = 0; i < floats.size(); ++i) floats[i] = static_cast<float>(i) * 0.25f - 7;
+  add_raw("f0", onnx::TensorProto_DataType_FLOAT, bytes_of(floats), 1000);
+  add_raw("i8", onnx::TensorProto_DataType_INT8, std::string("\x01\xff\x7f"), 3);
+  add_raw("f1", onnx::TensorProto_DataType_FLOAT, bytes_of(std::vector<float>{1, 2, 3}), 3);
+  add_raw("b", onnx::TensorProto_DataType_BOOL, std::string("\x00\x05", 2), 2);
+  add_raw("i64", onnx::TensorProto_DataType_INT64, bytes_of(std::vector<int64_t>{-3, 1LL << 40}), 2);
+  onnx::TensorProto* typed = graph->add_initializer();
+  typed->set_name("typed");
+  typed->set_data_type(onnx::TensorProto_DataType_FLOAT);
+  typed->add_dims(2);
+  typed->add_float_data(0.5f);
+  typed->add_float_data(-1.5f);
+  onnx::NodeProto* branch = graph->add_node();
+  branch->set_op_type("If");
+  branch->set_name("if");
+  branch->add_input("cond");
+  branch->add_output("z");
+  onnx::AttributeProto* then_branch = branch->add_attribute();
+  then_branch->set_name("then_branch");
+  then_branch->set_type(onnx::AttributeProto_AttributeType_GRAPH);
+  onnx::TensorProto* inner = then_branch->mutable_g()->add_initializer();
+  inner->set_name("inner");
+  inner->set_data_type(onnx::TensorProto_DataType_FLOAT);
+  inner->add_dims(1);
+  inner->set_raw_data(bytes_of(std::vector<float>{42}));
+  return model;
+}
+
+TEST(OnnxWire, SplitsOffTheMainGraphsRawDataAndKeepsEverythingElse) {
+  const onnx::ModelProto original = weights_model();
+  const std::string bytes = original.SerializeAsString();
+  const std::span<const uint8_t> span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  const std::optional<SplitModel> split = split_initializer_data(span);
+  ASSERT_TRUE(split.has_value());
+  onnx::ModelProto skeleton;
+  ASSERT_TRUE(skeleton.ParseFromString(split->skeleton));
+  const onnx::GraphProto& graph = skeleton.graph();
+  ASSERT_EQ(graph.initializer_size(), original.graph().initializer_size());
+  ASSERT_EQ(split->raw_data.size(), static_cast<size_t>(graph.initializer_size()));
+  for (int i = 0; i < graph.initializer_size(); ++i) {
+    const onnx::TensorProto& before = original.graph().initializer(i);
+    EXPECT_FALSE(graph.initializer(i).has_raw_data()) << before.name();
+    // Everything but raw_data is unchanged.
+    onnx::TensorProto without = before;
+    without.clear_raw_data();
+    EXPECT_EQ(graph.initializer(i).SerializeAsString(), without.SerializeAsString()) << before.name();
+    ASSERT_EQ(split->raw_data[static_cast<size_t>(i)].has_value(), before.has_raw_data()) << before.name();
+    if (!before.has_raw_data()) continue;
+    const std::span<const uint8_t> raw = *split->raw_data[static_cast<size_t>(i)];
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(raw.data()), raw.size()), before.raw_data());
+    // The bytes are where they lie in the input, not a copy.
+    EXPECT_TRUE(raw.data() >= span.data() && raw.data() + raw.size() <= span.data() + span.size());
+  }
+  // Nested graphs keep their initializers' bytes; the rest of the model is unchanged.
+  EXPECT_EQ(graph.node(1).attribute(0).g().initializer(0).raw_data(), bytes_of(std::vector<float>{42}));
+  EXPECT_EQ(graph.node_size(), original.graph().node_size());
+  EXPECT_EQ(skeleton.producer_name(), "kiln-test");
+  // Malformed bytes are left to protobuf's parse (and its error).
+  EXPECT_FALSE(split_initializer_data(span.first(span.size() - 3)).has_value());
+  const std::string garbage = "\x0f\x01\x02";  // wire type 7 does not exist
+  EXPECT_FALSE(split_initializer_data(std::span(reinterpret_cast<const uint8_t*>(garbage.data()), 3)));
+}
+
+TEST(OnnxImport, MappedAndReadLoadsGiveTheSameInitializersAndMappedOnesAreViewsWhenAligned) {
+  TempDir dir;
+  const std::string bytes = weights_model().SerializeAsString();
+  write_file(dir.path() / "model.onnx", bytes);
+  const Model mapped = load_onnx_model(dir.path() / "model.onnx", true);
+  const Model read = load_onnx_model(dir.path() / "model.onnx", false);
+  const std::optional<SplitModel> split =
+      split_initializer_data(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  ASSERT_TRUE(split.has_value());
+  const std::vector<std::string> names = {"f0", "i8", "f1", "b", "i64", "typed"};
+  for (size_t i = 0; i < names.size(); ++i) {
+    const Tensor& a = mapped.graph.initializers.at(names[i]);
+    const Tensor& b = read.graph.initializers.at(names[i]);
+    ASSERT_EQ(a.dtype(), b.dtype()) << names[i];
+    ASSERT_EQ(a.shape(), b.shape()) << names[i];
+    EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0) << names[i];
+    EXPECT_FALSE(is_mapped(b.raw_data(), b.nbytes())) << names[i];
+    // A view where the file's offset suits the element type; bools (normalized) and typed data
+    // are always copies.
+    bool view = false;
+    if (split->raw_data[i] && names[i] != "b") {
+      const auto offset =
+          static_cast<size_t>(split->raw_data[i]->data() - reinterpret_cast<const uint8_t*>(bytes.data()));
+      view = offset % dtype_size(a.dtype()) == 0;
+    }
+    EXPECT_EQ(is_mapped(a.raw_data(), a.nbytes()), view) << names[i];
+  }
+  EXPECT_EQ(static_cast<const uint8_t*>(mapped.graph.initializers.at("b").raw_data())[1], 1);
+  EXPECT_EQ(mapped.graph.initializers.at("i8").values<int8_t>()[1], -1);
+  // Releasing a view's pages loses nothing: they are read back from the file.
+  const Tensor& f0 = mapped.graph.initializers.at("f0");
+  release_mapped_pages(f0.raw_data(), f0.nbytes());
+  EXPECT_EQ(std::memcmp(f0.raw_data(), read.graph.initializers.at("f0").raw_data(), f0.nbytes()), 0);
+}
+
+TEST(OnnxImport, AFileLoadedTwiceSharesOneMapping) {
+  TempDir dir;
+  write_file(dir.path() / "model.onnx", weights_model().SerializeAsString());
+  const std::shared_ptr<const MappedFile> first = MappedFile::open(dir.path() / "model.onnx", "model file");
+  const std::shared_ptr<const MappedFile> second = MappedFile::open(dir.path() / "model.onnx", "model file");
+  EXPECT_EQ(first.get(), second.get());
+  // Only ranges inside the mapping count as mapped: memory past its end (the heap, another
+  // mapping) is never released.
+  const std::span<const uint8_t> bytes = first->bytes();
+  EXPECT_TRUE(is_mapped(bytes.data(), bytes.size()));
+  EXPECT_FALSE(is_mapped(bytes.data() + bytes.size() - 1, 2));
+  EXPECT_FALSE(is_mapped(bytes.data() + bytes.size() + (1 << 20), 16));
+  EXPECT_FALSE(is_mapped(bytes.data() - 16, 32));
+  std::vector<float> heap(1 << 16, 3.0f);
+  EXPECT_FALSE(is_mapped(heap.data(), heap.size() * sizeof(float)));
+  release_mapped_pages(heap.data(), heap.size() * sizeof(float));
+  EXPECT_EQ(heap[heap.size() / 2], 3.0f);
+  expect_error([&] { MappedFile::open(dir.path() / "missing.onnx", "model file"); },
+               ErrorKind::invalid_argument, {"cannot open model file", "missing.onnx"});
+  expect_error([&] { MappedFile::open(dir.path(), "model file"); }, ErrorKind::invalid_argument,
+               {"it is a folder"});
 }
 
 }  // namespace
