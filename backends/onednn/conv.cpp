@@ -103,7 +103,7 @@ class ConvKernel final : public PrimitiveKernel {
     // Weights: ONNX's (g)oihw, reordered once into the implementation's blocked layout.
     const memory::desc user_weights(weight_dims, memory::data_type::f32,
                                     group == 1 ? memory::format_tag::oihw : memory::format_tag::goihw);
-    constant_args_[DNNL_ARG_WEIGHTS] = reorder_constant(user_weights, weights, pd.weights_desc());
+    constant_args_[DNNL_ARG_WEIGHTS] = prepack(user_weights, weights, pd.weights_desc());
     mark_copied(1);
     if (params.has_bias) {
       constant_args_[DNNL_ARG_BIAS] = reorder_constant(bias_desc, spec.input(2).value, bias_desc);

@@ -39,7 +39,7 @@ class ConvTransposeKernel final : public PrimitiveKernel {
     primitive_ = Primitive(pd);
     const memory::desc user_weights(weight_dims, memory::data_type::f32,
                                     group == 1 ? memory::format_tag::iohw : memory::format_tag::giohw);
-    constant_args_[DNNL_ARG_WEIGHTS] = reorder_constant(user_weights, weights, pd.weights_desc());
+    constant_args_[DNNL_ARG_WEIGHTS] = prepack(user_weights, weights, pd.weights_desc());
     mark_copied(1);
     if (p.has_bias) {
       constant_args_[DNNL_ARG_BIAS] = reorder_constant(bias_desc, spec.input(2).value, bias_desc);

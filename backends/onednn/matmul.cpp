@@ -44,8 +44,7 @@ class MatmulKernel final : public PrimitiveKernel {
     input_layouts_ = {operand_layout, packed ? Layout::plain : operand_layout};
     bind_input(DNNL_ARG_SRC, 0, a_desc);
     if (packed) {
-      constant_args_[DNNL_ARG_WEIGHTS] =
-          reorder_constant(problem.b_desc, problem.constant_b, pd.weights_desc());
+      constant_args_[DNNL_ARG_WEIGHTS] = prepack(problem.b_desc, problem.constant_b, pd.weights_desc());
     } else {
       bind_input(DNNL_ARG_WEIGHTS, 1, b_desc);
     }

@@ -2,11 +2,13 @@
 
 #include <cstring>
 #include <memory>
+#include <mutex>
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
+#include "core/content_hash.h"
 #include "runtime/cpu_info.h"
 #include "runtime/threads.h"
 
@@ -155,6 +157,49 @@ dnnl::memory reorder_constant(const dnnl::memory::desc& from, const Tensor& valu
       dnnl::reorder::primitive_desc(engine(), from, engine(), to, primitive_attributes()));
   reorder.execute({{DNNL_ARG_FROM, source}, {DNNL_ARG_TO, packed}});
   return packed;
+}
+
+namespace {
+
+// Packed constants alive in the process, found by what they were packed from.
+struct PackedConstants {
+  struct Entry {
+    ContentHash source;
+    size_t source_bytes;
+    dnnl::memory::desc from, to;
+    std::weak_ptr<const AllocatedBlock> block;
+  };
+  std::mutex mutex;
+  std::vector<Entry> entries;
+};
+
+PackedConstants& packed_constants() {
+  static PackedConstants* instance = new PackedConstants;  // kernels may outlive static teardown
+  return *instance;
+}
+
+}  // namespace
+
+SharedConstant shared_reorder_constant(const dnnl::memory::desc& from, const Tensor& value,
+                                       const dnnl::memory::desc& to) {
+  const ContentHash source = content_hash(value.raw_data(), value.nbytes());
+  PackedConstants& packed = packed_constants();
+  std::lock_guard lock(packed.mutex);
+  std::erase_if(packed.entries, [](const PackedConstants::Entry& entry) { return entry.block.expired(); });
+  for (const PackedConstants::Entry& entry : packed.entries) {
+    if (entry.source != source || entry.source_bytes != value.nbytes() || entry.from != from ||
+        entry.to != to)
+      continue;
+    if (std::shared_ptr<const AllocatedBlock> block = entry.block.lock())
+      return {dnnl::memory(to, engine(), block->data()), std::move(block)};
+  }
+  auto block = std::make_shared<const AllocatedBlock>(to.get_size(), "weights");
+  dnnl::memory memory(to, engine(), block->data());
+  const Primitive reorder(
+      dnnl::reorder::primitive_desc(engine(), from, engine(), to, primitive_attributes()));
+  reorder.execute({{DNNL_ARG_FROM, wrap(from, value)}, {DNNL_ARG_TO, memory}});
+  packed.entries.push_back({source, value.nbytes(), from, to, block});
+  return {std::move(memory), std::move(block)};
 }
 
 namespace {

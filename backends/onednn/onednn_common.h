@@ -82,6 +82,16 @@ std::string implementation_name(const dnnl::primitive_desc_base& pd);
 // time and executed by every run of the plan, on any thread.
 dnnl::primitive_attr primitive_attributes();
 
+// Weights prepacked into layout `to`, shared with every other kernel in the process that packs the
+// same bytes (by content) from and to the same layouts: two sessions of one model hold its packed
+// weights once. `owner` keeps `memory`'s buffer alive; the last owner gone frees it.
+struct SharedConstant {
+  dnnl::memory memory;
+  std::shared_ptr<const void> owner;
+};
+SharedConstant shared_reorder_constant(const dnnl::memory::desc& from, const Tensor& value,
+                                       const dnnl::memory::desc& to);
+
 // A oneDNN primitive and the scratchpad an execution must pass it. Every primitive kiln executes is
 // one of these, created from a descriptor whose attributes came from primitive_attributes(): the
 // constructor throws kiln::Error (runtime) for any other, so no kernel can forget it.
@@ -152,6 +162,14 @@ class PrimitiveKernel : public Kernel {
   std::vector<Layout> input_layouts_;
   std::vector<Layout> output_layouts_;
   std::vector<bool> copied_inputs_;  // per input: reordered into constant_args_ at creation
+  std::vector<std::shared_ptr<const void>> shared_constants_;  // prepack()'s buffers
+
+  // Weights packed as shared_reorder_constant does, owned by this kernel while it lives.
+  dnnl::memory prepack(const dnnl::memory::desc& from, const Tensor& value, const dnnl::memory::desc& to) {
+    SharedConstant packed = shared_reorder_constant(from, value, to);
+    shared_constants_.push_back(std::move(packed.owner));
+    return packed.memory;
+  }
 
   void mark_copied(size_t index) {
     if (copied_inputs_.size() <= index) copied_inputs_.resize(index + 1, false);

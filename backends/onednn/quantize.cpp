@@ -104,14 +104,14 @@ class IntegerConvKernel final : public Kernel {
     name_ = "onednn:" + implementation_name(pd) + ":int8";
     const memory::desc user_weights(weight_dims, memory::data_type::s8,
                                     group == 1 ? memory::format_tag::oihw : memory::format_tag::goihw);
-    weights_ = reorder_constant(user_weights, weights, pd.weights_desc());
+    weights_ = shared_reorder_constant(user_weights, weights, pd.weights_desc());
     if (p.has_bias) bias_ = reorder_constant(bias_desc, spec.input(at.bias).value, bias_desc);
   }
 
   void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
     apply_thread_count();
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(src_, inputs[requantization_.at.x])},
-                                            {DNNL_ARG_WEIGHTS, weights_},
+                                            {DNNL_ARG_WEIGHTS, weights_.memory},
                                             {DNNL_ARG_DST, wrap(dst_, outputs[0])}};
     if (bias_) args[DNNL_ARG_BIAS] = bias_;
     requantization_.execute(convolution_, std::move(args), inputs);
@@ -131,7 +131,8 @@ class IntegerConvKernel final : public Kernel {
   Requantization requantization_;
   memory::desc src_, dst_;
   Primitive convolution_;
-  memory weights_, bias_;
+  SharedConstant weights_;
+  memory bias_;
   std::string name_;
 };
 
@@ -152,14 +153,14 @@ class IntegerMatMulKernel final : public Kernel {
                                           requantization_.attributes(spec), engine());
     matmul_ = Primitive(pd);
     name_ = "onednn:" + implementation_name(pd) + ":int8";
-    weights_ = reorder_constant(user_weights, spec.input(at.w).value, pd.weights_desc());
+    weights_ = shared_reorder_constant(user_weights, spec.input(at.w).value, pd.weights_desc());
   }
 
   void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const override {
     apply_thread_count();
     requantization_.execute(matmul_,
                             {{DNNL_ARG_SRC, wrap(src_, inputs[requantization_.at.x])},
-                             {DNNL_ARG_WEIGHTS, weights_},
+                             {DNNL_ARG_WEIGHTS, weights_.memory},
                              {DNNL_ARG_DST, wrap(dst_, outputs[0])}},
                             inputs);
   }
@@ -173,7 +174,7 @@ class IntegerMatMulKernel final : public Kernel {
   Requantization requantization_;
   memory::desc src_, dst_;
   Primitive matmul_;
-  memory weights_;
+  SharedConstant weights_;
   std::string name_;
 };
 

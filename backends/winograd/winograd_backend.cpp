@@ -15,6 +15,7 @@
 #include "backends/winograd/cost_model.h"
 #include "backends/winograd/transforms.h"
 #include "backends/winograd/winograd_conv.h"
+#include "core/content_hash.h"
 #include "core/version.h"
 #include "ops/conv.h"
 
@@ -107,8 +108,9 @@ std::optional<Refusal> refusal(const KernelRequest& request, const ConvParams& p
 
 // Transformed filters and probe errors of recent layers. Selection asks for each tile separately,
 // and again for a remembered choice, and transforming and probing 512 x 512 filters takes tens of
-// milliseconds. Filters are held weakly (a kernel owns them; a dropped plan frees them); errors are
-// kept, keyed by the weights' address, size and contents.
+// milliseconds. Filters are held weakly (a kernel owns them; a dropped plan frees them), so kernels
+// of the same weights (two sessions of one model) share them; errors are kept. Both are keyed by
+// the weights' shape and contents, wherever they lie.
 class FilterCache {
  public:
   std::shared_ptr<const TransformedFilters> filters(int tile, const ConvParams& params,
@@ -143,21 +145,14 @@ class FilterCache {
  private:
   static constexpr size_t kEntries = 256;
   struct Key {
-    const float* weights;
     int64_t in_channels, out_channels;
-    uint64_t checksum;
+    ContentHash contents;
     int tile;
     bool operator==(const Key&) const = default;
   };
   static Key make_key(int tile, const ConvParams& params, const float* weights) {
     const size_t count = static_cast<size_t>(params.in_channels * params.out_channels * 9);
-    uint64_t checksum = 0xcbf29ce484222325u;
-    for (size_t i = 0; i < count; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, weights + i, sizeof bits);
-      checksum = (checksum ^ bits) * 0x100000001b3u;
-    }
-    return {weights, params.in_channels, params.out_channels, checksum, tile};
+    return {params.in_channels, params.out_channels, content_hash(weights, count * sizeof(float)), tile};
   }
   template <typename Value>
   static void remember(std::deque<std::pair<Key, Value>>& entries, const Key& key, Value value) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -11,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "core/memory_limit.h"
 #include "op_test_util.h"
@@ -64,6 +66,62 @@ TEST(Session, RunsNodesInTopologicalOrderAndRemovesIdentity) {
   EXPECT_EQ(plan->removed_nodes(), 1);
   EXPECT_EQ(plan->steps()[0].record.op_type, "Add");
   EXPECT_FALSE(plan->steps()[0].record.backend.empty());
+}
+
+// x [1, 256, 8, 8] -> 1x1 Conv -> 1x1 Conv: weights oneDNN packs into its blocked layout.
+Model pointwise_model() {
+  Model model;
+  model.opsets[""] = 13;
+  Graph& graph = model.graph;
+  graph.inputs = {float_input("x", {Dim{1, ""}, Dim{256, ""}, Dim{8, ""}, Dim{8, ""}})};
+  graph.outputs = {ValueInfo{"out", DType::f32, false, {}}};
+  for (const char* name : {"w1", "w2"}) {
+    std::vector<float> weights(256 * 256);
+    for (size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<float>((i * 37 + name[1]) % 17) - 8;
+    graph.initializers[name] = Tensor::from_vector<float>(weights, {256, 256, 1, 1});
+  }
+  graph.nodes = {node("conv1", "Conv", {"x", "w1"}, {"t"}), node("conv2", "Conv", {"t", "w2"}, {"out"})};
+  return model;
+}
+
+TEST(Session, SessionsOfTheSameWeightsShareTheirPackedCopies) {
+  const Model model = pointwise_model();
+  Model copy = model;  // the same bytes elsewhere: sharing goes by content, not address
+  for (auto& [name, tensor] : copy.graph.initializers) tensor = tensor.clone();
+  std::vector<float> input(256 * 64);
+  for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<float>(i % 13) * 0.5f;
+  const Tensor x = Tensor::from_vector<float>(input, {1, 256, 8, 8});
+  const Settings settings = Settings().set("threads", 1);
+
+  Allocator& previous = current_allocator();
+  set_current_allocator(find_allocator("counting"));
+  struct Restore {
+    Allocator& allocator;
+    ~Restore() { set_current_allocator(allocator); }
+  } restore{previous};
+  reset_counting_allocator_counts();
+  auto first = std::make_unique<Session>(model, settings);
+  const Tensor first_out = first->run({{"x", x}}).at("out");
+  const size_t after_first = counting_allocator_counts().live_bytes;
+  for (const PlanStep& step : first->plan_for({{1, 256, 8, 8}})->steps()) {
+    if (step.record.backend != "onednn")
+      GTEST_SKIP() << "conv runs on " << step.record.backend << ", which does not share packed weights";
+  }
+  auto second = std::make_unique<Session>(copy, settings);
+  const Tensor second_out = second->run({{"x", x}}).at("out");
+  const size_t added = counting_allocator_counts().live_bytes - after_first;
+  const size_t weight_bytes = 2 * 256 * 256 * sizeof(float);
+  // The first session's growth holds the packed weights; the second's does not.
+  EXPECT_LE(added + weight_bytes, after_first) << "first " << after_first << " bytes, second " << added;
+  ASSERT_EQ(first_out.shape(), second_out.shape());
+  EXPECT_EQ(std::memcmp(first_out.raw_data(), second_out.raw_data(), first_out.nbytes()), 0);
+  // The packed copies live as long as a session holds them, and go with the last one.
+  first.reset();
+  EXPECT_EQ(
+      std::memcmp(second->run({{"x", x}}).at("out").raw_data(), first_out.raw_data(), first_out.nbytes()), 0);
+  const size_t with_second_only = counting_allocator_counts().live_bytes;
+  second.reset();
+  EXPECT_LE(counting_allocator_counts().live_bytes + weight_bytes, with_second_only);
 }
 
 TEST(Session, PlansPerInputShapeAndReusesThem) {
