@@ -77,6 +77,14 @@ function machineLines(kiln) {
 async function main() {
   const args = parseArgs(process.argv.slice(2));
   const machine = machineLines(args.kiln);
+  // Memory in MB from /proc/self/status ("VmRSS" now, "VmHWM" peak), as kiln bench reports it.
+  const statusMb = (field) => {
+    const line =
+        fs.readFileSync('/proc/self/status', 'utf8').split('\n').find((l) => l.startsWith(field + ':'));
+    return line ? Number(line.split(/\s+/)[1]) / 1024 : -1;
+  };
+  const baselineRssMb = statusMb('VmRSS');
+  const createStart = process.hrtime.bigint();
   const session = await ort.InferenceSession.create(args.model, {
     intraOpNumThreads: args.threads,
     interOpNumThreads: args.interop,
@@ -100,6 +108,11 @@ async function main() {
       throw new Error(`--input: ${file} does not hold [${dims}] float32`);
     feeds[name] = new ort.Tensor('float32', Float32Array.from(data), dims);
   }
+  const createMs = Number(process.hrtime.bigint() - createStart) / 1e6;
+  const firstStart = process.hrtime.bigint();
+  await session.run(feeds);
+  const firstRunMs = Number(process.hrtime.bigint() - firstStart) / 1e6;
+  const peakRssAfterFirstRunMb = statusMb('VmHWM');
   for (let i = 0; i < args.warmup; i++) await session.run(feeds);
   const times = [];
   for (let i = 0; i < args.iters; i++) {
@@ -125,6 +138,11 @@ async function main() {
     interop: args.interop,
     profiled: args.profile === 1,
     batch: args.batch,
+    create_ms: createMs,
+    first_run_ms: firstRunMs,
+    baseline_rss_mb: baselineRssMb,
+    peak_rss_after_first_run_mb: peakRssAfterFirstRunMb,
+    steady_rss_mb: statusMb('VmRSS'),
     median_ms: pick(0.5),
     p10_ms: pick(0.1),
     p90_ms: pick(0.9),
