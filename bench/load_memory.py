@@ -52,11 +52,11 @@ def private_mb():
 
 
 def initializer_mb(path):
-    sys.path.insert(0, str(BUILD_PYTHON))
     import onnx  # Debian's python3-onnx
+    from onnx import numpy_helper
 
-    model = onnx.load(path, load_external_data=False)
-    return sum(len(t.raw_data) or 0 for t in model.graph.initializer) / 2**20
+    model = onnx.load(path)
+    return sum(numpy_helper.to_array(t).nbytes for t in model.graph.initializer) / 2**20
 
 
 def random_input(session, batch, seed=1):
@@ -76,7 +76,6 @@ def random_input(session, batch, seed=1):
 def child(kind, path, threads, extra):
     """One measurement in this process; prints a JSON object."""
     sys.path.insert(0, str(BUILD_PYTHON))
-    import numpy as np
     import kiln
 
     result = {"baseline_rss_mb": status_mb("VmRSS"), "baseline_private_mb": private_mb()}
