@@ -36,6 +36,11 @@ Session::Session(Model model, const Settings& settings)
   core_load();  // opens a load window, so the first runs can already adapt to other processes
 }
 
+void Session::keep_plans(size_t count) {
+  std::lock_guard lock(mutex_);
+  plan_capacity_ = std::max(kMaxCachedPlans, count);
+}
+
 void Session::bind_inputs(const TensorMap& inputs, std::span<const Tensor*> bound) const {
   for (const auto& entry : inputs) {
     const std::string& name = entry.first;  // clang 14 cannot capture structured bindings
@@ -151,7 +156,7 @@ std::shared_ptr<const Plan> Session::cached_plan(const PlanKey& key, const std::
   auto [it, inserted] = plans_.emplace(key, plan);
   if (inserted) {
     plan_order_.push_back(plan);
-    if (plan_order_.size() > kMaxCachedPlans) {
+    if (plan_order_.size() > plan_capacity_) {
       const std::shared_ptr<const Plan> oldest = plan_order_.front();
       plan_order_.erase(plan_order_.begin());
       std::erase_if(plans_, [&](const auto& entry) { return entry.second == oldest; });

@@ -23,6 +23,9 @@ namespace kiln {
 
 using TensorMap = std::map<std::string, Tensor>;
 
+// Plans kept per session before the oldest is evicted (unless Session::keep_plans asks for more).
+inline constexpr size_t kMaxCachedPlans = 8;
+
 class Session {
  public:
   // `settings` are this session's setting changes: they override the global settings and are
@@ -73,6 +76,10 @@ class Session {
   std::shared_ptr<const Plan> plan_for(const std::vector<Tensor>& inputs);
   std::shared_ptr<const Plan> plan_for(const std::vector<Tensor>& inputs, const Settings& settings);
 
+  // Keeps up to `count` plans (at least kMaxCachedPlans) before the oldest is evicted: a server
+  // warms up one plan per batch size and must not lose them to eviction.
+  void keep_plans(size_t count);
+
   // Observers see every later run until removed; they must outlive their registration.
   void add_observer(Observer* observer);
   void remove_observer(Observer* observer);
@@ -99,17 +106,15 @@ class Session {
   std::filesystem::path model_path_;  // empty when built from a Model: nothing is released then
   std::vector<std::string> released_initializers_;
   std::mutex planning_mutex_;  // one plan is built at a time (it reads model_, which may reload)
-  std::mutex mutex_;           // guards plans_, plan_order_, value_inputs_ and observers_
+  std::mutex mutex_;           // guards plans_, plan_order_, plan_capacity_, value_inputs_ and observers_
   std::unordered_map<PlanKey, std::shared_ptr<const Plan>, PlanKeyHash> plans_;
   std::vector<bool> value_inputs_;                       // graph inputs whose values planning needs
   std::vector<std::shared_ptr<const Plan>> plan_order_;  // oldest first, for eviction
+  size_t plan_capacity_ = kMaxCachedPlans;               // or what keep_plans asked
   std::vector<Observer*> observers_;
   std::shared_ptr<const Plan> recent_plan_;  // the previous run's, and its key
   PlanKey recent_key_;
 };
-
-// Plans kept per session before the oldest is evicted.
-inline constexpr size_t kMaxCachedPlans = 8;
 
 // An observer registered for a scope: removed however the scope ends (a run that throws included).
 class ScopedObserver {

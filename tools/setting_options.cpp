@@ -1,6 +1,7 @@
 #include "tools/setting_options.h"
 
 #include "backends/setting_table.h"
+#include "backends/setting_text.h"
 #include "backends/settings.h"
 #include "backends/verbose_sink.h"
 
@@ -101,13 +102,7 @@ Settings settings_from_assignments(const std::vector<std::string>& assignments, 
     const size_t equals = text.find('=');
     KILN_CHECK(equals != std::string::npos && equals > 0, invalid_argument, "--", option,
                " expects NAME=VALUE (a setting as kiln.backends.table() names it), got '", text, "'");
-    const std::string name = text.substr(0, equals);
-    const SettingShorthand* shorthand = find_shorthand(name);
-    const SettingSlot& slot = find_setting(shorthand != nullptr ? shorthand->targets.front() : name);
-    KILN_CHECK(slot.row->type != SettingType::sink, invalid_argument, "--", option, " ", name,
-               ": the verbose sink is not a per-run setting");
-    settings.set_by_name(
-        name, parse_setting_value(slot, text.substr(equals + 1), str_cat("--", option, " ", name)));
+    set_setting_from_text(settings, text.substr(0, equals), text.substr(equals + 1), str_cat("--", option));
   }
   return settings;
 }
