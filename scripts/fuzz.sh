@@ -5,13 +5,15 @@
 # NonMaxSuppression, ScatterND, GatherND, CumSum, Trilu, GroupNormalization-18, Gelu-20, Pad-19 wrap, RoiAlign,
 # GridSample), then trace loading for TRACE_SECONDS (default 300), seeded with
 # fuzz/trace_seeds and guided by fuzz/trace.dict.
-#   scripts/fuzz.sh [MODEL_SECONDS [TRACE_SECONDS]]
+# Then `kiln serve`'s request and config decoders for SERVE_SECONDS (default 120), seeded with fuzz/serve_seeds.
+#   scripts/fuzz.sh [MODEL_SECONDS [TRACE_SECONDS [SERVE_SECONDS]]]
 # Needs the fuzz build: cmake --preset fuzz && cmake --build --preset fuzz
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=${1:-600}
 trace_seconds=${2:-300}
+serve_seconds=${3:-120}
 fuzzer=build-fuzz/fuzz/load_model_fuzzer
 corpus=build-fuzz/corpus
 seeds=/usr/share/libonnx-testdata/data/node
@@ -33,3 +35,9 @@ mkdir -p "$trace_corpus"
 cp -n fuzz/trace_seeds/*.json "$trace_corpus/"
 build-fuzz/fuzz/load_trace_fuzzer "$trace_corpus" -dict=fuzz/trace.dict -max_total_time="$trace_seconds" \
   -rss_limit_mb=4096 -timeout=30 -max_len=65536 -artifact_prefix=build-fuzz/crashes/trace- -print_final_stats=1
+
+serve_corpus=build-fuzz/serve_corpus
+mkdir -p "$serve_corpus"
+cp -n fuzz/serve_seeds/*.bin "$serve_corpus/"
+build-fuzz/fuzz/serve_request_fuzzer "$serve_corpus" -max_total_time="$serve_seconds" -rss_limit_mb=4096 \
+  -timeout=30 -max_len=65536 -artifact_prefix=build-fuzz/crashes/serve- -print_final_stats=1

@@ -42,6 +42,9 @@ constexpr Command kCommands[] = {
      "write a QDQ int8 model: kiln quantize MODEL OUTPUT --calibration-data DIR [--per-channel] (runs kiln's "
      "Python module)"},
     {"conformance", command_conformance, "run ONNX's operator test suite: kiln conformance [DIR]"},
+    {"serve", command_serve,
+     "serve a model repository over the Open Inference Protocol (KServe v2) HTTP API: kiln serve "
+     "--model-repository DIR [--http-port N] [--metrics-port N]"},
     {"launch", command_launch,
      "start pinned instances of a command: kiln launch [--throughput|--latency] [--instances N] -- COMMAND"},
 };

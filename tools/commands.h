@@ -18,5 +18,6 @@ int command_profile(const std::vector<std::string>& args);
 int command_tidy(const std::vector<std::string>& args);
 int command_compare(const std::vector<std::string>& args);
 int command_quantize(const std::vector<std::string>& args);
+int command_serve(const std::vector<std::string>& args);
 
 }  // namespace kiln
