@@ -191,11 +191,6 @@ void Batcher::join() {
   }
 }
 
-int Batcher::queued() const {
-  std::lock_guard lock(mutex_);
-  return static_cast<int>(queue_.size());
-}
-
 void Batcher::instance_loop() {
   std::unique_lock lock(mutex_);
   while (true) {

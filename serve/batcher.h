@@ -81,8 +81,6 @@ class Batcher {
   // Waits until the instances have run everything they took and exited (after stop_accepting or abort).
   void join();
 
-  int queued() const;
-
  private:
   void instance_loop();
   std::shared_ptr<Batch> next_batch(std::unique_lock<std::mutex>& lock);

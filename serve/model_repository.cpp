@@ -205,7 +205,7 @@ void ModelRepository::load_version(ServedModel& model, const ModelConfig& declar
         });
     std::vector<int64_t> warmed;
     std::string warm_up_failure;
-    if (options_.warm_up && fixed_dims) {
+    if (fixed_dims) {
       const std::vector<int64_t> sizes = warm_up_batch_sizes(max_batch, config.preferred_batch_sizes);
       // Runs that lease fewer threads while others are in flight plan for that count too: room for them.
       version.session->keep_plans(sizes.size() + kMaxCachedPlans);

@@ -28,7 +28,6 @@ namespace kiln::serve {
 struct ServerOptions {
   int max_queue_size = 64;         // per model version, unless its config sets one
   int64_t request_timeout_us = 0;  // 0: none, unless the config or the request sets one
-  bool warm_up = true;
 };
 
 struct ModelVersion {

@@ -44,6 +44,9 @@ void log_line(const std::string& message) {
 }  // namespace
 
 int run_server(const ServeOptions& options) {
+  std::error_code error;
+  KILN_CHECK(std::filesystem::is_directory(options.model_repository, error), invalid_argument,
+             "--model-repository ", options.model_repository.string(), " is not a directory");
   KILN_CHECK(pipe2(g_signal_pipe, O_CLOEXEC) == 0 && fcntl(g_signal_pipe[1], F_SETFL, O_NONBLOCK) == 0,
              runtime, "kiln serve: cannot create the signal pipe");
   struct sigaction action = {};

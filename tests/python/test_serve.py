@@ -960,6 +960,19 @@ def test_sigterm_under_load_answers_or_refuses_every_request_and_exits_0(start_s
     assert sum(kind == "ok" and finished < terminated_at[0] for kind, finished, _ in outcomes) >= 24, summary
 
 
+@pytest.mark.parametrize("arguments,expected", [
+    (["--model-repository", "/nonexistent/kiln-models"], "--model-repository /nonexistent/kiln-models is not a directory"),
+    ([], "kiln serve needs --model-repository DIR"),
+    (["--model-repository", ".", "--http-port", "70000"], "--http-port"),
+    (["--model-repository", ".", "--no-such-option"], "no-such-option"),
+])
+def test_bad_command_lines_fail_at_once_naming_the_option(kiln_bin, arguments, expected):
+    result = subprocess.run([str(kiln_bin), "serve", *arguments], capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert expected in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr  # one error line, nothing served
+
+
 def test_sigterm_while_models_load_stops_loading_and_exits_0(kiln_bin, tmp_path, demo_model):
     """A signal during warm-up stops loading at the next batch size: the server does not start
     listening afterwards, and exits 0 long before it would have warmed every model up."""
