@@ -274,7 +274,9 @@ ValidatedRequest ModelRepository::validate(const ServedModel& model, InferReques
   PendingRequest& pending = *validated.pending;
   pending.arrived = arrived;
   int64_t batch = -1;
-  for (auto& [name, tensor] : request.inputs) {
+  for (auto& entry : request.inputs) {
+    const std::string& name = entry.first;  // clang 14 cannot capture structured bindings
+    Tensor& tensor = entry.second;
     const auto found = std::find_if(config.inputs.begin(), config.inputs.end(),
                                     [&](const TensorConfig& input) { return input.name == name; });
     if (found == config.inputs.end()) {
