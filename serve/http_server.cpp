@@ -247,7 +247,11 @@ class HttpServer::Impl {
         if (!too_large) body.append(data, length);
         return !too_large;
       });
-      if (too_large || response.status == 413) return error(response, 413, body_limit_message());
+      if (too_large || response.status == 413) {
+        // The rest of the body is still on the connection, where it would read as the next request.
+        response.set_header("Connection", "close");
+        return error(response, 413, body_limit_message());
+      }
       if (!read) return error(response, 400, "the request body could not be read");
       with_model(request, response, [&](const ServedModel& model, const ModelVersion* version) {
         infer(request, body, response, model, *version);
