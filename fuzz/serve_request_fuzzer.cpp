@@ -1,8 +1,10 @@
-// Fuzzes what `kiln serve` reads from clients and repositories: an inference request body (JSON
-// and binary tensors, serve/infer_codec.h) and a config.pbtxt (serve/model_config.h). The first
-// byte picks which: 'c' a config; else a request, whose next two bytes (little-endian) give the
-// Inference-Header-Content-Length when nonzero. Any bytes must decode or raise kiln::Error; what
-// decodes must encode back into a response whose tensors hold exactly their shapes' bytes.
+// Fuzzes what `kiln serve` reads from HTTP clients and repositories: an inference request body
+// (JSON and binary tensors, serve/infer_codec.h), a config.pbtxt and a load request's JSON config
+// (serve/model_config.h), and the repository extension's bodies (serve/repository_codec.h). The
+// first byte picks which: 'c' a config.pbtxt, 'j' a JSON config, 'r' a repository body; else a
+// request, whose next two bytes (little-endian) give the Inference-Header-Content-Length when nonzero. Any
+// bytes must decode or raise kiln::Error; what decodes must encode back into a response whose tensors hold
+// exactly their shapes' bytes.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -12,6 +14,7 @@
 #include "core/error.h"
 #include "serve/infer_codec.h"
 #include "serve/model_config.h"
+#include "serve/repository_codec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
@@ -20,6 +23,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (bytes[0] == 'c') {
       const kiln::serve::ModelConfig config = kiln::serve::parse_model_config(bytes.substr(1), "fuzz.pbtxt");
       if (config.instance_count < 1) std::abort();
+      return 0;
+    }
+    if (bytes[0] == 'j') {
+      const kiln::serve::ModelConfig config = kiln::serve::parse_model_config_json(bytes.substr(1), "fuzz");
+      if (config.instance_count < 1) std::abort();
+      return 0;
+    }
+    if (bytes[0] == 'r') {
+      kiln::serve::parse_index_request(bytes.substr(1));
+      kiln::serve::parse_load_request(bytes.substr(1));
+      kiln::serve::parse_unload_request(bytes.substr(1));
       return 0;
     }
     if (size < 3) return 0;

@@ -5,8 +5,10 @@
 # NonMaxSuppression, ScatterND, GatherND, CumSum, Trilu, GroupNormalization-18, Gelu-20, Pad-19 wrap, RoiAlign,
 # GridSample), then trace loading for TRACE_SECONDS (default 300), seeded with
 # fuzz/trace_seeds and guided by fuzz/trace.dict.
-# Then `kiln serve`'s request and config decoders for SERVE_SECONDS (default 120), seeded with fuzz/serve_seeds.
-#   scripts/fuzz.sh [MODEL_SECONDS [TRACE_SECONDS [SERVE_SECONDS]]]
+# Then `kiln serve`'s HTTP request, config and repository-body decoders for SERVE_SECONDS (default 120),
+# seeded with fuzz/serve_seeds, and its gRPC ModelInferRequest decoder for GRPC_SECONDS (default 120),
+# seeded with fuzz/grpc_seeds.
+#   scripts/fuzz.sh [MODEL_SECONDS [TRACE_SECONDS [SERVE_SECONDS [GRPC_SECONDS]]]]
 # Needs the fuzz build: cmake --preset fuzz && cmake --build --preset fuzz
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +16,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-600}
 trace_seconds=${2:-300}
 serve_seconds=${3:-120}
+grpc_seconds=${4:-120}
 fuzzer=build-fuzz/fuzz/load_model_fuzzer
 corpus=build-fuzz/corpus
 seeds=/usr/share/libonnx-testdata/data/node
@@ -41,3 +44,9 @@ mkdir -p "$serve_corpus"
 cp -n fuzz/serve_seeds/*.bin "$serve_corpus/"
 build-fuzz/fuzz/serve_request_fuzzer "$serve_corpus" -max_total_time="$serve_seconds" -rss_limit_mb=4096 \
   -timeout=30 -max_len=65536 -artifact_prefix=build-fuzz/crashes/serve- -print_final_stats=1
+
+grpc_corpus=build-fuzz/grpc_corpus
+mkdir -p "$grpc_corpus"
+cp -n fuzz/grpc_seeds/*.bin "$grpc_corpus/"
+build-fuzz/fuzz/serve_grpc_fuzzer "$grpc_corpus" -max_total_time="$grpc_seconds" -rss_limit_mb=4096 \
+  -timeout=30 -max_len=65536 -artifact_prefix=build-fuzz/crashes/grpc- -print_final_stats=1

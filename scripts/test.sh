@@ -42,7 +42,8 @@ else
   cmake --build --preset asan -j "$jobs"
   cmake --preset fuzz >/dev/null
   cmake --build --preset fuzz -j "$jobs"
-  scripts/fuzz.sh "${KILN_FUZZ_SECONDS:-600}" "${KILN_TRACE_FUZZ_SECONDS:-300}" "${KILN_SERVE_FUZZ_SECONDS:-120}"
+  scripts/fuzz.sh "${KILN_FUZZ_SECONDS:-600}" "${KILN_TRACE_FUZZ_SECONDS:-300}" "${KILN_SERVE_FUZZ_SECONDS:-120}" \
+    "${KILN_GRPC_FUZZ_SECONDS:-120}"
   cmake --preset native-only >/dev/null
   cmake --build --preset native-only -j "$jobs"
   ctest --preset native-only -L unit -j "$jobs"

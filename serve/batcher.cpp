@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "serve/status.h"
 
 namespace kiln::serve {
 
@@ -79,23 +80,6 @@ Outcome failed(int status, std::string error) {
   return outcome;
 }
 
-int status_of(ErrorKind kind) {
-  switch (kind) {
-    case ErrorKind::invalid_argument:
-    case ErrorKind::type_mismatch:
-    case ErrorKind::not_implemented:
-      return 400;
-    case ErrorKind::cancelled:
-      return 503;
-    case ErrorKind::deadline_exceeded:
-      return 504;
-    case ErrorKind::invalid_model:
-    case ErrorKind::runtime:
-      return 500;
-  }
-  return 500;
-}
-
 }  // namespace
 
 Batcher::Batcher(Session& session, BatcherOptions options, ModelMetrics& metrics)
@@ -120,7 +104,7 @@ std::future<Outcome> Batcher::submit(const std::shared_ptr<PendingRequest>& requ
   std::future<Outcome> future = request->outcome.get_future();
   std::lock_guard lock(mutex_);
   if (!accepting_) {
-    finish(*request, failed(503, "the server is shutting down"));
+    finish(*request, failed(503, stop_reason_));
   } else if (static_cast<int>(queue_.size()) >= options_.max_queue_size) {
     finish(*request, failed(503, str_cat("the model's queue is full (", options_.max_queue_size,
                                          " requests waiting); retry later or raise max_queue_size")));
@@ -167,15 +151,22 @@ void Batcher::finish(PendingRequest& request, Outcome outcome) {
   request.outcome.set_value(std::move(outcome));
 }
 
-void Batcher::stop_accepting() {
+void Batcher::stop_accepting(const std::string& reason) {
   std::lock_guard lock(mutex_);
   accepting_ = false;
+  stop_reason_ = reason;
   changed_.notify_all();
+}
+
+bool Batcher::accepting() const {
+  std::lock_guard lock(mutex_);
+  return accepting_;
 }
 
 void Batcher::abort(const std::string& reason) {
   std::lock_guard lock(mutex_);
   accepting_ = false;
+  if (stop_reason_.empty()) stop_reason_ = reason;
   aborted_ = true;
   abort_reason_ = reason;
   for (const auto& request : queue_) finish(*request, failed(503, reason));
@@ -297,7 +288,7 @@ void Batcher::run(Batch& batch) {
     outputs = session_.run(inputs, batch.control);
     ran_at = Clock::now();
   } catch (const Error& error) {
-    failure = failed(status_of(error.kind()), error.what());
+    failure = failed(status_code_of(error.kind()), error.what());
     if (error.kind() == ErrorKind::cancelled) {
       std::lock_guard lock(mutex_);
       failure.error = aborted_ ? abort_reason_ : "every client of the batch disconnected";

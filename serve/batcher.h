@@ -74,8 +74,10 @@ class Batcher {
   // Fails `request` with 504 if it is still queued (its deadline passed); false if it already runs.
   bool expire(const std::shared_ptr<PendingRequest>& request);
 
-  // Stops taking requests and lets the instances run what is queued, without waiting for more.
-  void stop_accepting();
+  // Stops taking requests (later ones fail with 503 and `reason`) and lets the instances run what
+  // is queued, without waiting for more.
+  void stop_accepting(const std::string& reason = "the server is shutting down");
+  bool accepting() const;
   // Fails every queued request with 503 and `reason`, cancels batches in flight.
   void abort(const std::string& reason);
   // Waits until the instances have run everything they took and exited (after stop_accepting or abort).
@@ -105,6 +107,7 @@ class Batcher {
   std::vector<std::shared_ptr<Batch>> running_;
   bool forming_ = false;  // an instance is waiting for a batch to fill
   bool accepting_ = true;
+  std::string stop_reason_;
   bool aborted_ = false;
   std::string abort_reason_;
   std::vector<std::thread> instances_;

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/json_writer.h"
 #include "core/version.h"
+#include "serve/repository_codec.h"
 
 namespace kiln::serve {
 namespace {
@@ -163,21 +164,12 @@ std::string config_json(const ModelConfig& config) {
   return json.take();
 }
 
-int status_of(const Error& error) {
-  return error.kind() == ErrorKind::runtime || error.kind() == ErrorKind::invalid_model ? 500 : 400;
-}
-
 }  // namespace
 
 class HttpServer::Impl {
  public:
-  Impl(HttpOptions options, ModelRepository& repository, const std::atomic<bool>& models_loaded,
-       Metrics& metrics, Log log)
-      : options_(std::move(options)),
-        repository_(repository),
-        models_loaded_(models_loaded),
-        metrics_(metrics),
-        log_(std::move(log)) {
+  Impl(HttpOptions options, InferenceService& service, Metrics& metrics)
+      : options_(std::move(options)), service_(service), metrics_(metrics) {
     const int threads = options_.threads;
     server_.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
     server_.set_payload_max_length(options_.max_request_bytes);
@@ -204,33 +196,32 @@ class HttpServer::Impl {
     server_.Get("/v2/health/live",
                 [](const httplib::Request&, httplib::Response& response) { response.status = 200; });
     server_.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& response) {
-      const std::string reason = not_ready_reason();
+      const std::string reason = service_.not_ready_reason();
       if (!reason.empty()) error(response, 503, reason);
     });
     server_.Get("/v2", [](const httplib::Request&, httplib::Response& response) {
       JsonWriter json;
       json.begin_object().key("name").value("kiln").key("version").value(kiln_version());
-      json.key("extensions")
-          .begin_array()
-          .value("binary_tensor_data")
-          .value("model_configuration")
-          .end_array();
+      json.key("extensions").begin_array();
+      for (const char* extension : kServerExtensions) json.value(extension);
+      json.end_array();
       response.set_content(json.end_object().take(), "application/json");
     });
     const std::string model_path = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
     server_.Get(model_path, [this](const httplib::Request& request, httplib::Response& response) {
-      with_model(request, response, [&](const ServedModel& model, const ModelVersion*) {
-        response.set_content(model_metadata(model), "application/json");
+      with_model(request, response, [&](const ResolvedModel& resolved) {
+        response.set_content(model_metadata(*resolved.model), "application/json");
       });
     });
     server_.Get(model_path + "/ready", [this](const httplib::Request& request, httplib::Response& response) {
-      with_model(request, response, [&](const ServedModel& model, const ModelVersion* version) {
-        if (!version->ready) error(response, 503, not_ready_message(model, *version));
+      with_model(request, response, [&](const ResolvedModel& resolved) {
+        const Status ready = InferenceService::readiness(resolved);
+        if (!ready.ok()) error(response, ready.code, ready.message);
       });
     });
     server_.Get(model_path + "/config", [this](const httplib::Request& request, httplib::Response& response) {
-      with_model(request, response, [&](const ServedModel& model, const ModelVersion*) {
-        response.set_content(config_json(model.config), "application/json");
+      with_model(request, response, [&](const ResolvedModel& resolved) {
+        response.set_content(config_json(resolved.model->config), "application/json");
       });
     });
     // The body is read here rather than by cpp-httplib, which refuses form-encoded bodies (curl -d's
@@ -253,10 +244,10 @@ class HttpServer::Impl {
         return error(response, 413, body_limit_message());
       }
       if (!read) return error(response, 400, "the request body could not be read");
-      with_model(request, response, [&](const ServedModel& model, const ModelVersion* version) {
-        infer(request, body, response, model, *version);
-      });
+      with_model(request, response,
+                 [&](ResolvedModel& resolved) { infer(request, body, response, resolved); });
     });
+    add_repository_routes();
   }
 
   int bind() {
@@ -290,19 +281,6 @@ class HttpServer::Impl {
     response.set_content(error_json(message), "application/json");
   }
 
-  std::string not_ready_reason() const {
-    if (!models_loaded_.load()) return "the server is loading its models";
-    for (const auto& [name, model] : repository_.models()) {
-      if (!model.ready()) return "model '" + name + "' is not ready";
-    }
-    return "";
-  }
-
-  static std::string not_ready_message(const ServedModel& model, const ModelVersion& version) {
-    return "model '" + model.name + "' version " + std::to_string(version.version) +
-           " is not ready: " + (version.error.empty() ? "it is loading" : version.error);
-  }
-
   std::string model_metadata(const ServedModel& model) const {
     JsonWriter json;
     json.begin_object().key("name").value(model.name);
@@ -323,104 +301,110 @@ class HttpServer::Impl {
   // Resolves the path's model and version and calls `body`, answering 404/503 itself.
   template <typename Body>
   void with_model(const httplib::Request& request, httplib::Response& response, Body body) {
-    if (!models_loaded_.load()) return error(response, 503, "the server is loading its models");
-    const std::string name = request.matches[1];
-    const std::string version_text = request.matches[2];
-    const ServedModel* model = repository_.find(name);
-    if (model == nullptr) return error(response, 404, "unknown model '" + name + "'");
-    if (!model->error.empty())
-      return error(response, 503, "model '" + name + "' is not ready: " + model->error);
-    const ModelVersion* version = model->find(version_text);
-    if (version == nullptr) {
-      return error(response, 404, "model '" + name + "' has no version '" + version_text + "'");
-    }
-    body(*model, version);
+    ResolvedModel resolved;
+    const Status status = service_.resolve(request.matches[1], request.matches[2], resolved);
+    if (!status.ok()) return error(response, status.code, status.message);
+    body(resolved);
   }
 
   void infer(const httplib::Request& http, const std::string& body, httplib::Response& response,
-             const ServedModel& model, const ModelVersion& version) {
+             ResolvedModel& resolved) {
     const Clock::time_point arrived = Clock::now();
-    std::string id = str_cat("#", ++request_counter_);
-    ModelMetrics* metrics = version.metrics;
-    auto refuse = [&](int status, const std::string& message) {
-      if (metrics != nullptr) metrics->request_failure.fetch_add(1, std::memory_order_relaxed);
-      log_("request " + id + " to model '" + model.name + "' version " + std::to_string(version.version) +
-           ": " + std::to_string(status) + " " + message);
-      error(response, status, message);
-    };
-    if (!version.ready) return refuse(503, not_ready_message(model, version));
+    if (const Status ready = InferenceService::readiness(resolved); !ready.ok()) {
+      service_.record_refusal(resolved, "(not decoded)", ready);
+      return error(response, ready.code, ready.message);
+    }
     InferRequest request;
-    ValidatedRequest validated;
     try {
       std::optional<size_t> header_length;
       if (http.has_header("Inference-Header-Content-Length")) {
         header_length = parse_header_length(http.get_header_value("Inference-Header-Content-Length"));
       }
       request = decode_infer_request(body, header_length);
-      if (!request.id.empty()) id = request.id;
-      validated = repository_.validate(model, request, arrived);
     } catch (const Error& failure) {
-      return refuse(status_of(failure), failure.what());
+      const Status status{status_code_of(failure.kind()), failure.what()};
+      service_.record_refusal(resolved, "(not decoded)", status);
+      return error(response, status.code, status.message);
     }
-
-    const std::shared_ptr<PendingRequest>& pending = validated.pending;
-    std::future<Outcome> future = version.batcher->submit(pending);
-    bool abandoned = false;
-    bool expired = false;
     int socket = -1;
     bool looked_up = false;  // once per request: a failed lookup is not repeated every poll
-    while (future.wait_for(std::chrono::milliseconds(5)) != std::future_status::ready) {
+    auto client_gone_now = [&] {
       // Most requests are answered before a client could go away: the socket is found only for
       // those that wait.
       if (!looked_up && Clock::now() - arrived > std::chrono::milliseconds(20)) {
         looked_up = true;
         socket = connection_socket(http);
       }
-      if (!abandoned && client_gone(socket)) {
-        abandoned = true;
-        version.batcher->abandon(pending);
-      }
-      if (!expired && Clock::now() >= pending->deadline) {
-        expired = true;
-        version.batcher->expire(pending);
-      }
-    }
-    Outcome outcome = future.get();
-    if (outcome.status != 200) return refuse(outcome.status, outcome.error);
+      return client_gone(socket);
+    };
+    InferAnswer answer = service_.infer(resolved, request, arrived, client_gone_now);
+    if (!answer.status.ok()) return error(response, answer.status.code, answer.status.message);
 
     const Clock::time_point encode_start = Clock::now();
-    std::vector<std::pair<std::string, Tensor>> outputs;
-    for (const std::string& name : validated.outputs) outputs.emplace_back(name, outcome.outputs.at(name));
-    InferResponse encoded =
-        encode_infer_response(model.name, std::to_string(version.version), request, outputs);
+    InferResponse encoded = encode_infer_response(
+        resolved.model->name, std::to_string(resolved.version->version), request, answer.outputs);
     if (encoded.header_length) {
       response.set_header("Inference-Header-Content-Length", std::to_string(*encoded.header_length));
       response.set_content(std::move(encoded.body), "application/octet-stream");
     } else {
       response.set_content(std::move(encoded.body), "application/json");
     }
-    const Clock::time_point done = Clock::now();
-    auto us = [](Clock::duration duration) {
-      return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(duration).count());
-    };
-    metrics->compute_output_duration_us.fetch_add(us(done - encode_start), std::memory_order_relaxed);
-    metrics->request_duration_us.fetch_add(us(done - arrived), std::memory_order_relaxed);
-    metrics->request_success.fetch_add(1, std::memory_order_relaxed);
+    service_.record_success(resolved, arrived, encode_start);
+  }
+
+  // The model-repository extension: POST /v2/repository/index, …/models/{m}/load and …/unload.
+  void add_repository_routes() {
+    server_.Post("/v2/repository/index",
+                 [this](const httplib::Request& request, httplib::Response& response) {
+                   bool ready_only = false;
+                   try {
+                     ready_only = parse_index_request(request.body);
+                   } catch (const Error& failure) {
+                     return error(response, 400, failure.what());
+                   }
+                   JsonWriter json;
+                   json.begin_array();
+                   for (const IndexEntry& entry : service_.repository().index(ready_only)) {
+                     json.begin_object().key("name").value(entry.name);
+                     if (!entry.version.empty()) json.key("version").value(entry.version);
+                     json.key("state").value(entry.state);
+                     if (!entry.reason.empty()) json.key("reason").value(entry.reason);
+                     json.end_object();
+                   }
+                   response.set_content(json.end_array().take(), "application/json");
+                 });
+    server_.Post(R"(/v2/repository/models/([^/]+)/load)",
+                 [this](const httplib::Request& request, httplib::Response& response) {
+                   std::optional<std::string> config;
+                   try {
+                     config = parse_load_request(request.body);
+                   } catch (const Error& failure) {
+                     return error(response, 400, failure.what());
+                   }
+                   const Status status = service_.repository().load(request.matches[1], config);
+                   if (!status.ok()) error(response, status.code, status.message);
+                 });
+    server_.Post(R"(/v2/repository/models/([^/]+)/unload)",
+                 [this](const httplib::Request& request, httplib::Response& response) {
+                   try {
+                     parse_unload_request(request.body);
+                   } catch (const Error& failure) {
+                     return error(response, 400, failure.what());
+                   }
+                   const Status status = service_.repository().unload(request.matches[1]);
+                   if (!status.ok()) error(response, status.code, status.message);
+                 });
   }
 
   HttpOptions options_;
-  ModelRepository& repository_;
-  const std::atomic<bool>& models_loaded_;
+  InferenceService& service_;
   Metrics& metrics_;
-  Log log_;
   httplib::Server server_;
-  std::atomic<uint64_t> request_counter_{0};
   std::atomic<bool> serve_returned_{false};
 };
 
-HttpServer::HttpServer(HttpOptions options, ModelRepository& repository,
-                       const std::atomic<bool>& models_loaded, Metrics& metrics, Log log)
-    : impl_(std::make_unique<Impl>(std::move(options), repository, models_loaded, metrics, std::move(log))) {}
+HttpServer::HttpServer(HttpOptions options, InferenceService& service, Metrics& metrics)
+    : impl_(std::make_unique<Impl>(std::move(options), service, metrics)) {}
 
 HttpServer::~HttpServer() = default;
 

@@ -3,6 +3,7 @@
 //   GET  /v2/health/live, /v2/health/ready, /v2
 //   GET  /v2/models/{m}[/versions/{v}], …/ready, …/config
 //   POST /v2/models/{m}[/versions/{v}]/infer   (JSON tensors and the binary tensor extension)
+//   POST /v2/repository/index, /v2/repository/models/{m}/load, …/unload   (the repository extension)
 //   GET  /metrics                               (Prometheus text)
 // Errors are {"error": "..."} with 400 (bad request), 404 (unknown model, version or path), 413
 // (body over the limit), 499 (client went away), 500 (the run failed), 503 (not ready, queue full,
@@ -14,8 +15,8 @@
 #include <memory>
 #include <string>
 
+#include "serve/inference_service.h"
 #include "serve/metrics.h"
-#include "serve/model_repository.h"
 
 namespace kiln::serve {
 
@@ -29,10 +30,7 @@ struct HttpOptions {
 
 class HttpServer {
  public:
-  using Log = std::function<void(const std::string&)>;
-  // `repository` is read only once `models_loaded` is true; before that, model endpoints answer 503.
-  HttpServer(HttpOptions options, ModelRepository& repository, const std::atomic<bool>& models_loaded,
-             Metrics& metrics, Log log);
+  HttpServer(HttpOptions options, InferenceService& service, Metrics& metrics);
   ~HttpServer();
 
   // Binds the socket (throws kiln::Error naming host and port on failure); returns the port.

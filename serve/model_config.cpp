@@ -1,5 +1,8 @@
 #include "serve/model_config.h"
 
+#include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -181,8 +184,10 @@ class ConfigReader {
  public:
   explicit ConfigReader(std::string_view source) : source_(source) {}
 
+  // Text-format values name their line; JSON values (line 0) name only the source.
   template <typename... Args>
   [[noreturn]] void fail_at(const TextValue& value, const Args&... args) const {
+    if (value.line == 0) fail(ErrorKind::invalid_argument, source_, ": ", args...);
     fail(ErrorKind::invalid_argument, source_, ":", value.line, ": ", args...);
   }
 
@@ -419,10 +424,75 @@ bool leading_dim_variable(const std::vector<ValueInfo>& values) {
   });
 }
 
-}  // namespace
+// Protobuf's JSON form of a config (a repository load request's "config") read into the tree the
+// text format reads into: objects become messages, arrays repeated fields, the parameters map
+// key/value entries, and lowerCamelCase names (protobuf's JSON default) the proto's snake_case.
+std::string snake_case(std::string_view name) {
+  std::string out;
+  for (const char c : name) {
+    if (std::isupper(static_cast<unsigned char>(c))) {
+      out += '_';
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 
-ModelConfig parse_model_config(std::string_view text, std::string_view source) {
-  const TextMessage root = TextParser(text, source).parse();
+TextValue json_value(const rapidjson::Value& json, std::string_view source, int depth);
+
+TextMessage json_message(const rapidjson::Value& object, std::string_view source, int depth) {
+  constexpr int kMaxDepth = 32;
+  KILN_CHECK(depth < kMaxDepth, invalid_argument, source, ": nested more than ", kMaxDepth, " levels deep");
+  TextMessage message;
+  for (const auto& member : object.GetObject()) {
+    const std::string name = snake_case({member.name.GetString(), member.name.GetStringLength()});
+    const rapidjson::Value& value = member.value;
+    if (name == "parameters" && value.IsObject()) {
+      for (const auto& entry : value.GetObject()) {
+        auto pair = std::make_shared<TextMessage>();
+        TextValue key;
+        key.scalar.assign(entry.name.GetString(), entry.name.GetStringLength());
+        key.quoted = true;
+        pair->fields.emplace_back("key", key);
+        pair->fields.emplace_back("value", json_value(entry.value, source, depth + 1));
+        TextValue wrapped;
+        wrapped.message = std::move(pair);
+        message.fields.emplace_back(name, std::move(wrapped));
+      }
+    } else if (value.IsArray()) {
+      for (const rapidjson::Value& element : value.GetArray())
+        message.fields.emplace_back(name, json_value(element, source, depth + 1));
+    } else {
+      message.fields.emplace_back(name, json_value(value, source, depth + 1));
+    }
+  }
+  return message;
+}
+
+TextValue json_value(const rapidjson::Value& json, std::string_view source, int depth) {
+  TextValue value;
+  if (json.IsObject()) {
+    value.message = std::make_shared<TextMessage>(json_message(json, source, depth));
+  } else if (json.IsString()) {
+    // Protobuf's JSON writes 64-bit integers as strings: read them as the text format's scalars.
+    value.scalar.assign(json.GetString(), json.GetStringLength());
+  } else if (json.IsBool()) {
+    value.scalar = json.GetBool() ? "true" : "false";
+  } else if (json.IsInt64()) {
+    value.scalar = std::to_string(json.GetInt64());
+  } else if (json.IsUint64()) {
+    value.scalar = std::to_string(json.GetUint64());
+  } else if (json.IsNumber()) {
+    value.scalar = str_cat(json.GetDouble());
+  } else {
+    fail(ErrorKind::invalid_argument, source, ": null and nested arrays are not config values");
+  }
+  return value;
+}
+
+ModelConfig read_model_config(const TextMessage& root, std::string_view source) {
   const ConfigReader reader(source);
   ModelConfig config;
   for (const auto& [name, value] : root.fields) {
@@ -481,6 +551,23 @@ ModelConfig parse_model_config(std::string_view text, std::string_view source) {
     }
   }
   return config;
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(std::string_view text, std::string_view source) {
+  return read_model_config(TextParser(text, source).parse(), source);
+}
+
+ModelConfig parse_model_config_json(std::string_view text, std::string_view source) {
+  rapidjson::Document document;
+  document.Parse<rapidjson::kParseIterativeFlag>(text.data(), text.size());
+  KILN_CHECK(!document.HasParseError(), invalid_argument, source, ": not JSON (",
+             rapidjson::GetParseError_En(document.GetParseError()), " at byte ", document.GetErrorOffset(),
+             ")");
+  KILN_CHECK(document.IsObject(), invalid_argument, source,
+             ": expected a JSON object (a model configuration)");
+  return read_model_config(json_message(document, source, 0), source);
 }
 
 void complete_model_config(ModelConfig& config, const std::vector<ValueInfo>& model_inputs,

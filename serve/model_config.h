@@ -59,6 +59,9 @@ struct ModelConfig {
 // naming the line and field for syntax errors, unknown fields, wrong value types and values out
 // of range.
 ModelConfig parse_model_config(std::string_view text, std::string_view source);
+// The same from protobuf's JSON form of a config (Triton's repository load "config" parameter):
+// snake_case or lowerCamelCase names, 64-bit integers as numbers or strings; errors name `source`.
+ModelConfig parse_model_config_json(std::string_view text, std::string_view source);
 
 // Fills what the file left out from the model's declared inputs and outputs and checks what it
 // gave against them: names, data types and dims (without the batch dim when max_batch_size > 0).

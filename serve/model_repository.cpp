@@ -1,5 +1,7 @@
 #include "serve/model_repository.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
@@ -90,6 +92,12 @@ std::string dims_text(const Shape& shape, int max_batch_size) {
   return text + "]";
 }
 
+// Hands the pages an unloaded model freed back to the system: glibc keeps freed memory in its
+// arenas, so without this the process's resident memory would not fall after an unload.
+void release_free_memory() {
+  malloc_trim(0);
+}
+
 }  // namespace
 
 bool ServedModel::ready() const {
@@ -111,9 +119,11 @@ const ModelVersion* ServedModel::find(const std::string& version) const {
 }
 
 ModelRepository::ModelRepository(std::filesystem::path root, ServerOptions options, Metrics& metrics, Log log)
-    : root_(std::move(root)), options_(options), metrics_(metrics), log_(std::move(log)) {}
+    : root_(std::move(root)), options_(std::move(options)), metrics_(metrics), log_(std::move(log)) {}
 
-void ModelRepository::load_all() {
+ModelRepository::~ModelRepository() = default;
+
+std::vector<std::string> ModelRepository::model_directories() const {
   std::error_code error;
   KILN_CHECK(std::filesystem::is_directory(root_, error), invalid_argument, "--model-repository ",
              root_.string(), " is not a directory");
@@ -125,51 +135,202 @@ void ModelRepository::load_all() {
   KILN_CHECK(!error, invalid_argument, "cannot list --model-repository ", root_.string(), ": ",
              error.message());
   std::sort(names.begin(), names.end());
-  for (const std::string& name : names) {
-    ServedModel& model = models_[name];
-    model.name = name;
-    load_model(model);
-  }
-  if (models_.empty()) log_("model repository " + root_.string() + " holds no model directories");
+  return names;
 }
 
-void ModelRepository::load_model(ServedModel& model) {
-  const std::filesystem::path dir = root_ / model.name;
+void ModelRepository::load_all() {
+  std::lock_guard control(control_mutex_);
+  const std::vector<std::string> names = model_directories();
+  const bool all = !options_.explicit_control ||
+                   std::find(options_.startup_models.begin(), options_.startup_models.end(), "*") !=
+                       options_.startup_models.end();
+  for (const std::string& name : options_.startup_models) {
+    if (name != "*" && std::find(names.begin(), names.end(), name) == names.end())
+      log_("--load-model " + name + ": no such model directory in " + root_.string());
+  }
+  for (const std::string& name : names) {
+    const bool chosen = all || std::find(options_.startup_models.begin(), options_.startup_models.end(),
+                                         name) != options_.startup_models.end();
+    if (!chosen) continue;
+    {
+      std::lock_guard lock(mutex_);
+      loading_ = name;
+    }
+    std::shared_ptr<ServedModel> model = load_model(name, std::nullopt);
+    std::lock_guard lock(mutex_);
+    loading_.clear();
+    models_[name] = std::move(model);
+  }
+  if (names.empty()) log_("model repository " + root_.string() + " holds no model directories");
+}
+
+std::shared_ptr<ServedModel> ModelRepository::load_model(const std::string& name,
+                                                         const std::optional<std::string>& config_json) {
+  auto model = std::make_shared<ServedModel>();
+  model->name = name;
+  const std::filesystem::path dir = root_ / name;
   ModelConfig declared;  // as the file gives it, before completion from a version's model
   try {
     const std::filesystem::path config_path = dir / "config.pbtxt";
-    if (std::filesystem::exists(config_path)) {
-      model.config = parse_model_config(read_text_file(config_path), config_path.string());
-      KILN_CHECK(model.config.name.empty() || model.config.name == model.name, invalid_argument,
-                 config_path.string(), ": name \"", model.config.name,
-                 "\" differs from the directory's name \"", model.name, "\"");
+    const std::string source = config_json ? "the load request's config" : config_path.string();
+    if (config_json) {
+      model->config = parse_model_config_json(*config_json, source);
+    } else if (std::filesystem::exists(config_path)) {
+      model->config = parse_model_config(read_text_file(config_path), source);
     }
-    model.config.name = model.name;
-    declared = model.config;
-    for (const std::string& field : model.config.ignored_fields) {
-      log_("model '" + model.name + "': config field '" + field +
-           "' is Triton's and kiln does not act on it");
+    KILN_CHECK(model->config.name.empty() || model->config.name == name, invalid_argument, source,
+               ": name \"", model->config.name, "\" differs from the directory's name \"", name, "\"");
+    model->config.name = name;
+    declared = model->config;
+    for (const std::string& field : model->config.ignored_fields) {
+      log_("model '" + name + "': config field '" + field + "' is Triton's and kiln does not act on it");
     }
     std::vector<int64_t> available;
     for (const auto& entry : std::filesystem::directory_iterator(dir)) {
       const std::optional<int64_t> number = version_number(entry.path().filename());
       if (entry.is_directory() && number) available.push_back(*number);
     }
-    const std::vector<int64_t> chosen = chosen_versions(model.config.version_policy, available);
+    const std::vector<int64_t> chosen = chosen_versions(model->config.version_policy, available);
     KILN_CHECK(!chosen.empty(), invalid_argument, dir.string(),
                " has no version directory the version policy picks (", available.size(),
                " numbered directories found)");
     for (int64_t number : chosen) {
-      ModelVersion& version = model.versions[number];
+      ModelVersion& version = model->versions[number];
       version.version = number;
-      version.path = dir / std::to_string(number) / model.config.default_model_filename;
+      version.path = dir / std::to_string(number) / model->config.default_model_filename;
     }
   } catch (const std::exception& error) {
-    model.error = error.what();
-    log_("model '" + model.name + "' failed to load: " + model.error);
-    return;
+    model->error = error.what();
+    log_("model '" + name + "' failed to load: " + model->error);
+    return model;
   }
-  for (auto& [number, version] : model.versions) load_version(model, declared, version);
+  for (auto& [number, version] : model->versions) load_version(*model, declared, version);
+  return model;
+}
+
+void ModelRepository::drain(const ServedModel& model, const std::string& reason) {
+  for (const auto& [number, version] : model.versions) {
+    if (version.batcher) version.batcher->stop_accepting(str_cat(reason, " (version ", number, ")"));
+  }
+  for (const auto& [number, version] : model.versions) {
+    if (version.batcher) version.batcher->join();
+  }
+}
+
+Status ModelRepository::load(const std::string& name, const std::optional<std::string>& config_json) {
+  if (!options_.explicit_control) {
+    return {400,
+            "model control is disabled: start kiln serve with --model-control-mode explicit to load and "
+            "unload models"};
+  }
+  std::lock_guard control(control_mutex_);
+  if (stop_loading_.load()) return {503, "the server is shutting down"};
+  std::vector<std::string> names;
+  try {
+    names = model_directories();
+  } catch (const Error& error) {
+    return {500, error.what()};
+  }
+  if (std::find(names.begin(), names.end(), name) == names.end()) {
+    return {404, "no model directory '" + name + "' in the model repository " + root_.string()};
+  }
+  {
+    std::lock_guard lock(mutex_);
+    loading_ = name;
+  }
+  std::shared_ptr<ServedModel> model = load_model(name, config_json);
+  std::shared_ptr<const ServedModel> replaced;
+  std::string reason;
+  if (!model->ready()) {
+    reason = model->error;
+    for (const auto& [number, version] : model->versions) {
+      if (reason.empty() && !version.ready) reason = str_cat("version ", number, ": ", version.error);
+    }
+  }
+  {
+    std::lock_guard lock(mutex_);
+    loading_.clear();
+    if (reason.empty()) {
+      const auto found = models_.find(name);
+      if (found != models_.end()) replaced = std::move(found->second);
+      models_[name] = model;
+      unavailable_.erase(name);
+    } else if (models_.count(name) == 0) {
+      unavailable_[name] = "failed to load: " + reason;
+    }
+  }
+  if (!reason.empty()) {
+    drain(*model, "model '" + name + "' failed to load");
+    const char* still = find(name) != nullptr ? " (the version loaded before still serves)" : "";
+    return {400, str_cat("model '", name, "' failed to load", still, ": ", reason)};
+  }
+  if (replaced) {
+    // Requests resolved to the old model before the swap finish there.
+    drain(*replaced, "model '" + name + "' was reloaded");
+    log_("model '" + name + "' reloaded");
+  }
+  replaced.reset();
+  release_free_memory();
+  return {};
+}
+
+Status ModelRepository::unload(const std::string& name) {
+  if (!options_.explicit_control) {
+    return {400,
+            "model control is disabled: start kiln serve with --model-control-mode explicit to load and "
+            "unload models"};
+  }
+  std::lock_guard control(control_mutex_);
+  std::shared_ptr<const ServedModel> model;
+  {
+    std::lock_guard lock(mutex_);
+    const auto found = models_.find(name);
+    if (found == models_.end()) return {404, "model '" + name + "' is not loaded"};
+    model = std::move(found->second);
+    models_.erase(found);
+    unavailable_[name] = "unloaded";
+  }
+  drain(*model, "model '" + name + "' was unloaded");
+  model.reset();
+  release_free_memory();
+  log_("model '" + name + "' unloaded");
+  return {};
+}
+
+std::vector<IndexEntry> ModelRepository::index(bool ready_only) const {
+  std::vector<std::string> names;
+  try {
+    names = model_directories();
+  } catch (const Error&) {
+    // The directory went away: the loaded models are still listed.
+  }
+  std::lock_guard lock(mutex_);
+  for (const auto& [name, model] : models_) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  std::vector<IndexEntry> entries;
+  for (const std::string& name : names) {
+    const auto found = models_.find(name);
+    if (found != models_.end() && found->second->error.empty()) {
+      for (const auto& [number, version] : found->second->versions) {
+        IndexEntry entry{name, std::to_string(number), version.ready ? "READY" : "UNAVAILABLE",
+                         version.error};
+        if (!ready_only || version.ready) entries.push_back(std::move(entry));
+      }
+      continue;
+    }
+    if (ready_only) continue;
+    if (name == loading_) {
+      entries.push_back({name, "", "LOADING", ""});
+    } else if (found != models_.end()) {
+      entries.push_back({name, "", "UNAVAILABLE", found->second->error});
+    } else {
+      const auto reason = unavailable_.find(name);
+      entries.push_back(
+          {name, "", "UNAVAILABLE", reason == unavailable_.end() ? "not loaded" : reason->second});
+    }
+  }
+  return entries;
 }
 
 void ModelRepository::load_version(ServedModel& model, const ModelConfig& declared, ModelVersion& version) {
@@ -258,12 +419,21 @@ void ModelRepository::stop_loading() {
 }
 
 bool ModelRepository::all_ready() const {
-  return std::all_of(models_.begin(), models_.end(), [](const auto& entry) { return entry.second.ready(); });
+  std::lock_guard lock(mutex_);
+  return std::all_of(models_.begin(), models_.end(), [](const auto& entry) { return entry.second->ready(); });
 }
 
-const ServedModel* ModelRepository::find(const std::string& name) const {
+std::shared_ptr<const ServedModel> ModelRepository::find(const std::string& name) const {
+  std::lock_guard lock(mutex_);
   const auto found = models_.find(name);
-  return found == models_.end() ? nullptr : &found->second;
+  return found == models_.end() ? nullptr : found->second;
+}
+
+std::vector<std::shared_ptr<const ServedModel>> ModelRepository::models() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::shared_ptr<const ServedModel>> models;
+  for (const auto& [name, model] : models_) models.push_back(model);
+  return models;
 }
 
 ValidatedRequest ModelRepository::validate(const ServedModel& model, InferRequest& request,
@@ -331,24 +501,24 @@ ValidatedRequest ModelRepository::validate(const ServedModel& model, InferReques
 }
 
 void ModelRepository::stop_accepting() {
-  for (auto& [name, model] : models_) {
-    for (auto& [number, version] : model.versions) {
+  for (const auto& model : models()) {
+    for (const auto& [number, version] : model->versions) {
       if (version.batcher) version.batcher->stop_accepting();
     }
   }
 }
 
 void ModelRepository::abort(const std::string& reason) {
-  for (auto& [name, model] : models_) {
-    for (auto& [number, version] : model.versions) {
+  for (const auto& model : models()) {
+    for (const auto& [number, version] : model->versions) {
       if (version.batcher) version.batcher->abort(reason);
     }
   }
 }
 
 void ModelRepository::join() {
-  for (auto& [name, model] : models_) {
-    for (auto& [number, version] : model.versions) {
+  for (const auto& model : models()) {
+    for (const auto& [number, version] : model->versions) {
       if (version.batcher) version.batcher->join();
     }
   }

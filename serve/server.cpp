@@ -62,7 +62,8 @@ int run_server(const ServeOptions& options) {
   ModelRepository repository(options.model_repository, options.models, metrics, log_line);
   std::atomic<bool> models_loaded{false};
   std::atomic<bool> stopping{false};
-  HttpServer http(options.http, repository, models_loaded, metrics, log_line);
+  InferenceService service(repository, models_loaded, log_line);
+  HttpServer http(options.http, service, metrics);
   const int port = http.bind();
   std::unique_ptr<HttpServer> metrics_http;
   int metrics_port = 0;
@@ -71,9 +72,15 @@ int run_server(const ServeOptions& options) {
     metrics_options.port = *options.metrics_port;
     metrics_options.threads = 4;
     metrics_options.metrics_only = true;
-    metrics_http =
-        std::make_unique<HttpServer>(metrics_options, repository, models_loaded, metrics, log_line);
+    metrics_http = std::make_unique<HttpServer>(metrics_options, service, metrics);
     metrics_port = metrics_http->bind();
+  }
+  // gRPC answers from here on too, on its own threads.
+  std::unique_ptr<GrpcServer> grpc;
+  int grpc_port = 0;
+  if (options.grpc) {
+    grpc = std::make_unique<GrpcServer>(*options.grpc, service);
+    grpc_port = grpc->start();
   }
 
   // HTTP answers from here on (live, not ready) while the models load.
@@ -97,6 +104,7 @@ int run_server(const ServeOptions& options) {
     if (stopping.load()) return;
     log_line(str_cat("listening on http://", options.http.host, ":", port,
                      repository.all_ready() ? "" : " (not ready: a model failed to load)"));
+    if (grpc) log_line(str_cat("listening on grpc://", options.grpc->host, ":", grpc_port));
     if (metrics_http)
       log_line(str_cat("metrics on http://", options.http.host, ":", metrics_port, "/metrics"));
   });
@@ -110,6 +118,9 @@ int run_server(const ServeOptions& options) {
                      ": no new connections; answering the requests already read"));
   }
   http.stop();
+  // gRPC refuses new calls at once; stop() returns when the calls in flight have answered.
+  std::thread grpc_stopper;
+  if (grpc) grpc_stopper = std::thread([&] { grpc->stop(); });
   if (metrics_http) metrics_http->stop();
   repository.stop_loading();
   loader.join();
@@ -125,6 +136,7 @@ int run_server(const ServeOptions& options) {
       repository.abort("the server shut down before the request ran (--shutdown-timeout)");
     }
   });
+  if (grpc_stopper.joinable()) grpc_stopper.join();
   http_thread.join();
   if (metrics_thread.joinable()) metrics_thread.join();
   {

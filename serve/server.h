@@ -1,7 +1,7 @@
-// `kiln serve`: a model repository behind the Open Inference Protocol's HTTP side, until SIGTERM or
-// SIGINT. Shutdown stops accepting connections and loading models, answers every request already
-// read (running what is queued), and after `shutdown_timeout` fails what is still waiting with 503;
-// then returns 0. A second signal exits at once (128 + the signal); a listener that stops by itself
+// `kiln serve`: a model repository behind the Open Inference Protocol's HTTP and (with a gRPC port)
+// gRPC sides, until SIGTERM or SIGINT. Shutdown stops accepting connections and loading models, answers every
+// request already read (running what is queued), and after `shutdown_timeout` fails what is still waiting
+// with 503; then returns 0. A second signal exits at once (128 + the signal); a listener that stops by itself
 // (accept failed) shuts the server down the same way and returns 1.
 #pragma once
 
@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "serve/grpc_server.h"
 #include "serve/http_server.h"
 #include "serve/model_repository.h"
 
@@ -18,6 +19,7 @@ struct ServeOptions {
   std::filesystem::path model_repository;
   HttpOptions http;
   std::optional<int> metrics_port;  // a second listener with /metrics only
+  std::optional<GrpcOptions> grpc;  // none: no gRPC listener
   ServerOptions models;
   std::chrono::milliseconds shutdown_timeout{30000};
 };

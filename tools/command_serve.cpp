@@ -1,5 +1,6 @@
 // `kiln serve --model-repository DIR`: the Open Inference Protocol (KServe v2) over HTTP for the
 // models of a Triton-layout repository (serve/server.h); docs/serving.md.
+#include <algorithm>
 #include <cstdio>
 
 #include "core/error.h"
@@ -17,9 +18,18 @@ int command_serve(const std::vector<std::string>& args) {
        "DIR: models as DIR/<model>/<version>/model.onnx, each with an optional config.pbtxt"},
       {"host", true, "ADDR: the address to listen on (default 0.0.0.0; 127.0.0.1 for this machine only)"},
       {"http-port", true, "N: the HTTP port (default 8000; 0: any free port, printed when listening)"},
+      {"grpc-port", true,
+       "N: also serve the gRPC protocol on this port (Triton's is 8001; 0: any free port)"},
       {"metrics-port", true, "N: also serve /metrics alone on this port (it is always on the HTTP port too)"},
       {"http-threads", true, "N: connections served at once (default 64)"},
-      {"max-request-bytes", true, "N: larger request bodies are refused with 413 (default 67108864)"},
+      {"max-request-bytes", true,
+       "N: larger request bodies (gRPC: messages) are refused with 413 (RESOURCE_EXHAUSTED) (default "
+       "67108864)"},
+      {"model-control-mode", true,
+       "none|explicit: explicit takes repository load and unload requests and loads only --load-model "
+       "at start (default none: every model at start, no load or unload)"},
+      {"load-model", true,
+       "NAME[,NAME...]: with explicit model control, the models loaded at start ('*': all)"},
       {"max-queue-size", true,
        "N: requests waiting per model version before 503 (default 64; config.pbtxt may set it)"},
       {"request-timeout-ms", true, "MS: a request still queued after this fails with 504 (default 0: none)"},
@@ -33,7 +43,8 @@ int command_serve(const std::vector<std::string>& args) {
   if (parsed.has("help")) {
     std::printf(
         "usage: kiln serve --model-repository DIR [options]\n\nServes the repository's models over the Open "
-        "Inference Protocol (KServe v2) HTTP/REST API until SIGTERM or SIGINT.\nThe settings options apply "
+        "Inference Protocol (KServe v2) HTTP/REST and gRPC APIs until SIGTERM or SIGINT.\nThe settings "
+        "options apply "
         "to every "
         "model; a model's config.pbtxt parameters override them.\n\n%s",
         options_help(specs).c_str());
@@ -56,6 +67,27 @@ int command_serve(const std::vector<std::string>& args) {
   options.models.max_queue_size = parsed.int_value("max-queue-size", 64, 1, 1 << 20);
   options.models.request_timeout_us =
       int64_t{1000} * parsed.int_value("request-timeout-ms", 0, 0, 3600 * 1000);
+  if (parsed.has("grpc-port")) {
+    options.grpc.emplace();
+    options.grpc->host = options.http.host;
+    options.grpc->port = parsed.int_value("grpc-port", 8001, 0, 65535);
+    options.grpc->max_request_bytes = options.http.max_request_bytes;
+    options.grpc->threads = options.http.threads;
+  }
+  const std::string control = parsed.value("model-control-mode", "none");
+  KILN_CHECK(control == "none" || control == "explicit", invalid_argument,
+             "--model-control-mode must be none or explicit, got '", control, "'");
+  options.models.explicit_control = control == "explicit";
+  if (parsed.has("load-model")) {
+    KILN_CHECK(options.models.explicit_control, invalid_argument,
+               "--load-model needs --model-control-mode explicit (without it every model loads at start)");
+    const std::string names = parsed.value("load-model");
+    for (size_t start = 0; start <= names.size();) {
+      const size_t comma = std::min(names.find(',', start), names.size());
+      if (comma > start) options.models.startup_models.push_back(names.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
   options.shutdown_timeout =
       std::chrono::milliseconds(1000 * parsed.int_value("shutdown-timeout", 30, 0, 24 * 3600));
   return serve::run_server(options);

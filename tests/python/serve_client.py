@@ -22,6 +22,7 @@ START_TIMEOUT = 60  # seconds for the server to print its listening line
 HTTP_TIMEOUT = (5, 30)  # connect, read: no request in these tests should take longer
 
 LISTENING = re.compile(r"^kiln serve: listening on http://(?P<host>[0-9.]+):(?P<port>\d+)/?(?: \(.*\))?\s*$")
+GRPC_LISTENING = re.compile(r"^kiln serve: listening on grpc://(?P<host>[0-9.]+):(?P<port>\d+)\s*$")
 METRICS_ON = re.compile(r"^kiln serve: metrics on http://(?P<host>[0-9.]+):(?P<port>\d+)/metrics\s*$")
 MODEL_READY = re.compile(r"^kiln serve: model '(?P<name>[^']+)' version (?P<version>\d+) ready\b")
 MODEL_FAILED = re.compile(r"^kiln serve: model '(?P<name>[^']+)' version (?P<version>\d+) failed to load: (?P<reason>.+)$")
@@ -107,6 +108,19 @@ class Server:
     def matching(self, pattern):
         with self._changed:
             return [match for match in map(pattern.match, self.lines) if match]
+
+    def grpc_target(self):
+        """HOST:PORT of the gRPC listener (started with --grpc-port)."""
+        match = self.wait_for_line(GRPC_LISTENING, START_TIMEOUT)
+        assert match, f"no gRPC listening line; stderr:\n{self.stderr}"
+        return f"{match['host']}:{match['port']}"
+
+    def rss_bytes(self):
+        """The server process's resident memory."""
+        for line in pathlib.Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError("no VmRSS line")
 
     def get(self, path, **kwargs):
         return self.session.get(self.url + path, timeout=HTTP_TIMEOUT, **kwargs)

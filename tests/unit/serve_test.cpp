@@ -1,5 +1,6 @@
-// kiln serve's pieces without a network: config.pbtxt parsing and completion, the inference
-// request codec (JSON and binary tensors), and the dynamic batcher's merging, splitting and refusals.
+// kiln serve's pieces without a network: config.pbtxt parsing and completion (and its JSON form), the
+// inference request codecs (JSON and binary tensors over HTTP, protobuf messages over gRPC), the
+// repository extension's bodies, and the dynamic batcher's merging, splitting and refusals.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,8 +11,10 @@
 #include "graph/session.h"
 #include "graph_builder.h"
 #include "serve/batcher.h"
+#include "serve/grpc_codec.h"
 #include "serve/infer_codec.h"
 #include "serve/model_config.h"
+#include "serve/repository_codec.h"
 
 namespace kiln::serve {
 namespace {
@@ -88,6 +91,215 @@ TEST(ModelConfig, ErrorsNameTheLineAndTheField) {
 
 std::vector<ValueInfo> values(const std::string& name, DType dtype, std::vector<Dim> dims) {
   return {ValueInfo{name, dtype, true, std::move(dims)}};
+}
+
+TEST(ModelConfig, ItsJsonFormReadsAsTheTextFormDoes) {
+  // As Triton's clients send it in a load request: protobuf's JSON, int64 as strings, camelCase or not.
+  const ModelConfig config = parse_model_config_json(R"({
+    "name": "m", "maxBatchSize": 8, "platform": "onnxruntime_onnx",
+    "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": ["3", -1]}],
+    "dynamic_batching": {"max_queue_delay_microseconds": "2000", "preferredBatchSize": [4, 8]},
+    "instance_group": [{"count": 2, "kind": "KIND_CPU"}],
+    "parameters": {"threads": {"string_value": "1"}}})",
+                                                     "the load request's config");
+  EXPECT_EQ(config.name, "m");
+  EXPECT_EQ(config.max_batch_size, 8);
+  ASSERT_EQ(config.inputs.size(), 1u);
+  EXPECT_EQ(config.inputs[0].dtype, DType::f32);
+  EXPECT_EQ(config.inputs[0].dims, (std::vector<int64_t>{3, -1}));
+  EXPECT_TRUE(config.dynamic_batching);
+  EXPECT_EQ(config.max_queue_delay_us, 2000);
+  EXPECT_EQ(config.preferred_batch_sizes, (std::vector<int>{4, 8}));
+  EXPECT_EQ(config.instance_count, 2);
+  ASSERT_EQ(config.parameters.size(), 1u);
+  EXPECT_EQ(config.parameters[0], (std::pair<std::string, std::string>{"threads", "1"}));
+  EXPECT_EQ(config.ignored_fields, (std::vector<std::string>{"platform"}));
+
+  auto error = [](const std::string& json) {
+    return error_of([&] { parse_model_config_json(json, "the load request's config"); });
+  };
+  EXPECT_EQ(error(R"({"max_batch_size": 5000})"),
+            "the load request's config: 'max_batch_size' must be in [0, 1024], got 5000");
+  EXPECT_NE(error(R"({"colour": 1})").find("unknown field 'colour'"), std::string::npos);
+  EXPECT_NE(error("{").find("the load request's config: not JSON"), std::string::npos);
+  EXPECT_NE(error("[1]").find("expected a JSON object"), std::string::npos);
+  EXPECT_NE(error(R"({"input": [{"dims": null}]})").find("null"), std::string::npos);
+}
+
+TEST(RepositoryCodec, BodiesAreCheckedAndMayBeEmpty) {
+  EXPECT_FALSE(parse_index_request(""));
+  EXPECT_TRUE(parse_index_request(R"({"ready": true})"));
+  EXPECT_FALSE(parse_load_request("{}"));
+  EXPECT_EQ(parse_load_request(R"({"parameters": {"config": "{\"max_batch_size\": 2}"}})"),
+            std::optional<std::string>(R"({"max_batch_size": 2})"));
+  EXPECT_NO_THROW(parse_unload_request(" "));
+  EXPECT_NE(error_of([] { parse_index_request(R"({"ready": 1})"); }).find("true or false"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_index_request("{]"); }).find("index request body is not JSON"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of([] { parse_load_request(R"({"parameters": {"config": {}}})"); }).find("must be a string"),
+      std::string::npos);
+  EXPECT_NE(error_of([] {
+              parse_load_request(R"({"parameters": {"file:1/model.onnx": "AAAA"}})");
+            }).find("model files come from the repository"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              parse_unload_request(R"({"parameters": {"unload_dependents": true}})");
+            }).find("\"unload_dependents\" is not one kiln takes"),
+            std::string::npos);
+}
+
+TEST(GrpcCodec, TypedContentsInEveryDatatypeAndRawBytes) {
+  inference::ModelInferRequest message;
+  message.set_id("g1");
+  (*message.mutable_parameters())["timeout"].set_int64_param(2500);
+  auto add = [&](const std::string& name, const std::string& datatype, std::vector<int64_t> shape) {
+    auto* input = message.add_inputs();
+    input->set_name(name);
+    input->set_datatype(datatype);
+    for (int64_t dim : shape) input->add_shape(dim);
+    return input->mutable_contents();
+  };
+  auto* f = add("f", "FP32", {2, 2});
+  for (float value : {1.5f, -2.0f, NAN, -INFINITY}) f->add_fp32_contents(value);
+  add("d", "FP64", {1})->add_fp64_contents(0.1);
+  auto* i8 = add("i8", "INT8", {2});
+  i8->add_int_contents(-128);
+  i8->add_int_contents(127);
+  add("u16", "UINT16", {1})->add_uint_contents(65535);
+  add("u64", "UINT64", {1})->add_uint64_contents(UINT64_MAX);
+  add("i64", "INT64", {1})->add_int64_contents(INT64_MIN);
+  auto* ok = add("ok", "BOOL", {2});
+  ok->add_bool_contents(true);
+  ok->add_bool_contents(false);
+  message.add_outputs()->set_name("f");
+  GrpcInferRequest decoded = decode_grpc_infer_request(message);
+  const InferRequest& request = decoded.request;
+  EXPECT_TRUE(decoded.typed_contents);
+  EXPECT_EQ(request.id, "g1");
+  EXPECT_EQ(request.timeout_us, 2500);
+  ASSERT_EQ(request.inputs.size(), 7u);
+  const Tensor& tensor = request.inputs[0].second;
+  EXPECT_EQ(tensor.shape(), (Shape{2, 2}));
+  EXPECT_EQ(tensor.data<float>()[1], -2.0f);
+  EXPECT_TRUE(std::isnan(tensor.data<float>()[2]));
+  EXPECT_EQ(request.inputs[1].second.data<double>()[0], 0.1);
+  EXPECT_EQ(request.inputs[2].second.data<int8_t>()[0], -128);
+  EXPECT_EQ(request.inputs[3].second.data<uint16_t>()[0], 65535);
+  EXPECT_EQ(request.inputs[4].second.data<uint64_t>()[0], UINT64_MAX);
+  EXPECT_EQ(request.inputs[5].second.data<int64_t>()[0], INT64_MIN);
+  EXPECT_EQ(request.inputs[6].second.dtype(), DType::boolean);
+  EXPECT_EQ(request.inputs[6].second.data<uint8_t>()[0], 1);
+  ASSERT_EQ(request.outputs.size(), 1u);
+
+  // Typed in, typed out; every value as it was sent.
+  inference::ModelInferResponse response;
+  encode_grpc_infer_response("m", "1", decoded, request.inputs, response);
+  EXPECT_EQ(response.id(), "g1");
+  EXPECT_EQ(response.raw_output_contents_size(), 0);
+  ASSERT_EQ(response.outputs_size(), 7);
+  EXPECT_EQ(response.outputs(0).datatype(), "FP32");
+  EXPECT_EQ(response.outputs(0).contents().fp32_contents(3), -INFINITY);
+  EXPECT_EQ(response.outputs(2).contents().int_contents(0), -128);
+  EXPECT_EQ(response.outputs(4).contents().uint64_contents(0), UINT64_MAX);
+  EXPECT_FALSE(response.outputs(6).contents().bool_contents(1));
+
+  // Raw in (FP16 and BF16 have no typed field), raw out, bytes unchanged.
+  inference::ModelInferRequest raw;
+  for (const char* datatype : {"FP16", "BF16", "INT32"}) {
+    auto* input = raw.add_inputs();
+    input->set_name(datatype);
+    input->set_datatype(datatype);
+    input->add_shape(1);
+    input->add_shape(2);
+  }
+  raw.add_raw_input_contents(std::string("\x00\x3c\x00\xc0", 4));  // 1, -2 in FP16
+  raw.add_raw_input_contents(std::string("\x80\x3f\x00\x40", 4));  // 1, 2 in BF16
+  const int32_t ints[2] = {7, -9};
+  raw.add_raw_input_contents(std::string(reinterpret_cast<const char*>(ints), 8));
+  const GrpcInferRequest raw_decoded = decode_grpc_infer_request(raw);
+  EXPECT_FALSE(raw_decoded.typed_contents);
+  EXPECT_EQ(float16_to_float(raw_decoded.request.inputs[0].second.data<Float16>()[1]), -2.0f);
+  EXPECT_EQ(bfloat16_to_float(raw_decoded.request.inputs[1].second.data<BFloat16>()[1]), 2.0f);
+  EXPECT_EQ(raw_decoded.request.inputs[2].second.data<int32_t>()[1], -9);
+  inference::ModelInferResponse raw_response;
+  encode_grpc_infer_response("m", "1", raw_decoded, raw_decoded.request.inputs, raw_response);
+  ASSERT_EQ(raw_response.raw_output_contents_size(), 3);
+  EXPECT_EQ(raw_response.raw_output_contents(2), std::string(reinterpret_cast<const char*>(ints), 8));
+  EXPECT_FALSE(raw_response.outputs(2).has_contents());
+}
+
+TEST(GrpcCodec, BadMessagesAreErrorsSayingWhatWasExpected) {
+  auto error = [](const std::function<void(inference::ModelInferRequest&)>& build) {
+    inference::ModelInferRequest message;
+    build(message);
+    return error_of([&] { decode_grpc_infer_request(message); });
+  };
+  auto input = [](inference::ModelInferRequest& message, const std::string& datatype,
+                  std::vector<int64_t> shape) {
+    auto* tensor = message.add_inputs();
+    tensor->set_name("x");
+    tensor->set_datatype(datatype);
+    for (int64_t dim : shape) tensor->add_shape(dim);
+    return tensor;
+  };
+  EXPECT_EQ(error([](auto&) {}), "the request has no inputs");
+  EXPECT_NE(error([&](auto& m) {
+              input(m, "FP32", {2})->mutable_contents()->add_fp32_contents(1);
+            }).find("shape [2] holds 2 elements, its fp32_contents has 1"),
+            std::string::npos);
+  EXPECT_NE(error([&](auto& m) {
+              input(m, "FP32", {1})->mutable_contents()->add_int_contents(1);
+            }).find("datatype FP32 takes its elements in fp32_contents, got int_contents"),
+            std::string::npos);
+  EXPECT_NE(error([&](auto& m) {
+              input(m, "INT8", {1})->mutable_contents()->add_int_contents(300);
+            }).find("300 is out of the datatype's range"),
+            std::string::npos);
+  EXPECT_NE(error([&](auto& m) {
+              input(m, "FP16", {1})->mutable_contents()->add_fp32_contents(1);
+            }).find("FP16 has no typed contents field; send it in raw_input_contents"),
+            std::string::npos);
+  EXPECT_NE(error([&](auto& m) { input(m, "BYTES", {1}); }).find("BYTES tensors are not supported"),
+            std::string::npos);
+  EXPECT_NE(error([&](auto& m) { input(m, "FP8", {1}); }).find("unknown datatype 'FP8'"), std::string::npos);
+  EXPECT_NE(error([&](auto& m) { input(m, "FP32", {-1}); }).find("non-negative"), std::string::npos);
+  // Raw contents: truncated, one missing, and both raw and typed.
+  EXPECT_NE(error([&](auto& m) {
+              input(m, "FP32", {2});
+              m.add_raw_input_contents("1234");
+            }).find("raw_input_contents are 4 bytes, shape [2] of FP32 holds 2 elements of 4 bytes"),
+            std::string::npos);
+  EXPECT_NE(error([&](auto& m) {
+              input(m, "FP32", {1});
+              input(m, "FP32", {1})->set_name("y");
+              m.add_raw_input_contents("1234");
+            }).find("2 inputs and 1 raw_input_contents"),
+            std::string::npos);
+  EXPECT_NE(error([&](auto& m) {
+              input(m, "FP32", {1})->mutable_contents()->add_fp32_contents(1);
+              m.add_raw_input_contents("1234");
+            }).find("has typed contents and the request has raw_input_contents"),
+            std::string::npos);
+  EXPECT_NE(error([&](auto& m) {
+              input(m, "FP32", {1});
+              input(m, "FP32", {1});
+              m.add_raw_input_contents("1234");
+              m.add_raw_input_contents("1234");
+            }).find("input 'x' is given twice"),
+            std::string::npos);
+  // A shape whose byte size wraps around to the raw size is refused before anything is allocated.
+  EXPECT_NE(error([&](auto& m) {
+              input(m, "INT64", {2305843009213693952});
+              m.add_raw_input_contents("");
+            }).find("raw_input_contents are 0 bytes"),
+            std::string::npos);
+  EXPECT_NE(error([&](auto& m) {
+              input(m, "FP32", {1})->mutable_contents()->add_fp32_contents(1);
+              (*m.mutable_parameters())["timeout"].set_string_param("soon");
+            }).find("timeout parameter must be an int64_param"),
+            std::string::npos);
 }
 
 TEST(ModelConfig, CompletedFromTheModelAsTritonsOnnxBackendDoes) {
