@@ -66,10 +66,10 @@ def request_body(model_path, directory):
 class Server:
     """`kiln serve` on 127.0.0.1 over a one-model repository, stopped with SIGTERM."""
 
-    def __init__(self, repository, threads):
+    def __init__(self, repository, threads, *options):
         self.log = open(repository / "serve.log", "w+")
         self.process = subprocess.Popen([str(KILN), "serve", "--model-repository", str(repository), "--host",
-                                         "127.0.0.1", "--http-port", "0", "--threads", str(threads)],
+                                         "127.0.0.1", "--http-port", "0", "--threads", str(threads), *options],
                                         stdout=subprocess.DEVNULL, stderr=self.log)
         deadline = time.time() + 600
         while time.time() < deadline:

@@ -104,6 +104,8 @@ class Scope {
   Scope& operator=(const Scope&) = delete;
 
   uint64_t id() const { return id_; }
+  // When it began (0 when inactive): with its thread, what names the event in the collected trace.
+  int64_t start_ns() const { return start_ns_; }
   // For a subject known only at the end (a plan's event learns its plan once it is built).
   void set_subject(const void* subject) { subject_ = subject; }
 

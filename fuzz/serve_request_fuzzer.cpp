@@ -1,6 +1,6 @@
 // Fuzzes what `kiln serve` reads from HTTP clients and repositories: an inference request body
 // (JSON and binary tensors, serve/infer_codec.h), a config.pbtxt and a load request's JSON config
-// (serve/model_config.h), and the repository extension's bodies (serve/repository_codec.h). The
+// (serve/model_config.h), and the repository extension's bodies (serve/control_codec.h). The
 // first byte picks which: 'c' a config.pbtxt, 'j' a JSON config, 'r' a repository body; else a
 // request, whose next two bytes (little-endian) give the Inference-Header-Content-Length when nonzero. Any
 // bytes must decode or raise kiln::Error; what decodes must encode back into a response whose tensors hold
@@ -12,9 +12,9 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "serve/control_codec.h"
 #include "serve/infer_codec.h"
 #include "serve/model_config.h"
-#include "serve/repository_codec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
@@ -34,6 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       kiln::serve::parse_index_request(bytes.substr(1));
       kiln::serve::parse_load_request(bytes.substr(1));
       kiln::serve::parse_unload_request(bytes.substr(1));
+      kiln::serve::parse_trace_request(bytes.substr(1), 50);
       return 0;
     }
     if (size < 3) return 0;

@@ -67,6 +67,12 @@ void write_event_args(JsonWriter& json, const Trace& trace, const TraceEvent& ev
     json.member("tag", event.memory_tag);
     json.member("total_bytes", event.memory_total);
   }
+  // What the recorder named beyond its kind's fields (a served request's queue time and batch).
+  if (!event.attributes.empty()) {
+    json.key("attributes").begin_object();
+    for (const auto& [key, value] : event.attributes) json.member(key, value);
+    json.end_object();
+  }
   json.end_object();
 }
 

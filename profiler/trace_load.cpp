@@ -477,6 +477,14 @@ class Loader final : public TraceJsonVisitor {
       default:
         break;
     }
+    if (const JsonValue* attributes = args.get("attributes"); attributes != nullptr) {
+      KILN_CHECK(attributes->type == Type::object, invalid_argument, "args \"attributes\" must be an object");
+      for (size_t i = 0; i < attributes->keys.size(); ++i) {
+        KILN_CHECK(attributes->items[i].type == Type::string, invalid_argument,
+                   "args \"attributes\" must hold strings");
+        event.attributes.emplace_back(attributes->keys[i], attributes->items[i].text);
+      }
+    }
     return true;
   }
 

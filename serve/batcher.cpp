@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
+#include "core/events.h"
 #include "serve/status.h"
 
 namespace kiln::serve {
@@ -282,6 +284,15 @@ void Batcher::run(Batch& batch) {
   TensorMap outputs;
   Clock::time_point merged_at = dispatched;
   Clock::time_point ran_at = dispatched;
+  // While a live trace records (serve/live_trace.h), the batch is an event whose children are the
+  // run and its steps, under its first traced request's event (on that request's thread).
+  uint64_t traced_request = 0;
+  for (const auto& request : batch.requests) {
+    if (traced_request == 0) traced_request = request->trace_event;
+  }
+  std::optional<events::Scope> batch_event;
+  batch_event.emplace(events::EventKind::annotation, events::recording() ? events::intern("batch") : nullptr,
+                      batch.rows, traced_request);
   try {
     const TensorMap inputs = merge_inputs(batch);
     merged_at = Clock::now();
@@ -320,10 +331,13 @@ void Batcher::run(Batch& batch) {
     }
     outcome.dispatched = dispatched;
     outcome.batch_rows = static_cast<int>(batch.rows);
+    outcome.batch_requests = static_cast<int>(batch.requests.size());
+    outcome.batch_event_start_ns = batch_event->start_ns();
     first_row += batch.requests[i]->rows;
   }
   metrics_.compute_output_duration_us.fetch_add(microseconds(Clock::now() - ran_at),
                                                 std::memory_order_relaxed);
+  batch_event.reset();  // ends before its requests can
   std::lock_guard lock(mutex_);
   for (size_t i = 0; i < batch.requests.size(); ++i) finish(*batch.requests[i], std::move(outcomes[i]));
 }

@@ -30,6 +30,8 @@ struct Outcome {
   TensorMap outputs;
   Clock::time_point dispatched;  // when its batch left the queue (unset if it never did)
   int batch_rows = 0;            // rows of the batch it ran in
+  int batch_requests = 0;        // requests merged into that batch
+  int64_t batch_event_start_ns = 0;  // the batch's profiler event (0: nothing recorded)
 };
 
 struct Batch;
@@ -46,6 +48,9 @@ struct PendingRequest {
   bool finished = false;
   std::weak_ptr<Batch> batch;  // once dispatched (weak: the batch holds its requests)
   bool abandoned = false;      // its client went away
+  // Its profiler event while a live trace records it (0: none): the batch it runs in is recorded
+  // under the batch's first such request.
+  uint64_t trace_event = 0;
 };
 
 struct BatcherOptions {

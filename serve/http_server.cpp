@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/json_writer.h"
 #include "core/version.h"
-#include "serve/repository_codec.h"
+#include "serve/control_codec.h"
 
 namespace kiln::serve {
 namespace {
@@ -247,7 +247,7 @@ class HttpServer::Impl {
       with_model(request, response,
                  [&](ResolvedModel& resolved) { infer(request, body, response, resolved); });
     });
-    add_repository_routes();
+    add_control_routes();
   }
 
   int bind() {
@@ -352,8 +352,24 @@ class HttpServer::Impl {
     service_.record_success(resolved, arrived, encode_start);
   }
 
-  // The model-repository extension: POST /v2/repository/index, …/models/{m}/load and …/unload.
-  void add_repository_routes() {
+  // The model-repository extension: POST /v2/repository/index, …/models/{m}/load and …/unload;
+  // and live traces: POST /v2/trace starts one, GET /v2/trace says how it goes.
+  void add_control_routes() {
+    server_.Post("/v2/trace", [this](const httplib::Request& request, httplib::Response& response) {
+      int count = 0;
+      try {
+        count = parse_trace_request(request.body, options_.trace_count);
+      } catch (const Error& failure) {
+        return error(response, 400, failure.what());
+      }
+      std::string file;
+      const Status status = service_.live_trace().start(count, file);
+      if (!status.ok()) return error(response, status.code, status.message);
+      response.set_content(service_.live_trace().state_json(), "application/json");
+    });
+    server_.Get("/v2/trace", [this](const httplib::Request&, httplib::Response& response) {
+      response.set_content(service_.live_trace().state_json(), "application/json");
+    });
     server_.Post("/v2/repository/index",
                  [this](const httplib::Request& request, httplib::Response& response) {
                    bool ready_only = false;

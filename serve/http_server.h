@@ -4,8 +4,10 @@
 //   GET  /v2/models/{m}[/versions/{v}], …/ready, …/config
 //   POST /v2/models/{m}[/versions/{v}]/infer   (JSON tensors and the binary tensor extension)
 //   POST /v2/repository/index, /v2/repository/models/{m}/load, …/unload   (the repository extension)
+//   POST /v2/trace {"count": N}, GET /v2/trace  (a live trace of the next N requests: serve/live_trace.h)
 //   GET  /metrics                               (Prometheus text)
-// Errors are {"error": "..."} with 400 (bad request), 404 (unknown model, version or path), 413
+// Errors are {"error": "..."} with 400 (bad request), 404 (unknown model, version or path), 409 (a
+// trace already records), 413
 // (body over the limit), 499 (client went away), 500 (the run failed), 503 (not ready, queue full,
 // shutting down) and 504 (timeout in the queue).
 #pragma once
@@ -26,6 +28,7 @@ struct HttpOptions {
   size_t max_request_bytes = 64u << 20;
   int threads = 64;           // connections served at once
   bool metrics_only = false;  // a --metrics-port listener: /metrics and nothing else
+  int trace_count = 50;       // requests a POST /v2/trace without a count traces
 };
 
 class HttpServer {

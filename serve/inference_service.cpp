@@ -18,13 +18,22 @@ uint64_t microseconds(Clock::duration duration) {
 }
 
 // Queues `pending` and waits for its outcome, dropping it when its client goes away and failing it
-// when its deadline passes while it is still queued.
+// when its deadline passes while it is still queued. The client is checked 2 ms after submission,
+// then at doubling intervals up to 100 ms: every waiting request's wake-up takes a core from the
+// runs (16 requests polling every 5 ms cost resnet50 a fifth of its throughput on 2 cores), and a
+// client that left is found within 100 ms. Deadlines are waited for exactly.
 Outcome wait(Batcher& batcher, const std::shared_ptr<PendingRequest>& pending,
              const std::function<bool()>& client_gone) {
+  constexpr auto kFirstPoll = std::chrono::milliseconds(2);
+  constexpr auto kLongestPoll = std::chrono::milliseconds(100);
   std::future<Outcome> future = batcher.submit(pending);
   bool abandoned = false;
   bool expired = false;
-  while (future.wait_for(std::chrono::milliseconds(5)) != std::future_status::ready) {
+  Clock::duration poll = kFirstPoll;
+  while (true) {
+    const Clock::time_point wake =
+        expired ? Clock::now() + poll : std::min(Clock::now() + poll, pending->deadline);
+    if (future.wait_until(wake) == std::future_status::ready) break;
     if (!abandoned && client_gone()) {
       abandoned = true;
       batcher.abandon(pending);
@@ -33,14 +42,16 @@ Outcome wait(Batcher& batcher, const std::shared_ptr<PendingRequest>& pending,
       expired = true;
       batcher.expire(pending);
     }
+    poll = std::min<Clock::duration>(poll * 2, kLongestPoll);
   }
   return future.get();
 }
 
 }  // namespace
 
-InferenceService::InferenceService(ModelRepository& repository, const std::atomic<bool>& models_loaded, Log log)
-    : repository_(repository), models_loaded_(models_loaded), log_(std::move(log)) {}
+InferenceService::InferenceService(ModelRepository& repository, const std::atomic<bool>& models_loaded,
+                                   LiveTrace& live_trace, Log log)
+    : repository_(repository), models_loaded_(models_loaded), live_trace_(live_trace), log_(std::move(log)) {}
 
 std::string InferenceService::not_ready_reason() const {
   if (!models_loaded_.load()) return "the server is loading its models";
@@ -95,6 +106,8 @@ InferAnswer InferenceService::infer(ResolvedModel& resolved, InferRequest& reque
     return refuse({status_code_of(failure.kind()), failure.what()});
   }
 
+  LiveTrace::Request traced(live_trace_, resolved.model->name, resolved.version->version);
+  validated.pending->trace_event = traced.event();
   Outcome outcome = wait(*resolved.version->batcher, validated.pending, client_gone);
   // A reload swapped the model between resolve() and submit(): the old one refused the request
   // without running it, so it goes to the model serving now (once: a second reload is a 503).
@@ -107,10 +120,12 @@ InferAnswer InferenceService::infer(ResolvedModel& resolved, InferRequest& reque
       retry->rows = validated.pending->rows;
       retry->arrived = validated.pending->arrived;
       retry->deadline = validated.pending->deadline;
+      retry->trace_event = traced.event();
       resolved = std::move(current);
       outcome = wait(*resolved.version->batcher, retry, client_gone);
     }
   }
+  traced.finished(answer.id, outcome, arrived);
   if (outcome.status != 200) return refuse({outcome.status, std::move(outcome.error)});
   for (const std::string& name : validated.outputs) answer.outputs.emplace_back(name, outcome.outputs.at(name));
   return answer;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "serve/infer_codec.h"
+#include "serve/live_trace.h"
 #include "serve/model_repository.h"
 #include "serve/status.h"
 
@@ -37,7 +38,9 @@ class InferenceService {
  public:
   using Log = std::function<void(const std::string&)>;
   // `repository` is read only once `models_loaded` is true; before that, model requests answer 503.
-  InferenceService(ModelRepository& repository, const std::atomic<bool>& models_loaded, Log log);
+  // Requests run while `live_trace` records are traced.
+  InferenceService(ModelRepository& repository, const std::atomic<bool>& models_loaded, LiveTrace& live_trace,
+                   Log log);
 
   // "" when the server is ready (its models loaded and each ready), else why not.
   std::string not_ready_reason() const;
@@ -60,10 +63,12 @@ class InferenceService {
   void record_refusal(const ResolvedModel& resolved, const std::string& id, const Status& status);
 
   ModelRepository& repository() const { return repository_; }
+  LiveTrace& live_trace() const { return live_trace_; }
 
  private:
   ModelRepository& repository_;
   const std::atomic<bool>& models_loaded_;
+  LiveTrace& live_trace_;
   Log log_;
   std::atomic<uint64_t> request_counter_{0};
 };

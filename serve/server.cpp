@@ -29,7 +29,7 @@ void wake_main(char byte) {
 
 void on_signal(int signal) {
   const int saved_errno = errno;
-  if (g_signals.fetch_add(1) > 0) _exit(128 + signal);
+  if (signal != SIGUSR1 && g_signals.fetch_add(1) > 0) _exit(128 + signal);
   wake_main(static_cast<char>(signal));
   errno = saved_errno;
 }
@@ -55,6 +55,8 @@ int run_server(const ServeOptions& options) {
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
+  // SIGUSR1: trace the next --trace-count requests (serve/live_trace.h).
+  sigaction(SIGUSR1, &action, nullptr);
   // A client that disconnects while its answer is written must not kill the server.
   std::signal(SIGPIPE, SIG_IGN);
 
@@ -62,7 +64,8 @@ int run_server(const ServeOptions& options) {
   ModelRepository repository(options.model_repository, options.models, metrics, log_line);
   std::atomic<bool> models_loaded{false};
   std::atomic<bool> stopping{false};
-  InferenceService service(repository, models_loaded, log_line);
+  LiveTrace live_trace(options.trace_dir, log_line);
+  InferenceService service(repository, models_loaded, live_trace, log_line);
   HttpServer http(options.http, service, metrics);
   const int port = http.bind();
   std::unique_ptr<HttpServer> metrics_http;
@@ -110,7 +113,13 @@ int run_server(const ServeOptions& options) {
   });
 
   char reason = 0;
-  while (read(g_signal_pipe[0], &reason, 1) < 0 && errno == EINTR) {
+  while (true) {
+    const ssize_t got = read(g_signal_pipe[0], &reason, 1);
+    if (got < 0 && errno == EINTR) continue;
+    if (got != 1 || reason != SIGUSR1) break;
+    std::string file;
+    const Status traced = live_trace.start(options.http.trace_count, file);
+    if (!traced.ok()) log_line("SIGUSR1: no trace: " + traced.message);
   }
   stopping.store(true);
   if (reason != kListenerFailed) {

@@ -20,6 +20,7 @@ struct ServeOptions {
   HttpOptions http;
   std::optional<int> metrics_port;  // a second listener with /metrics only
   std::optional<GrpcOptions> grpc;  // none: no gRPC listener
+  std::filesystem::path trace_dir;  // where live traces go; empty: live traces are off
   ServerOptions models;
   std::chrono::milliseconds shutdown_timeout{30000};
 };

@@ -1,7 +1,8 @@
 // What a request to the server ends with, whichever protocol carried it. HTTP status codes are the
-// vocabulary: 200 done, 400 bad request, 404 unknown model or version, 413 body too large, 499 the
-// client went away, 500 the run failed, 503 unavailable (loading, unloading, queue full, shutting
-// down), 504 timed out; the gRPC side maps them to its codes (serve/grpc_server.cpp).
+// vocabulary: 200 done, 400 bad request, 404 unknown model or version, 409 a live trace already
+// records, 413 body too large, 499 the client went away, 500 the run failed, 503 unavailable (loading,
+// unloading, queue full, shutting down), 504 timed out; the gRPC side maps them to its codes
+// (serve/grpc_server.cpp).
 #pragma once
 
 #include <string>

@@ -30,6 +30,9 @@ int command_serve(const std::vector<std::string>& args) {
        "at start (default none: every model at start, no load or unload)"},
       {"load-model", true,
        "NAME[,NAME...]: with explicit model control, the models loaded at start ('*': all)"},
+      {"trace-dir", true,
+       "DIR: where live traces go (POST /v2/trace or SIGUSR1 trace the next requests; default: off)"},
+      {"trace-count", true, "N: requests SIGUSR1 (or POST /v2/trace without a count) traces (default 50)"},
       {"max-queue-size", true,
        "N: requests waiting per model version before 503 (default 64; config.pbtxt may set it)"},
       {"request-timeout-ms", true, "MS: a request still queued after this fails with 504 (default 0: none)"},
@@ -73,6 +76,13 @@ int command_serve(const std::vector<std::string>& args) {
     options.grpc->port = parsed.int_value("grpc-port", 8001, 0, 65535);
     options.grpc->max_request_bytes = options.http.max_request_bytes;
     options.grpc->threads = options.http.threads;
+  }
+  options.http.trace_count = parsed.int_value("trace-count", 50, 1, serve::kMaxTracedRequests);
+  if (parsed.has("trace-dir")) {
+    options.trace_dir = parsed.value("trace-dir");
+    std::error_code error;
+    KILN_CHECK(std::filesystem::is_directory(options.trace_dir, error), invalid_argument, "--trace-dir ",
+               options.trace_dir.string(), " is not a directory");
   }
   const std::string control = parsed.value("model-control-mode", "none");
   KILN_CHECK(control == "none" || control == "explicit", invalid_argument,

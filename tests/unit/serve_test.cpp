@@ -11,10 +11,10 @@
 #include "graph/session.h"
 #include "graph_builder.h"
 #include "serve/batcher.h"
+#include "serve/control_codec.h"
 #include "serve/grpc_codec.h"
 #include "serve/infer_codec.h"
 #include "serve/model_config.h"
-#include "serve/repository_codec.h"
 
 namespace kiln::serve {
 namespace {

@@ -1,4 +1,4 @@
-#include "serve/repository_codec.h"
+#include "serve/control_codec.h"
 
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
@@ -16,7 +16,8 @@ rapidjson::Document parse_body(std::string_view body, std::string_view what) {
   }
   document.Parse<rapidjson::kParseIterativeFlag>(body.data(), body.size());
   KILN_CHECK(!document.HasParseError(), invalid_argument, "the ", what, " request body is not JSON (",
-             rapidjson::GetParseError_En(document.GetParseError()), " at byte ", document.GetErrorOffset(), ")");
+             rapidjson::GetParseError_En(document.GetParseError()), " at byte ", document.GetErrorOffset(),
+             ")");
   KILN_CHECK(document.IsObject(), invalid_argument, "the ", what, " request body must be a JSON object");
   return document;
 }
@@ -27,11 +28,13 @@ template <typename Take>
 void read_parameters(const rapidjson::Value& document, std::string_view what, Take take) {
   const auto found = document.FindMember("parameters");
   if (found == document.MemberEnd()) return;
-  KILN_CHECK(found->value.IsObject(), invalid_argument, "the ", what, " request's \"parameters\" must be an object");
+  KILN_CHECK(found->value.IsObject(), invalid_argument, "the ", what,
+             " request's \"parameters\" must be an object");
   for (const auto& member : found->value.GetObject()) {
     const std::string name(member.name.GetString(), member.name.GetStringLength());
     KILN_CHECK(take(name, member.value), invalid_argument, "the ", what, " request's parameter \"", name,
-               "\" is not one kiln takes", name.rfind("file:", 0) == 0 ? " (model files come from the repository)" : "");
+               "\" is not one kiln takes",
+               name.rfind("file:", 0) == 0 ? " (model files come from the repository)" : "");
   }
 }
 
@@ -44,7 +47,8 @@ bool parse_index_request(std::string_view body) {
     const std::string_view name(member.name.GetString(), member.name.GetStringLength());
     KILN_CHECK(name == "ready", invalid_argument, "the index request has an unknown field \"", name,
                "\" (it takes \"ready\")");
-    KILN_CHECK(member.value.IsBool(), invalid_argument, "the index request's \"ready\" must be true or false");
+    KILN_CHECK(member.value.IsBool(), invalid_argument,
+               "the index request's \"ready\" must be true or false");
     ready = member.value.GetBool();
   }
   return ready;
@@ -66,6 +70,19 @@ std::optional<std::string> parse_load_request(std::string_view body) {
 void parse_unload_request(std::string_view body) {
   const rapidjson::Document document = parse_body(body, "unload");
   read_parameters(document, "unload", [](const std::string&, const rapidjson::Value&) { return false; });
+}
+
+int parse_trace_request(std::string_view body, int default_count) {
+  const rapidjson::Document document = parse_body(body, "trace");
+  int count = default_count;
+  for (const auto& member : document.GetObject()) {
+    const std::string_view name(member.name.GetString(), member.name.GetStringLength());
+    KILN_CHECK(name == "count", invalid_argument, "the trace request has an unknown field \"", name,
+               "\" (it takes \"count\")");
+    KILN_CHECK(member.value.IsInt(), invalid_argument, "the trace request's \"count\" must be an integer");
+    count = member.value.GetInt();
+  }
+  return count;
 }
 
 }  // namespace kiln::serve
