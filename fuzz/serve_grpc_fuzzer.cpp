@@ -1,12 +1,20 @@
 // Fuzzes what `kiln serve` reads from gRPC clients: the bytes of a ModelInferRequest message, parsed
 // by protobuf and decoded (serve/grpc_codec.h). Any message must decode or raise kiln::Error; what
 // decodes must encode back into a response whose tensors hold exactly their shapes' bytes.
+#include <google/protobuf/stubs/logging.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 
 #include "core/error.h"
 #include "serve/grpc_codec.h"
+
+// Protobuf logs every message it refuses (invalid UTF-8 in a string field): noise at fuzzing speed.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  google::protobuf::SetLogHandler(nullptr);
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   inference::ModelInferRequest message;

@@ -1,10 +1,10 @@
 // Fuzzes what `kiln serve` reads from HTTP clients and repositories: an inference request body
 // (JSON and binary tensors, serve/infer_codec.h), a config.pbtxt and a load request's JSON config
-// (serve/model_config.h), and the repository extension's bodies (serve/control_codec.h). The
-// first byte picks which: 'c' a config.pbtxt, 'j' a JSON config, 'r' a repository body; else a
-// request, whose next two bytes (little-endian) give the Inference-Header-Content-Length when nonzero. Any
-// bytes must decode or raise kiln::Error; what decodes must encode back into a response whose tensors hold
-// exactly their shapes' bytes.
+// (serve/model_config.h), and the control bodies of the repository extension and live traces
+// (serve/control_codec.h). The first byte picks which: 'c' a config.pbtxt, 'j' a JSON config, 'r' a
+// control body; else a request, whose next two bytes (little-endian) give the
+// Inference-Header-Content-Length when nonzero. Any bytes must decode or raise kiln::Error; what
+// decodes must encode back into a response whose tensors hold exactly their shapes' bytes.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

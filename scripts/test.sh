@@ -50,5 +50,6 @@ else
   cmake --preset default >/dev/null
   cmake --build --preset default -j "$jobs"
   KILN_SLOW=1 ctest --preset asan -j "$jobs"
-  KILN_SLOW=1 ctest --preset default -j "$jobs"
+  # 1000 load/unload/reload cycles of kiln serve under traffic, in the Release build only (~10 min).
+  KILN_SLOW=1 KILN_RELOAD_CYCLES=1000 ctest --preset default -j "$jobs"
 fi

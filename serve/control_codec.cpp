@@ -3,6 +3,8 @@
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 
+#include <charconv>
+
 #include "core/error.h"
 
 namespace kiln::serve {
@@ -14,7 +16,10 @@ rapidjson::Document parse_body(std::string_view body, std::string_view what) {
     document.SetObject();
     return document;
   }
-  document.Parse<rapidjson::kParseIterativeFlag>(body.data(), body.size());
+  // Numbers stay text, read by std::from_chars: RapidJSON 1.1's number parsing has undefined
+  // behaviour on extreme exponents.
+  document.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseNumbersAsStringsFlag>(body.data(),
+                                                                                         body.size());
   KILN_CHECK(!document.HasParseError(), invalid_argument, "the ", what, " request body is not JSON (",
              rapidjson::GetParseError_En(document.GetParseError()), " at byte ", document.GetErrorOffset(),
              ")");
@@ -79,8 +84,12 @@ int parse_trace_request(std::string_view body, int default_count) {
     const std::string_view name(member.name.GetString(), member.name.GetStringLength());
     KILN_CHECK(name == "count", invalid_argument, "the trace request has an unknown field \"", name,
                "\" (it takes \"count\")");
-    KILN_CHECK(member.value.IsInt(), invalid_argument, "the trace request's \"count\" must be an integer");
-    count = member.value.GetInt();
+    const std::string_view text =
+        member.value.IsString() ? std::string_view(member.value.GetString(), member.value.GetStringLength())
+                                : "";
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), count);
+    KILN_CHECK(!text.empty() && error == std::errc() && end == text.data() + text.size(), invalid_argument,
+               "the trace request's \"count\" must be an integer");
   }
   return count;
 }

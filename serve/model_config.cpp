@@ -476,16 +476,11 @@ TextValue json_value(const rapidjson::Value& json, std::string_view source, int 
   if (json.IsObject()) {
     value.message = std::make_shared<TextMessage>(json_message(json, source, depth));
   } else if (json.IsString()) {
-    // Protobuf's JSON writes 64-bit integers as strings: read them as the text format's scalars.
+    // Numbers were parsed as their text, and protobuf's JSON writes 64-bit integers as strings:
+    // both read as the text format's scalars.
     value.scalar.assign(json.GetString(), json.GetStringLength());
   } else if (json.IsBool()) {
     value.scalar = json.GetBool() ? "true" : "false";
-  } else if (json.IsInt64()) {
-    value.scalar = std::to_string(json.GetInt64());
-  } else if (json.IsUint64()) {
-    value.scalar = std::to_string(json.GetUint64());
-  } else if (json.IsNumber()) {
-    value.scalar = str_cat(json.GetDouble());
   } else {
     fail(ErrorKind::invalid_argument, source, ": null and nested arrays are not config values");
   }
@@ -560,8 +555,11 @@ ModelConfig parse_model_config(std::string_view text, std::string_view source) {
 }
 
 ModelConfig parse_model_config_json(std::string_view text, std::string_view source) {
+  // Numbers are kept as their text and read by the config's own integer reader (std::from_chars):
+  // RapidJSON 1.1's number parsing has undefined behaviour on extreme exponents.
   rapidjson::Document document;
-  document.Parse<rapidjson::kParseIterativeFlag>(text.data(), text.size());
+  document.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseNumbersAsStringsFlag>(text.data(),
+                                                                                         text.size());
   KILN_CHECK(!document.HasParseError(), invalid_argument, source, ": not JSON (",
              rapidjson::GetParseError_En(document.GetParseError()), " at byte ", document.GetErrorOffset(),
              ")");
