@@ -46,6 +46,20 @@ DATATYPES = {
 }
 FLOATS = ("FP16", "FP32", "FP64", "BF16")
 
+# Six values per integer datatype (a [2, 3] tensor) at the edges of each type: JSON and typed gRPC
+# contents have to carry them through unchanged (a 64-bit integer through a double would not).
+INTEGER_EDGE_VALUES = {
+    "BOOL": np.array([True, False, True, True, False, False]),
+    "UINT8": np.array([0, 255, 1, 128, 7, 254], np.uint8),
+    "UINT16": np.array([0, 65535, 1, 32768, 7, 65534], np.uint16),
+    "UINT32": np.array([0, 2**32 - 1, 1, 2**31, 7, 2**32 - 2], np.uint32),
+    "UINT64": np.array([0, 2**64 - 1, 1, 2**63, 2**53 + 1, 2**64 - 2], np.uint64),
+    "INT8": np.array([-128, 127, 0, -1, 1, 42], np.int8),
+    "INT16": np.array([-32768, 32767, 0, -1, 1, 4242], np.int16),
+    "INT32": np.array([-2**31, 2**31 - 1, 0, -1, 1, 424242], np.int32),
+    "INT64": np.array([-2**63, 2**63 - 1, 0, -(2**53 + 1), 2**53 + 1, -1], np.int64),
+}
+
 
 # --- the server process ------------------------------------------------------------------------------
 

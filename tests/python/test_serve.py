@@ -21,10 +21,10 @@ import pytest
 import requests
 
 import kiln_cli
-from serve_client import (DATATYPES, LISTENING, METRICS_ON, MODEL_FAILED, MODEL_READY, Server, add_model,
-                          build_request, error_message, http_request_bytes, identity_model, infer_path, matmul_model,
-                          metric, new_session, parse_metrics, parse_response, plus_constant_model, raw_http,
-                          response_arrays, write_model)
+from serve_client import (DATATYPES, INTEGER_EDGE_VALUES, LISTENING, METRICS_ON, MODEL_FAILED, MODEL_READY, Server,
+                          add_model, build_request, error_message, http_request_bytes, identity_model, infer_path,
+                          matmul_model, metric, new_session, parse_metrics, parse_response, plus_constant_model,
+                          raw_http, response_arrays, write_model)
 
 RNG = np.random.default_rng(20240611)
 WEIGHTS = (RNG.uniform(-1, 1, (16, 8)) / 4).astype(np.float32)  # the matmul model's constant
@@ -33,15 +33,7 @@ TOLERANCE = dict(rtol=1e-5, atol=1e-5)  # batched MatMul against numpy and again
 # Six values per datatype (a [2, 3] tensor) at the edges of each type and exactly representable in it:
 # JSON has to carry them through unchanged (a 64-bit integer through a double would not).
 JSON_VALUES = {
-    "BOOL": np.array([True, False, True, True, False, False]),
-    "UINT8": np.array([0, 255, 1, 128, 7, 254], np.uint8),
-    "UINT16": np.array([0, 65535, 1, 32768, 7, 65534], np.uint16),
-    "UINT32": np.array([0, 2**32 - 1, 1, 2**31, 7, 2**32 - 2], np.uint32),
-    "UINT64": np.array([0, 2**64 - 1, 1, 2**63, 2**53 + 1, 2**64 - 2], np.uint64),
-    "INT8": np.array([-128, 127, 0, -1, 1, 42], np.int8),
-    "INT16": np.array([-32768, 32767, 0, -1, 1, 4242], np.int16),
-    "INT32": np.array([-2**31, 2**31 - 1, 0, -1, 1, 424242], np.int32),
-    "INT64": np.array([-2**63, 2**63 - 1, 0, -(2**53 + 1), 2**53 + 1, -1], np.int64),
+    **INTEGER_EDGE_VALUES,
     "FP16": np.array([0.5, -2.25, 65504.0, 6.103515625e-05, 0.1, -3.14159], np.float16),
     "FP32": np.array([0.1, -1.5, 3.4028234663852886e38, 1.1754943508222875e-38, 1 / 3, -123456.789], np.float32),
     "FP64": np.array([0.1, -1e308, 2.2250738585072014e-308, 1 / 3, -2.5, 123456789.123456789], np.float64),

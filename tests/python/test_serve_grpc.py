@@ -11,6 +11,7 @@ import concurrent.futures
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import threading
@@ -21,7 +22,8 @@ import numpy as np
 import pytest
 
 import export_models
-from serve_client import DATATYPES, Server, add_model, identity_model, matmul_model, write_model
+from serve_client import (DATATYPES, INTEGER_EDGE_VALUES, Server, add_model, identity_model, matmul_model, metric,
+                          write_model)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "examples"))
@@ -33,15 +35,7 @@ WEIGHTS = (RNG.uniform(-1, 1, (16, 8)) / 4).astype(np.float32)
 
 # Six values per datatype at the edges of each type; raw bytes carry NaN and infinities too.
 VALUES = {
-    "BOOL": np.array([True, False, True, True, False, False]),
-    "UINT8": np.array([0, 255, 1, 128, 7, 254], np.uint8),
-    "UINT16": np.array([0, 65535, 1, 32768, 7, 65534], np.uint16),
-    "UINT32": np.array([0, 2**32 - 1, 1, 2**31, 7, 2**32 - 2], np.uint32),
-    "UINT64": np.array([0, 2**64 - 1, 1, 2**63, 2**53 + 1, 2**64 - 2], np.uint64),
-    "INT8": np.array([-128, 127, 0, -1, 1, 42], np.int8),
-    "INT16": np.array([-32768, 32767, 0, -1, 1, 4242], np.int16),
-    "INT32": np.array([-2**31, 2**31 - 1, 0, -1, 1, 424242], np.int32),
-    "INT64": np.array([-2**63, 2**63 - 1, 0, -(2**53 + 1), 2**53 + 1, -1], np.int64),
+    **INTEGER_EDGE_VALUES,
     "FP16": np.array([np.nan, np.inf, -np.inf, -0.0, 6e-08, 65504.0], np.float16),
     "FP32": np.array([np.nan, -np.inf, 3.4028234663852886e38, 1.4e-45, 1 / 3, -0.0], np.float32),
     "FP64": np.array([np.nan, np.inf, 2.2250738585072014e-308, 5e-324, -2.5, 0.1], np.float64),
@@ -201,7 +195,8 @@ def bad_requests(messages):
                                                  m.inputs[0].contents.fp32_contents.append(1),
                                                  m.ClearField("raw_input_contents"))),
          code.INVALID_ARGUMENT, "FP16 has no typed contents field; send it in raw_input_contents"),
-        ("missing_input", request(inputs={"a": ("FP32", x)}), code.INVALID_ARGUMENT, "input 'b' of model 'add' is missing"),
+        ("missing_input", request(inputs={"a": ("FP32", x)}), code.INVALID_ARGUMENT,
+         "input 'b' of model 'add' is missing"),
         ("unknown_output", request(change=lambda m: m.outputs.add(name="product")), code.INVALID_ARGUMENT,
          "model 'add' has no output 'product'"),
         ("bytes", request(change=lambda m: m.inputs[0].__setattr__("datatype", "BYTES")), code.INVALID_ARGUMENT,
@@ -244,9 +239,8 @@ def test_a_cancelled_call_is_dropped_from_the_queue(server, pb, stub):
     future = stub.ModelInfer.future(request, timeout=CALL_TIMEOUT)
     time.sleep(0.3)  # long enough to be queued; the queue holds it 3 s
     assert future.cancel()
-    assert server.wait_for_line(
-        __import__("re").compile(r"^kiln serve: request cancelled-call to model 'slow' version 1: 499 "), 10), \
-        server.stderr
+    dropped = re.compile(r"^kiln serve: request cancelled-call to model 'slow' version 1: 499 ")
+    assert server.wait_for_line(dropped, 10), server.stderr
     assert_healthy(pb, stub)
 
 
@@ -256,12 +250,19 @@ def test_concurrent_clients_are_batched_and_each_gets_its_own_rows(server, pb, s
     def call(x):
         return grpc_client.response_arrays(infer(pb, stub, "matmul", {"x": ("FP32", x)}))["y"][1]
 
+    def counters():
+        samples = server.metrics()
+        return [metric(samples, name, model="matmul", version="1")
+                for name in ("nv_inference_count", "nv_inference_exec_count")]
+
+    rows_before, runs_before = counters()
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         results = list(pool.map(call, inputs))
     for x, y in zip(inputs, results):
         np.testing.assert_allclose(y, x @ WEIGHTS, rtol=1e-5, atol=1e-5)
-    batches = server.metrics()
-    assert batches  # the counters exist; the batching itself is HTTP's tests' subject
+    rows_after, runs_after = counters()
+    assert rows_after - rows_before == sum(len(x) for x in inputs)
+    assert runs_after - runs_before < len(inputs), "8 concurrent clients never shared a batch"
 
 
 def test_the_python_example_client_runs_against_the_server(server):
