@@ -110,19 +110,24 @@ InferAnswer InferenceService::infer(ResolvedModel& resolved, InferRequest& reque
   validated.pending->trace_event = traced.event();
   Outcome outcome = wait(*resolved.version->batcher, validated.pending, client_gone);
   // A reload swapped the model between resolve() and submit(): the old one refused the request
-  // without running it, so it goes to the model serving now (once: a second reload is a 503).
+  // without running it, so it goes to the model serving now (once: a second reload is a 503),
+  // checked against that model's config as a new request would be (a reload may change it).
   if (outcome.status == 503 && !resolved.version->batcher->accepting()) {
     ResolvedModel current;
     if (resolve(resolved.model->name, std::to_string(resolved.version->version), current).ok() &&
         current.model != resolved.model && readiness(current).ok()) {
-      auto retry = std::make_shared<PendingRequest>();
-      retry->inputs = validated.pending->inputs;
-      retry->rows = validated.pending->rows;
-      retry->arrived = validated.pending->arrived;
-      retry->deadline = validated.pending->deadline;
-      retry->trace_event = traced.event();
+      request.inputs.clear();  // validate() moved them into the request that was refused
+      for (auto& [name, tensor] : validated.pending->inputs)
+        request.inputs.emplace_back(name, std::move(tensor));
       resolved = std::move(current);
-      outcome = wait(*resolved.version->batcher, retry, client_gone);
+      try {
+        validated = repository_.validate(*resolved.model, request, arrived);
+        validated.pending->trace_event = traced.event();
+        outcome = wait(*resolved.version->batcher, validated.pending, client_gone);
+      } catch (const Error& failure) {
+        outcome.status = status_code_of(failure.kind());
+        outcome.error = failure.what();
+      }
     }
   }
   traced.finished(answer.id, outcome, arrived);
