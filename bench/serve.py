@@ -47,15 +47,21 @@ def in_process(model, batch, threads, iters):
     return {"batch": batch, "median_ms": result["median_ms"], "throughput_per_s": batch * 1000 / result["median_ms"]}
 
 
-def request_body(model_path, directory):
-    """A batch-1 binary request for the model's one input, and its JSON header's length."""
+def batch1_input(model_path):
+    """The model's one input: its name and seeded random FP32 data of batch 1."""
     import onnx
     graph = onnx.load(str(model_path), load_external_data=False).graph
     initializers = {init.name for init in graph.initializer}
     (tensor,) = [value for value in graph.input if value.name not in initializers]
     dims = [1] + [dim.dim_value for dim in tensor.type.tensor_type.shape.dim[1:]]
-    data = np.random.default_rng(0).random(dims, dtype=np.float32)
-    header = json.dumps({"inputs": [{"name": tensor.name, "shape": dims, "datatype": "FP32",
+    return tensor.name, np.random.default_rng(0).random(dims, dtype=np.float32)
+
+
+def request_body(model_path, directory):
+    """A batch-1 binary request for the model's one input, and its JSON header's length."""
+    name, data = batch1_input(model_path)
+    dims = list(data.shape)
+    header = json.dumps({"inputs": [{"name": name, "shape": dims, "datatype": "FP32",
                                      "parameters": {"binary_data_size": data.nbytes}}],
                          "parameters": {"binary_data_output": True}}).encode()
     path = directory / "body.bin"

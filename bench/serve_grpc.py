@@ -54,15 +54,6 @@ class GrpcServer(http_bench.Server):
         raise RuntimeError("kiln serve printed no gRPC listening line")
 
 
-def input_of(model_path):
-    import onnx
-    graph = onnx.load(str(model_path), load_external_data=False).graph
-    initializers = {init.name for init in graph.initializer}
-    (tensor,) = [value for value in graph.input if value.name not in initializers]
-    dims = [1] + [dim.dim_value for dim in tensor.type.tensor_type.shape.dim[1:]]
-    return tensor.name, np.random.default_rng(0).random(dims, dtype=np.float32)
-
-
 async def closed_loop(pb, target, request, clients, seconds):
     import grpc
     latencies = []
@@ -102,7 +93,7 @@ def bench_model(name, model_path, args, work, pb):
     batches = [b for b in (1, 2, 4, 8, 16, 32, 64) if b <= args.max_batch]
     in_proc = [http_bench.in_process(model_path, b, args.threads, args.iters) for b in batches]
     best = max(in_proc, key=lambda row: row["throughput_per_s"])
-    input_name, data = input_of(model_path)
+    input_name, data = http_bench.batch1_input(model_path)
     request = grpc_client.request_for(pb[0], "m", {input_name: ("FP32", data)})
     rows = []
     for delay in args.delays:
