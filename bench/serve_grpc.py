@@ -27,7 +27,6 @@ import sys
 import tempfile
 import time
 
-import numpy as np
 
 import serve as http_bench
 from machine import machine_lines
