@@ -21,12 +21,9 @@ import asyncio
 import json
 import pathlib
 import re
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
-
 
 import serve as http_bench
 from machine import machine_lines
