@@ -1,0 +1,300 @@
+"""kiln.dask on a LocalCluster of 2 worker processes (1 thread each, each under a nanny, as
+`dask-worker` runs them): predict over a Dask array, DataFrame and Bag equal to in-process kiln bit for
+bit (deterministic mode, the same batches) and in input order; the model loaded once per worker;
+threads set from the Model or the worker, not from the nanny's OMP_NUM_THREADS=1; a model that fails
+to load failing registration with the worker's error; and a worker killed while a job runs: the nanny
+starts a new one (a new pid) that loads the model, and the job finishes with the same results.
+
+Everything talks to 127.0.0.1 only, and every wait is bounded in time."""
+import os
+import pathlib
+import signal
+import time
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from serve_client import make_model
+
+pytest.importorskip("distributed", reason="kiln.dask needs python3-distributed")
+import dask  # noqa: E402
+import dask.array as da  # noqa: E402
+import dask.bag as db  # noqa: E402
+import dask.dataframe as dd  # noqa: E402
+import pandas as pd  # noqa: E402
+from distributed import Client, LocalCluster  # noqa: E402
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+DEMO = REPO / "models" / "demo.onnx"
+TIMEOUT = 120  # seconds: no computation in these tests should take longer
+
+
+def tabular_model():
+    """score [N, 1] and probs [N, 3] from columns a [N], b [N] and features [N, 3]."""
+    rng = np.random.default_rng(7)
+    weights = numpy_helper.from_array(rng.standard_normal((5, 3)).astype(np.float32), "w")
+    score_weights = numpy_helper.from_array(rng.standard_normal((5, 1)).astype(np.float32), "v")
+    axes = numpy_helper.from_array(np.array([1], np.int64), "axes")
+    nodes = [helper.make_node("Unsqueeze", ["a", "axes"], ["a2"]),
+             helper.make_node("Unsqueeze", ["b", "axes"], ["b2"]),
+             helper.make_node("Concat", ["a2", "b2", "features"], ["h"], axis=1),
+             helper.make_node("MatMul", ["h", "w"], ["logits"]),
+             helper.make_node("Softmax", ["logits"], ["probs"], axis=1),
+             helper.make_node("MatMul", ["h", "v"], ["score"])]
+    return make_model(nodes, [("a", TensorProto.FLOAT, ["n"]), ("b", TensorProto.FLOAT, ["n"]),
+                              ("features", TensorProto.FLOAT, ["n", 3])],
+                      [("score", TensorProto.FLOAT, ["n", 1]), ("probs", TensorProto.FLOAT, ["n", 3])],
+                      [weights, score_weights, axes])
+
+
+def deep_model(width=512, depth=12):
+    """y = tanh(...tanh(x W1)... W_depth) on [N, width]: enough work per row to keep a job running."""
+    rng = np.random.default_rng(11)
+    nodes, initializers, value = [], [], "x"
+    for layer in range(depth):
+        weight = (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)
+        initializers.append(numpy_helper.from_array(weight, f"w{layer}"))
+        nodes += [helper.make_node("MatMul", [value, f"w{layer}"], [f"m{layer}"]),
+                  helper.make_node("Tanh", [f"m{layer}"], [f"t{layer}"])]
+        value = f"t{layer}"
+    nodes.append(helper.make_node("Identity", [value], ["y"]))
+    return make_model(nodes, [("x", TensorProto.FLOAT, ["n", width])], [("y", TensorProto.FLOAT, ["n", width])],
+                      initializers)
+
+
+@pytest.fixture(scope="module")
+def kiln_dask(kiln_module):
+    # Worker processes are spawned: they find kiln (and this directory's helpers) through PYTHONPATH.
+    paths = [str(pathlib.Path(kiln_module.__file__).parents[1]), str(pathlib.Path(__file__).parent)]
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    import kiln.dask
+    return kiln.dask
+
+
+@pytest.fixture(scope="module")
+def client(kiln_dask):
+    with dask.config.set({"distributed.scheduler.worker-ttl": None}):
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                               dashboard_address=None)
+    client = Client(cluster, timeout=60)
+    yield client
+    client.close()
+    cluster.close()
+
+
+def worker_pids(client):
+    return client.run(os.getpid)
+
+
+def sessions_loaded(client, kiln_dask):
+    return client.run(kiln_dask.sessions_loaded)
+
+
+def batched(session, feeds, batch_size, output):
+    """What predict computes for one block or partition: `batch_size` rows per run, concatenated."""
+    rows = len(next(iter(feeds.values())))
+    return np.concatenate([session.run({name: value[start:start + batch_size] for name, value in feeds.items()})[output]
+                           for start in range(0, rows, batch_size)])
+
+
+def test_array_equals_in_process_kiln_in_order(client, kiln_dask, kiln_module):
+    model = kiln_dask.Model(DEMO, threads=1, deterministic=True)
+    images = da.random.RandomState(3).random_sample((100, 3, 64, 64), chunks=(16, 3, 64, 64)).astype(np.float32)
+    logits = kiln_dask.predict(images, model, batch_size=8)
+    # Lazy, with the chunks and dtype known before anything runs.
+    assert isinstance(logits, da.Array)
+    assert logits.chunks == ((16,) * 6 + (4,), (10,))
+    assert logits.dtype == np.float32
+    computed = logits.compute(timeout=TIMEOUT)
+
+    session = kiln_module.Session(DEMO, threads=1, deterministic=True)
+    local = images.compute(scheduler="sync")
+    expected = np.concatenate([batched(session, {"input": local[start:start + 16]}, 8, "logits")
+                               for start in range(0, 100, 16)])
+    assert computed.shape == (100, 10)
+    np.testing.assert_array_equal(computed, expected)
+    # One slice of the array, alone: the same rows give the same values (order kept through the graph).
+    np.testing.assert_array_equal(logits[32:48].compute(timeout=TIMEOUT), expected[32:48])
+
+
+def test_dataframe_columns_are_named_inputs(client, kiln_dask, kiln_module, tmp_path):
+    model_bytes = tabular_model().SerializeToString()
+    model = kiln_dask.Model(model_bytes, threads=1, deterministic=True)
+    rng = np.random.default_rng(5)
+    table = pd.DataFrame(rng.standard_normal((96, 5)).astype(np.float32), columns=["a", "b", "f0", "f1", "f2"],
+                         index=pd.RangeIndex(1000, 1096, name="row"))
+    frame = dd.from_pandas(table, npartitions=4)
+    predicted = kiln_dask.predict(frame, model, batch_size=8, inputs={"features": ["f0", "f1", "f2"]})
+    assert isinstance(predicted, dd.DataFrame)
+    assert list(predicted.columns) == ["score", "probs_0", "probs_1", "probs_2"]
+    assert list(predicted.dtypes) == [np.float32] * 4
+    computed = predicted.compute(timeout=TIMEOUT)
+
+    path = tmp_path / "tabular.onnx"
+    path.write_bytes(model_bytes)
+    session = kiln_module.Session(path, threads=1, deterministic=True)
+    partitions = [part.compute(scheduler="sync") for part in frame.to_delayed()]
+    expected_score, expected_probs = [], []
+    for part in partitions:
+        feeds = {"a": part["a"].to_numpy(), "b": part["b"].to_numpy(), "features": part[["f0", "f1", "f2"]].to_numpy()}
+        expected_score.append(batched(session, feeds, 8, "score"))
+        expected_probs.append(batched(session, feeds, 8, "probs"))
+    assert list(computed.index) == list(table.index)
+    np.testing.assert_array_equal(computed["score"].to_numpy(), np.concatenate(expected_score)[:, 0])
+    np.testing.assert_array_equal(computed[["probs_0", "probs_1", "probs_2"]].to_numpy(), np.concatenate(expected_probs))
+
+    # The model's bytes went to the workers, which wrote them once to one file named by their hash.
+    def model_files():
+        import glob
+        import tempfile
+        return sorted(glob.glob(os.path.join(tempfile.gettempdir(), "kiln-dask-*.onnx")))
+    files = client.run(model_files)
+    assert len({tuple(found) for found in files.values()}) == 1
+    assert sum(pathlib.Path(found).read_bytes() == model_bytes for found in next(iter(files.values()))) == 1
+
+    # A column the model needs and the frame lacks is named, with the columns the frame has.
+    with pytest.raises(ValueError, match=r"model input 'features' reads column\(s\) 'features'.*a, b, f0, f1, f2"):
+        kiln_dask.predict(frame, model)
+
+
+def test_bag_of_dicts_in_order(client, kiln_dask, kiln_module):
+    model = kiln_dask.Model(DEMO, threads=1, deterministic=True)
+    rng = np.random.default_rng(9)
+    items = [{"input": rng.random((3, 64, 64), dtype=np.float32), "id": i} for i in range(22)]
+    bag = db.from_sequence(items, npartitions=3)
+    predicted = kiln_dask.predict(bag, model, batch_size=4)
+    assert isinstance(predicted, db.Bag)
+    computed = predicted.compute(timeout=TIMEOUT)
+
+    session = kiln_module.Session(DEMO, threads=1, deterministic=True)
+    expected = []
+    for part in bag.to_delayed():
+        rows = np.stack([item["input"] for item in part.compute(scheduler="sync")])
+        expected.extend(batched(session, {"input": rows}, 4, "logits"))
+    assert len(computed) == len(items)
+    for got, want in zip(computed, expected):
+        assert list(got) == ["logits"]
+        np.testing.assert_array_equal(got["logits"], want)
+
+    # An item without the model's input fails the job, naming the item and what it has.
+    broken = db.from_sequence(items[:3] + [{"image": items[0]["input"]}], npartitions=1)
+    with pytest.raises(ValueError, match=r"item at position 3 of its partition has no input 'input'; it has image"):
+        kiln_dask.predict(broken, model).compute(timeout=TIMEOUT)
+
+
+def test_model_loads_once_per_worker(client, kiln_dask):
+    before = sessions_loaded(client, kiln_dask)
+    model = kiln_dask.Model(DEMO, threads=1, name="demo-counted")
+    images = da.random.RandomState(4).random_sample((64, 3, 64, 64), chunks=(8, 3, 64, 64)).astype(np.float32)
+    for _ in range(3):
+        kiln_dask.predict(images, model, batch_size=8).compute(timeout=TIMEOUT)
+    bag = db.from_sequence([{"input": image} for image in images.compute(scheduler="sync")], npartitions=4)
+    kiln_dask.predict(bag, "demo-counted").compute(timeout=TIMEOUT)
+    after = sessions_loaded(client, kiln_dask)
+    assert set(after) == set(before)
+    assert {address: after[address] - before[address] for address in after} == {address: 1 for address in after}
+    # Every row ran once: 3 arrays of 8 blocks run 8 rows at a time, and 4 Bag partitions run whole.
+    stats = model.run_stats(client).values()
+    assert sum(stat["rows"] for stat in stats) == 4 * 64
+    assert sum(stat["runs"] for stat in stats) == 3 * 8 + 4
+    assert all(stat["run_seconds"] > 0 for stat in stats if stat["runs"])
+
+
+def test_threads_come_from_the_model_or_the_worker(client, kiln_dask):
+    # The nanny starts workers with OMP_NUM_THREADS=1, which kiln would take as its thread count.
+    assert set(client.run(lambda: os.environ.get("OMP_NUM_THREADS")).values()) == {"1"}
+
+    def threads_of(name):
+        def read(dask_worker):
+            import numpy
+            model = dask_worker.plugins[name]
+            plan = model.session.explain({"input": numpy.zeros((1, 3, 64, 64), numpy.float32)})
+            return model.threads, max(step["threads"] for step in plan)
+        return client.run(read)
+
+    explicit = kiln_dask.Model(DEMO, threads=2, name="demo-two-threads").register(client)
+    assert set(threads_of(explicit.name).values()) == {(2, 2)}
+    from_worker = kiln_dask.Model(DEMO, name="demo-worker-threads").register(client)
+    assert set(threads_of(from_worker.name).values()) == {(1, 1)}  # each worker has --nthreads 1
+
+
+def test_a_model_that_fails_to_load_fails_registration(client, kiln_dask, tmp_path):
+    missing = kiln_dask.Model(tmp_path / "missing.onnx", name="missing-model")
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"model 'missing-model' failed to load on worker tcp://127\.0\.0\.1:\d+: "
+                                           r".*missing\.onnx"):
+        missing.register(client)
+    garbage = kiln_dask.Model(b"not an onnx model", name="garbage-model")
+    with pytest.raises(RuntimeError, match=r"model 'garbage-model' failed to load on worker"):
+        garbage.register(client)
+    assert time.monotonic() - started < TIMEOUT
+    # A task that meets a worker where the model did not load fails with that worker's error.
+    images = da.zeros((4, 3, 64, 64), chunks=(4, 3, 64, 64), dtype=np.float32)
+    with pytest.raises(RuntimeError, match=r"model 'garbage-model' failed to load on worker"):
+        kiln_dask.predict(images, "garbage-model").compute(timeout=TIMEOUT)
+    for name in ("missing-model", "garbage-model"):
+        client.unregister_worker_plugin(name)
+
+
+def test_bad_arguments_are_named(client, kiln_dask):
+    model = kiln_dask.Model(DEMO, threads=1)
+    images = da.zeros((4, 3, 64, 64), chunks=(2, 3, 64, 64), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"has no output 'probabilities'; its outputs: logits"):
+        kiln_dask.predict(images, model, outputs="probabilities")
+    with pytest.raises(ValueError, match=r"takes inputs input; got image"):
+        kiln_dask.predict({"image": images}, model)
+    with pytest.raises(ValueError, match=r"batch_size must be a positive integer"):
+        kiln_dask.predict(images, model, batch_size=0)
+    with pytest.raises(TypeError, match=r"Dask array \(or a dict of them\), DataFrame or Bag, got ndarray"):
+        kiln_dask.predict(np.zeros((4, 3, 64, 64), np.float32), model)
+    with pytest.raises(ValueError, match=r"no model named 'nobody' is registered"):
+        kiln_dask.predict(images, "nobody")
+    with pytest.raises(ValueError, match=r"unknown kiln setting\(s\) determinstic"):
+        kiln_dask.Model(DEMO, determinstic=True)
+
+
+def test_a_worker_killed_mid_job_is_replaced_and_the_job_completes(client, kiln_dask, kiln_module, tmp_path):
+    path = tmp_path / "deep.onnx"
+    onnx.save(deep_model(), str(path))
+    model = kiln_dask.Model(path, threads=1, deterministic=True).register(client)
+    blocks, rows = 120, 256
+    inputs = da.random.RandomState(21).standard_normal((blocks * rows, 512), chunks=(rows, 512)).astype(np.float32)
+    job = client.compute(kiln_dask.predict(inputs, model, batch_size=64))
+    pids_before = worker_pids(client)
+
+    def finished_blocks(dask_scheduler=None):
+        return sum("kiln-output-" in str(key) and task.state == "memory" for key, task in dask_scheduler.tasks.items())
+    deadline = time.monotonic() + TIMEOUT
+    while client.run_on_scheduler(finished_blocks) < 6:
+        assert time.monotonic() < deadline, "the job made no progress"
+        assert not job.done(), "the job finished before a worker could be killed: make it longer"
+        time.sleep(0.05)
+    victim_pid = sorted(pids_before.values())[0]
+    os.kill(victim_pid, signal.SIGKILL)
+    # The job was still running when the worker died: it has not finished after the kill.
+    assert not job.done(), "the job finished before the worker was killed: make it longer"
+
+    computed = job.result(timeout=TIMEOUT)
+    session = kiln_module.Session(path, threads=1, deterministic=True)
+    local = inputs.compute(scheduler="sync")
+    expected = np.concatenate([batched(session, {"x": local[start:start + rows]}, 64, "y")
+                               for start in range(0, blocks * rows, rows)])
+    assert computed.shape == expected.shape  # no block lost or repeated
+    np.testing.assert_array_equal(computed, expected)
+
+    # The nanny started a new worker process, which loaded the model once.
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        pids_after = worker_pids(client)
+        if len(pids_after) == 2 and victim_pid not in pids_after.values():
+            break
+        assert time.monotonic() < deadline, f"no replacement worker: {pids_after}"
+        time.sleep(0.2)
+    new_workers = [address for address, pid in pids_after.items() if pid not in pids_before.values()]
+    assert len(new_workers) == 1
+    loaded = client.run(lambda dask_worker: dask_worker.plugins[model.name].session is not None, workers=new_workers)
+    assert loaded == {new_workers[0]: True}
+    # The replacement loaded every registered model that loads, this one among them, each once.
+    assert client.run(kiln_dask.sessions_loaded, workers=new_workers)[new_workers[0]] >= 1
