@@ -362,34 +362,49 @@ def _array_feeds(collection, model_inputs, name):
 
 
 def _predict_arrays(arrays, model, outputs, batch_size, client):
+    """{output: Dask array}. One task per block runs the model; with one output its result is the
+    output's block, with several each output picks its block out of the run's dict."""
     name = model.name
     row_specs = {input: (array.shape[1:], array.dtype) for input, array in arrays.items()}
     spec = model._ask(client, _probe, row_specs, outputs)
     row_chunks = next(iter(arrays.values())).chunks[0]
     token = dask.base.tokenize(name, outputs, batch_size, *(array.name for array in arrays.values()))
-    run_layer = f"kiln-predict-{token}"
+
+    def block_key(layer, block, output):
+        return (layer, block, *([0] * len(spec[output][0])))
+
+    def array(output, graph, layer):
+        row_shape, dtype = spec[output]
+        chunks = (row_chunks, *((extent,) for extent in row_shape))
+        return _da.Array(graph, layer, chunks, dtype=dtype, meta=np.empty((0,) * (1 + len(row_shape)), dtype))
+
+    single = outputs[0] if len(outputs) == 1 else None
+    run_layer = f"kiln-output-{single}-{token}" if single else f"kiln-predict-{token}"
     tasks = {}
     for block in range(len(row_chunks)):
         feeds = {input: (array.name, block, *([0] * (array.ndim - 1))) for input, array in arrays.items()}
-        tasks[(run_layer, block)] = (_run_block, name, (dict, [[input, key] for input, key in feeds.items()]),
-                                     batch_size, outputs, spec)
+        key = block_key(run_layer, block, single) if single else (run_layer, block)
+        tasks[key] = (_run_block, name, (dict, [[input, key] for input, key in feeds.items()]), batch_size, outputs,
+                      spec, single)
     runs = HighLevelGraph.from_collections(run_layer, tasks, dependencies=list(arrays.values()))
+    if single:
+        return {single: array(single, runs, run_layer)}
     results = {}
     for output in outputs:
-        row_shape, dtype = spec[output]
         layer = f"kiln-output-{output}-{token}"
-        picks = {(layer, block, *([0] * len(row_shape))): (operator.getitem, (run_layer, block), output)
+        picks = {block_key(layer, block, output): (operator.getitem, (run_layer, block), output)
                  for block in range(len(row_chunks))}
         graph = HighLevelGraph({**runs.layers, layer: picks}, {**runs.dependencies, layer: {run_layer}})
-        chunks = (row_chunks, *((extent,) for extent in row_shape))
-        results[output] = _da.Array(graph, layer, chunks, dtype=dtype, meta=np.empty((0,) * (1 + len(row_shape)), dtype))
+        results[output] = array(output, graph, layer)
     return results
 
 
-def _run_block(name, feeds, batch_size, outputs, spec):
+def _run_block(name, feeds, batch_size, outputs, spec, single):
     if len(next(iter(feeds.values()))) == 0:
-        return _empty_outputs(spec)
-    return _run_batches(name, feeds, batch_size, outputs)
+        results = _empty_outputs(spec)
+    else:
+        results = _run_batches(name, feeds, batch_size, outputs)
+    return results[single] if single else results
 
 
 def _frame_columns(output, row_shape):

@@ -9,6 +9,7 @@ Everything talks to 127.0.0.1 only, and every wait is bounded in time."""
 import os
 import pathlib
 import signal
+import subprocess
 import time
 
 import numpy as np
@@ -117,6 +118,28 @@ def test_array_equals_in_process_kiln_in_order(client, kiln_dask, kiln_module):
     np.testing.assert_array_equal(computed, expected)
     # One slice of the array, alone: the same rows give the same values (order kept through the graph).
     np.testing.assert_array_equal(logits[32:48].compute(timeout=TIMEOUT), expected[32:48])
+
+
+def test_several_inputs_and_outputs_as_arrays(client, kiln_dask, kiln_module, tmp_path):
+    path = tmp_path / "tabular.onnx"
+    onnx.save(tabular_model(), str(path))
+    model = kiln_dask.Model(path, threads=1, deterministic=True, name="tabular-arrays")
+    rng = np.random.default_rng(12)
+    local = {"a": rng.standard_normal(40).astype(np.float32), "b": rng.standard_normal(40).astype(np.float32),
+             "features": rng.standard_normal((40, 3)).astype(np.float32)}
+    # Inputs chunked differently are split at the first one's row boundaries.
+    arrays = {"a": da.from_array(local["a"], chunks=10), "b": da.from_array(local["b"], chunks=20),
+              "features": da.from_array(local["features"], chunks=(40, 3))}
+    predicted = kiln_dask.predict(arrays, model, outputs=["score", "probs"])
+    assert sorted(predicted) == ["probs", "score"]
+    assert predicted["score"].chunks == ((10,) * 4, (1,)) and predicted["probs"].chunks == ((10,) * 4, (3,))
+    before = sum(stat["runs"] for stat in model.run_stats(client).values())
+    score, probs = dask.compute(predicted["score"], predicted["probs"])
+    # Both outputs came from one run per block.
+    assert sum(stat["runs"] for stat in model.run_stats(client).values()) - before == 4
+    session = kiln_module.Session(path, threads=1, deterministic=True)
+    np.testing.assert_array_equal(score, batched(session, local, 10, "score"))
+    np.testing.assert_array_equal(probs, batched(session, local, 10, "probs"))
 
 
 def test_dataframe_columns_are_named_inputs(client, kiln_dask, kiln_module, tmp_path):
@@ -298,3 +321,39 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_job_completes(client, kiln_
     assert loaded == {new_workers[0]: True}
     # The replacement loaded every registered model that loads, this one among them, each once.
     assert client.run(kiln_dask.sessions_loaded, workers=new_workers)[new_workers[0]] >= 1
+
+
+def test_dask_scheduler_and_dask_worker_commands(kiln_dask, kiln_module, tmp_path):
+    """The commands docs/scale_out.md gives for a cluster across machines, here on 127.0.0.1: a
+    scheduler, then two single-threaded workers that declare a threads resource kiln takes."""
+    scheduler_file = tmp_path / "scheduler.json"
+    processes = [subprocess.Popen(["dask-scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                                   "--scheduler-file", str(scheduler_file)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not scheduler_file.exists():
+            assert time.monotonic() < deadline and processes[0].poll() is None, "dask-scheduler did not start"
+            time.sleep(0.1)
+        processes.append(subprocess.Popen(["dask-worker", "--scheduler-file", str(scheduler_file), "--host", "127.0.0.1",
+                                           "--nworkers", "2", "--nthreads", "1", "--resources", "threads=2",
+                                           "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        with Client(scheduler_file=str(scheduler_file), timeout=60) as client:
+            client.wait_for_workers(2, timeout=TIMEOUT)
+            model = kiln_dask.Model(DEMO, deterministic=True, name="demo-from-resources").register(client)
+            assert set(client.run(lambda dask_worker: dask_worker.plugins[model.name].threads).values()) == {2}
+            images = da.random.RandomState(8).random_sample((24, 3, 64, 64), chunks=(8, 3, 64, 64)).astype(np.float32)
+            computed = kiln_dask.predict(images, model).compute(timeout=TIMEOUT)
+        session = kiln_module.Session(DEMO, threads=2, deterministic=True)
+        local = images.compute(scheduler="sync")
+        expected = np.concatenate([session.run({"input": local[start:start + 8]})["logits"] for start in range(0, 24, 8)])
+        np.testing.assert_array_equal(computed, expected)
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+        for process in reversed(processes):
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=30)
