@@ -230,9 +230,9 @@ def _run_batches(name, feeds, batch_size, outputs):
         batch = {input: values[start:start + step] for input, values in feeds.items()}
         batch_rows = len(next(iter(batch.values())))
         with model._run_lock:
-            start = time.perf_counter()
+            began = time.perf_counter()
             results = model.session.run(batch)
-            model.run_seconds += time.perf_counter() - start
+            model.run_seconds += time.perf_counter() - began
             model.runs += 1
             model.rows += batch_rows
         for output in outputs:
@@ -291,7 +291,7 @@ def predict(collection, model, batch_size=None, outputs=None, inputs=None, clien
 
     - a Dask array (the model's one input) or a dict {input name: Dask array}, rows along axis 0:
       blocks of rows run on the workers; returns a Dask array per output, chunked like the input's
-      rows (a dict {output: array} when `outputs` is a list);
+      rows (a dict {output: array} when `outputs` is a list, or is left out and the model has several);
     - a Dask DataFrame: each model input reads the column of its name, or the columns
       `inputs={input: [column, ...]}` names (stacked for an input of shape [N, k]); returns a
       DataFrame with the input's index and one column per output value (`name` for an output of one
@@ -304,6 +304,9 @@ def predict(collection, model, batch_size=None, outputs=None, inputs=None, clien
     import dask.bag
     import dask.dataframe
 
+    if not isinstance(collection, (dask.dataframe.DataFrame, dask.bag.Bag, _da.Array, dict)):
+        raise TypeError(f"predict takes a Dask array (or a dict of them), DataFrame or Bag, got "
+                        f"{type(collection).__name__}")
     client = client or get_client()
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive integer or None, got {batch_size!r}")
@@ -331,11 +334,9 @@ def predict(collection, model, batch_size=None, outputs=None, inputs=None, clien
     if isinstance(collection, dask.bag.Bag):
         dtypes = {described["name"]: np.dtype(described["dtype"]) for described in model_inputs}
         return collection.map_partitions(_predict_items, name, dtypes, chosen, batch_size)
-    if isinstance(collection, (_da.Array, dict)):
-        arrays = _array_feeds(collection, model_inputs, name)
-        results = _predict_arrays(arrays, model, chosen, batch_size, client)
-        return results[chosen[0]] if single_output or (outputs is None and len(chosen) == 1) else results
-    raise TypeError(f"predict takes a Dask array (or a dict of them), DataFrame or Bag, got {type(collection).__name__}")
+    arrays = _array_feeds(collection, model_inputs, name)
+    results = _predict_arrays(arrays, model, chosen, batch_size, client)
+    return results[chosen[0]] if single_output or (outputs is None and len(chosen) == 1) else results
 
 
 def _array_feeds(collection, model_inputs, name):
