@@ -10,6 +10,7 @@ import concurrent.futures
 import pathlib
 import re
 import shlex
+import socket
 import subprocess
 import sys
 import threading
@@ -17,6 +18,7 @@ import time
 
 import numpy as np
 import pytest
+import requests
 import yaml
 
 from serve_client import Server, add_model, new_session, write_model
@@ -98,6 +100,46 @@ def test_the_client_does_not_retry_a_bad_request(kiln_bin, repository):
     finally:
         for server in servers:
             server.kill()
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_probes_while_models_load_live_but_not_ready(kiln_bin, tmp_path, demo_model):
+    """What KServe's probes see during a slow start: live (no restart) but not ready (no traffic)
+    while models warm up, then ready. The port is fixed, as in a pod: port 0 is named only once
+    loading is done."""
+    for index in range(4):
+        write_model(tmp_path, f"demo{index}", {1: demo_model.read_bytes()}, config="max_batch_size: 256\n")
+    port = free_port()
+    process = subprocess.Popen([str(kiln_bin), "serve", "--model-repository", str(tmp_path), "--host", "127.0.0.1",
+                                "--http-port", str(port), "--threads", "1"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    session = new_session()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        seen = set()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                live = session.get(url + "/v2/health/live", timeout=5).status_code
+                ready = session.get(url + "/v2/health/ready", timeout=5)
+            except requests.ConnectionError:
+                time.sleep(0.02)  # not listening yet
+                continue
+            seen.add((live, ready.status_code))
+            if ready.status_code == 200:
+                break
+            time.sleep(0.02)
+        assert (200, 503) in seen, f"never seen live and not ready while loading: {seen}"
+        assert (200, 200) in seen, f"never ready: {seen}"
+        assert not any(live != 200 for live, _ in seen), seen
+    finally:
+        process.terminate()
+        assert process.wait(timeout=60) == 0
 
 
 # --- deploy/ --------------------------------------------------------------------------------------------
