@@ -13,15 +13,17 @@ and in input order.
 A `Model` is a Dask WorkerPlugin. Registering it makes every worker of the cluster, and every worker
 that joins later (a restarted one included), build one kiln Session of it. Tasks find it on their
 worker by name. A model that fails to load on a worker fails `register` with that worker's error. A
-task that reaches a worker without the model fails with that worker's load error. Neither waits for
-anything.
+task that reaches a worker where the model did not load fails with that worker's load error.
 
 Threads: Dask's nanny starts workers with OMP_NUM_THREADS=1, which kiln would read. A Model
 therefore sets its session's `threads` itself: `threads=N` if given, else the worker's `threads`
-resource (`dask-worker --resources threads=4`), else the worker's `--nthreads`. One worker runs one
-batch at a time, so a worker never uses more threads than that.
+resource (`dask-worker --resources threads=4`), else the worker's `--nthreads`. A worker runs one
+batch at a time through a model, so one model never uses more threads than that on a worker.
 """
+import asyncio
 import hashlib
+import logging
+import math
 import operator
 import os
 import tempfile
@@ -42,6 +44,12 @@ except ImportError as _error:  # pragma: no cover: dask is an optional dependenc
 
 __all__ = ["Model", "predict", "sessions_loaded"]
 
+_logger = logging.getLogger("kiln.dask")
+# How long the client waits for a worker to answer a question about a model (its inputs, its output
+# shapes): long enough for a worker that joins to load a large model, short of forever on a cluster
+# without workers.
+ASK_TIMEOUT_SECONDS = 600
+
 # Sessions this process built through Models: what tests count to check that a worker loads its model
 # once, whatever the number of tasks it ran.
 _sessions_loaded = 0
@@ -60,10 +68,12 @@ class Model(WorkerPlugin):
     kiln.backends.table()) for its session.
 
     `model` is a path that every worker can read (absolute, or relative to the client's directory), or
-    the model file's bytes: they are sent to each worker, which writes them once per machine to a file
-    named by their hash in its temporary directory, so workers of one machine map one file (use_mmap)
-    and share its pages. `name` keys the model on the workers; by default it is derived from the model
-    and the settings, so registering the same model twice is one registration."""
+    the model file's bytes: they are sent to each worker, which writes them once per machine and user
+    to a file named by their hash in its temporary directory, so workers of one machine map one file
+    (use_mmap) and share its pages. `name` keys the model on the workers; by default it is derived from
+    the model (for a path the client can read: also the file's size and modification time, so a
+    re-exported file gets a new name) and the settings, so registering the same model twice is one
+    registration."""
 
     def __init__(self, model, *, name=None, threads=None, **settings):
         if isinstance(model, (bytes, bytearray, memoryview)):
@@ -73,7 +83,11 @@ class Model(WorkerPlugin):
         elif isinstance(model, (str, os.PathLike)):
             self._bytes = None
             self._path = os.path.abspath(os.fspath(model))
-            identity = self._path
+            try:
+                stat = os.stat(self._path)
+                identity = (self._path, stat.st_size, stat.st_mtime_ns)
+            except OSError:  # only the workers can read it: its path is its identity
+                identity = self._path
         else:
             raise TypeError(f"model must be a path or the model file's bytes, got {type(model).__name__}")
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
@@ -99,7 +113,8 @@ class Model(WorkerPlugin):
         self.error = None
         self.threads = None
         self.worker_address = None
-        self._run_lock = None
+        # Kept across teardown: a task that started before a teardown still finds a lock, then no session.
+        self._run_lock = threading.Lock()
         self.runs = self.rows = 0
         self.run_seconds = 0.0
 
@@ -114,28 +129,38 @@ class Model(WorkerPlugin):
         self._reset_worker_state()
 
     def __repr__(self):
-        source = self._path if self._path else f"<{len(self._bytes)} bytes>"
+        source = self._path if self._path else f"<{len(self._bytes or b'')} bytes>"
         return f"kiln.dask.Model({source!r}, name={self.name!r}, threads={self._threads}, settings={self._settings})"
 
     # WorkerPlugin
 
-    def setup(self, worker):
-        global _sessions_loaded
+    async def setup(self, worker):
+        # Loading (and a large model's planning) runs off the worker's event loop, which keeps
+        # answering the scheduler's heartbeats meanwhile.
         self.worker_address = worker.address
-        self._run_lock = threading.Lock()
+        await asyncio.get_running_loop().run_in_executor(None, self._load, worker)
+
+    def _load(self, worker):
+        global _sessions_loaded
         try:
             self.threads = self._threads_on(worker)
-            path = self._path if self._path else _write_once(self._bytes)
-            self._bytes = None  # the file holds them now; the scheduler keeps the copy new workers get
-            self.session = kiln.Session(path, threads=self.threads, **self._settings)
+            if not self._path:
+                self._path = _write_once(self._bytes)
+                self._bytes = None  # the file holds them now; the scheduler keeps the copy new workers get
+            session = kiln.Session(self._path, threads=self.threads, **self._settings)
         except Exception as error:
             self.error = f"kiln.dask: model {self.name!r} failed to load on worker {worker.address}: {error}"
+            # A worker that joins later reports nothing to a client: its log is where this shows.
+            _logger.error("%s", self.error)
             raise RuntimeError(self.error) from error
+        with self._run_lock:
+            self.session = session
         with _sessions_loaded_lock:
             _sessions_loaded += 1
 
     def teardown(self, worker):
-        self._reset_worker_state()
+        with self._run_lock:  # after the run in progress, if any
+            self.session = None
 
     def _threads_on(self, worker):
         if self._threads is not None:
@@ -156,7 +181,13 @@ class Model(WorkerPlugin):
         Returns self."""
         client = client or get_client()
         if not _registered(client, self.name):
-            client.register_worker_plugin(self, name=self.name)
+            try:
+                client.register_worker_plugin(self, name=self.name)
+            except Exception:
+                # The scheduler keeps a plugin whose setup failed: unregister it, so that workers that
+                # join later do not try again and a corrected model can be registered under this name.
+                client.unregister_worker_plugin(self.name)
+                raise
         return self
 
     def run_stats(self, client=None):
@@ -175,18 +206,27 @@ class Model(WorkerPlugin):
         per client and arguments: a model registered under a name does not change."""
         key = (client.scheduler.address, question.__name__, repr(arguments))
         if key not in self._described:
-            self._described[key] = client.submit(question, self.name, *arguments, pure=False).result()
+            self._described[key] = _ask_a_worker(client, question, self.name, *arguments)
         return self._described[key]
 
 
 def _write_once(model_bytes):
-    """The path of a file holding `model_bytes` in this machine's temporary directory, named by their
-    hash: written by the first worker (to a private name, then renamed into place), reused by others."""
+    """The path of a file holding `model_bytes` in this user's kiln-dask folder of this machine's
+    temporary directory, named by their hash: written by the first worker (to a private name, then
+    renamed into place), reused by the others once its bytes are checked."""
     digest = hashlib.sha256(model_bytes).hexdigest()
-    path = os.path.join(tempfile.gettempdir(), f"kiln-dask-{digest[:32]}.onnx")
-    if os.path.exists(path) and os.path.getsize(path) == len(model_bytes):
-        return path
-    descriptor, partial = tempfile.mkstemp(prefix="kiln-dask-", suffix=".partial", dir=os.path.dirname(path))
+    folder = os.path.join(tempfile.gettempdir(), f"kiln-dask-{os.getuid()}")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    if os.stat(folder).st_uid != os.getuid():
+        raise PermissionError(f"{folder} belongs to another user; kiln.dask writes model files only to a folder of its own")
+    path = os.path.join(folder, f"{digest[:32]}.onnx")
+    try:
+        with open(path, "rb") as existing:
+            if hashlib.sha256(existing.read()).hexdigest() == digest:
+                return path
+    except FileNotFoundError:
+        pass
+    descriptor, partial = tempfile.mkstemp(suffix=".partial", dir=folder)
     try:
         with os.fdopen(descriptor, "wb") as file:
             file.write(model_bytes)
@@ -196,6 +236,17 @@ def _write_once(model_bytes):
             os.unlink(partial)
         raise
     return path
+
+
+def _ask_a_worker(client, question, name, *arguments):
+    future = client.submit(question, name, *arguments, pure=False)
+    try:
+        return future.result(timeout=ASK_TIMEOUT_SECONDS)
+    except TimeoutError:
+        future.cancel()
+        workers = len(client.scheduler_info().get("workers", {}))
+        raise TimeoutError(f"kiln.dask: no worker answered about model {name!r} within {ASK_TIMEOUT_SECONDS} s "
+                           f"(the cluster has {workers} worker(s))") from None
 
 
 def _registered(client, name):
@@ -214,14 +265,23 @@ def _model_on_this_worker(name):
     if model is None:
         raise RuntimeError(f"kiln.dask: model {name!r} is not registered on worker {worker.address}; "
                            f"call Model.register(client) before predict")
-    if model.session is None:
-        raise RuntimeError(model.error or f"kiln.dask: model {name!r} is not loaded on worker {worker.address}")
     return model
 
 
-def _run_batches(name, feeds, batch_size, outputs):
+def _run_once(model, feeds):
+    """One run under the worker's lock for this model, which a teardown also takes."""
+    with model._run_lock:
+        if model.session is None:
+            raise RuntimeError(model.error or f"kiln.dask: model {model.name!r} is not loaded on worker "
+                               f"{model.worker_address}")
+        began = time.perf_counter()
+        results = model.session.run(feeds)
+        return results, time.perf_counter() - began
+
+
+def _run_batches(name, feeds, batch_size, outputs, spec):
     """Runs {input: array of N rows} through the model `batch_size` rows at a time; returns
-    {output: array of N rows} for the names in `outputs`."""
+    {output: array of N rows} for the names in `outputs`, each row shaped as `spec` says."""
     model = _model_on_this_worker(name)
     rows = len(next(iter(feeds.values())))
     step = batch_size or rows
@@ -229,10 +289,9 @@ def _run_batches(name, feeds, batch_size, outputs):
     for start in range(0, rows, max(step, 1)):
         batch = {input: values[start:start + step] for input, values in feeds.items()}
         batch_rows = len(next(iter(batch.values())))
+        results, seconds = _run_once(model, batch)
         with model._run_lock:
-            began = time.perf_counter()
-            results = model.session.run(batch)
-            model.run_seconds += time.perf_counter() - began
+            model.run_seconds += seconds
             model.runs += 1
             model.rows += batch_rows
         for output in outputs:
@@ -240,6 +299,11 @@ def _run_batches(name, feeds, batch_size, outputs):
             if value.ndim == 0 or value.shape[0] != batch_rows:
                 raise ValueError(f"kiln.dask: output {output!r} of model {name!r} has shape {list(value.shape)} for a "
                                  f"batch of {batch_rows} rows; predict needs outputs batched along axis 0")
+            if spec is not None and (value.shape[1:] != spec[output][0] or value.dtype != spec[output][1]):
+                raise ValueError(f"kiln.dask: output {output!r} of model {name!r} has rows of shape "
+                                 f"{list(value.shape[1:])} ({value.dtype}) in a batch of {batch_rows}, but "
+                                 f"{list(spec[output][0])} ({spec[output][1]}) for one row; predict needs every row "
+                                 f"of an output shaped alike")
             pieces[output].append(value)
     return {output: np.concatenate(values) if len(values) != 1 else values[0] for output, values in pieces.items()}
 
@@ -252,8 +316,7 @@ def _probe(name, row_specs, outputs):
     """{output: (row shape, dtype)} from one row of zeros: what lazy collections need to know ahead."""
     model = _model_on_this_worker(name)
     feeds = {input: np.zeros((1, *row_shape), dtype) for input, (row_shape, dtype) in row_specs.items()}
-    with model._run_lock:
-        results = model.session.run(feeds)
+    results, _ = _run_once(model, feeds)
     unknown = sorted(set(outputs) - set(results))
     if unknown:
         raise ValueError(f"kiln.dask: model {name!r} has no output {', '.join(map(repr, unknown))}; "
@@ -270,7 +333,12 @@ def _probe(name, row_specs, outputs):
 
 def _describe(name):
     model = _model_on_this_worker(name)
-    return model.session.inputs, [output["name"] for output in model.session.outputs]
+    with model._run_lock:
+        session = model.session
+        if session is None:
+            raise RuntimeError(model.error or f"kiln.dask: model {name!r} is not loaded on worker "
+                               f"{model.worker_address}")
+        return session.inputs, [output["name"] for output in session.outputs]
 
 
 # predict
@@ -282,7 +350,7 @@ class _Named:
         self.name = name
 
     def _ask(self, client, question, *arguments):
-        return client.submit(question, self.name, *arguments, pure=False).result()
+        return _ask_a_worker(client, question, self.name, *arguments)
 
 
 def predict(collection, model, batch_size=None, outputs=None, inputs=None, client=None):
@@ -322,8 +390,10 @@ def predict(collection, model, batch_size=None, outputs=None, inputs=None, clien
     model_inputs, model_outputs = model._ask(client, _describe)
     single_output = isinstance(outputs, str)
     chosen = [outputs] if single_output else list(outputs) if outputs is not None else model_outputs
+    if not chosen:
+        raise ValueError(f"outputs= names no output; model {name!r} has {', '.join(model_outputs)}")
     unknown = [output for output in chosen if output not in model_outputs]
-    if unknown or not chosen:
+    if unknown:
         raise ValueError(f"model {name!r} has no output {', '.join(map(repr, unknown))}; its outputs: "
                          f"{', '.join(model_outputs)}")
     if inputs is not None and not isinstance(collection, dask.dataframe.DataFrame):
@@ -349,9 +419,16 @@ def _array_feeds(collection, model_inputs, name):
         raise ValueError(f"model {name!r} has inputs {', '.join(names)}; give predict a dict {{input name: Dask array}}")
     if sorted(arrays) != sorted(names):
         raise ValueError(f"model {name!r} takes inputs {', '.join(names)}; got {', '.join(map(str, arrays))}")
+    dtypes = {described["name"]: np.dtype(described["dtype"]) for described in model_inputs}
     for input, array in arrays.items():
         if not isinstance(array, _da.Array) or array.ndim == 0:
             raise TypeError(f"input {input!r} must be a Dask array with rows along axis 0")
+        if any(math.isnan(extent) for extent in array.shape):
+            raise ValueError(f"input {input!r} has unknown chunk sizes (shape {array.shape}); call "
+                             f"compute_chunk_sizes() on it first")
+        if array.dtype != dtypes[input]:
+            raise TypeError(f"input {input!r} is {array.dtype}; model {name!r} takes {dtypes[input]} "
+                            f"(convert it with .astype)")
     rows = {array.shape[0] for array in arrays.values()}
     if len(rows) != 1:
         raise ValueError(f"the input arrays have different numbers of rows: "
@@ -404,7 +481,7 @@ def _run_block(name, feeds, batch_size, outputs, spec, single):
     if len(next(iter(feeds.values()))) == 0:
         results = _empty_outputs(spec)
     else:
-        results = _run_batches(name, feeds, batch_size, outputs)
+        results = _run_batches(name, feeds, batch_size, outputs, spec)
     return results[single] if single else results
 
 
@@ -426,11 +503,15 @@ def _predict_frame(frame, model, model_inputs, outputs, batch_size, inputs, clie
     row_specs = {}
     for described in model_inputs:
         input = described["name"]
-        chosen = list(inputs[input]) if inputs and input in inputs else [input]
+        chosen = inputs[input] if inputs and input in inputs else [input]
+        chosen = [chosen] if isinstance(chosen, str) or not isinstance(chosen, (list, tuple)) else list(chosen)
         missing = [column for column in chosen if column not in columns]
         if missing:
             raise ValueError(f"model input {input!r} reads column(s) {', '.join(map(repr, missing))}, which the "
                              f"DataFrame lacks; its columns: {', '.join(map(str, columns))} (map them with inputs=)")
+        if described["shape"] is None:
+            raise ValueError(f"model input {input!r} declares no shape; DataFrame columns feed inputs of shape [N] "
+                             f"or [N, k] (use a Dask array)")
         rank = len(described["shape"])
         if rank == 1 and len(chosen) == 1:
             row_shape = ()
@@ -438,7 +519,7 @@ def _predict_frame(frame, model, model_inputs, outputs, batch_size, inputs, clie
             width = described["shape"][1]
             if isinstance(width, int) and width != len(chosen):
                 raise ValueError(f"model input {input!r} takes {width} values per row; {len(chosen)} column(s) "
-                                 f"map to it: {', '.join(chosen)}")
+                                 f"map to it: {', '.join(map(str, chosen))}")
             row_shape = (len(chosen),)
         else:
             raise ValueError(f"model input {input!r} has shape {described['shape']}; DataFrame columns feed inputs "
@@ -452,7 +533,7 @@ def _predict_frame(frame, model, model_inputs, outputs, batch_size, inputs, clie
                              f"its inputs: {', '.join(mapping)}")
     spec = model._ask(client, _probe, row_specs, outputs)
     meta = pandas.DataFrame({column: np.empty(0, dtype) for output, (row_shape, dtype) in spec.items()
-                             for column in _frame_columns(output, row_shape)})
+                             for column in _frame_columns(output, row_shape)}, index=frame._meta.index)
     dtypes = {input: dtype for input, (_, dtype) in row_specs.items()}
     return frame.map_partitions(_predict_partition, name, mapping, dtypes, outputs, batch_size, spec, meta=meta,
                                 align_dataframes=False)
@@ -465,11 +546,11 @@ def _predict_partition(partition, name, mapping, dtypes, outputs, batch_size, sp
     for input, (columns, row_shape) in mapping.items():
         values = partition[columns].to_numpy(dtype=dtypes[input])
         feeds[input] = values.reshape(len(partition), *row_shape)
-    results = _run_batches(name, feeds, batch_size, outputs) if len(partition) else _empty_outputs(spec)
+    results = _run_batches(name, feeds, batch_size, outputs, spec) if len(partition) else _empty_outputs(spec)
     frame = {}
     for output in outputs:
         row_shape = spec[output][0]
-        values = results[output].reshape(len(partition), -1)
+        values = results[output].reshape(len(partition), len(_frame_columns(output, row_shape)))
         for i, column in enumerate(_frame_columns(output, row_shape)):
             frame[column] = values[:, i]
     return pandas.DataFrame(frame, index=partition.index)
@@ -495,5 +576,5 @@ def _predict_items(items, name, dtypes, outputs, batch_size):
             raise ValueError(f"kiln.dask: input {input!r} has rows of shapes {sorted(shapes)} in one partition; "
                              f"rows batched together need one shape")
         feeds[input] = np.stack(rows)
-    results = _run_batches(name, feeds, batch_size, outputs)
+    results = _run_batches(name, feeds, batch_size, outputs, None)
     return [{output: results[output][row] for output in outputs} for row in range(len(items))]

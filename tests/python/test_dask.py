@@ -85,6 +85,14 @@ def client(kiln_dask):
     cluster.close()
 
 
+def computed(client, *collections):
+    """The collections computed on the cluster together (shared tasks run once), waiting at most
+    TIMEOUT seconds."""
+    futures = client.compute(list(collections))
+    results = [future.result(timeout=TIMEOUT) for future in futures]
+    return results[0] if len(results) == 1 else results
+
+
 def worker_pids(client):
     return client.run(os.getpid)
 
@@ -108,16 +116,16 @@ def test_array_equals_in_process_kiln_in_order(client, kiln_dask, kiln_module):
     assert isinstance(logits, da.Array)
     assert logits.chunks == ((16,) * 6 + (4,), (10,))
     assert logits.dtype == np.float32
-    computed = logits.compute(timeout=TIMEOUT)
+    result = computed(client, logits)
 
     session = kiln_module.Session(DEMO, threads=1, deterministic=True)
     local = images.compute(scheduler="sync")
     expected = np.concatenate([batched(session, {"input": local[start:start + 16]}, 8, "logits")
                                for start in range(0, 100, 16)])
-    assert computed.shape == (100, 10)
-    np.testing.assert_array_equal(computed, expected)
+    assert result.shape == (100, 10)
+    np.testing.assert_array_equal(result, expected)
     # One slice of the array, alone: the same rows give the same values (order kept through the graph).
-    np.testing.assert_array_equal(logits[32:48].compute(timeout=TIMEOUT), expected[32:48])
+    np.testing.assert_array_equal(computed(client, logits[32:48]), expected[32:48])
 
 
 def test_several_inputs_and_outputs_as_arrays(client, kiln_dask, kiln_module, tmp_path):
@@ -134,7 +142,7 @@ def test_several_inputs_and_outputs_as_arrays(client, kiln_dask, kiln_module, tm
     assert sorted(predicted) == ["probs", "score"]
     assert predicted["score"].chunks == ((10,) * 4, (1,)) and predicted["probs"].chunks == ((10,) * 4, (3,))
     before = sum(stat["runs"] for stat in model.run_stats(client).values())
-    score, probs = dask.compute(predicted["score"], predicted["probs"])
+    score, probs = computed(client, predicted["score"], predicted["probs"])
     # Both outputs came from one run per block.
     assert sum(stat["runs"] for stat in model.run_stats(client).values()) - before == 4
     session = kiln_module.Session(path, threads=1, deterministic=True)
@@ -153,7 +161,8 @@ def test_dataframe_columns_are_named_inputs(client, kiln_dask, kiln_module, tmp_
     assert isinstance(predicted, dd.DataFrame)
     assert list(predicted.columns) == ["score", "probs_0", "probs_1", "probs_2"]
     assert list(predicted.dtypes) == [np.float32] * 4
-    computed = predicted.compute(timeout=TIMEOUT)
+    assert predicted.index.name == "row" and predicted.index.dtype == table.index.dtype
+    result = computed(client, predicted)
 
     path = tmp_path / "tabular.onnx"
     path.write_bytes(model_bytes)
@@ -164,15 +173,18 @@ def test_dataframe_columns_are_named_inputs(client, kiln_dask, kiln_module, tmp_
         feeds = {"a": part["a"].to_numpy(), "b": part["b"].to_numpy(), "features": part[["f0", "f1", "f2"]].to_numpy()}
         expected_score.append(batched(session, feeds, 8, "score"))
         expected_probs.append(batched(session, feeds, 8, "probs"))
-    assert list(computed.index) == list(table.index)
-    np.testing.assert_array_equal(computed["score"].to_numpy(), np.concatenate(expected_score)[:, 0])
-    np.testing.assert_array_equal(computed[["probs_0", "probs_1", "probs_2"]].to_numpy(), np.concatenate(expected_probs))
+    assert list(result.index) == list(table.index) and result.index.name == "row"
+    np.testing.assert_array_equal(result["score"].to_numpy(), np.concatenate(expected_score)[:, 0])
+    np.testing.assert_array_equal(result[["probs_0", "probs_1", "probs_2"]].to_numpy(), np.concatenate(expected_probs))
+    # Partitions a filter emptied come back empty, with the same columns.
+    nothing = computed(client, kiln_dask.predict(frame[frame["a"] > 1e9], model, inputs={"features": ["f0", "f1", "f2"]}))
+    assert len(nothing) == 0 and list(nothing.columns) == list(result.columns)
 
-    # The model's bytes went to the workers, which wrote them once to one file named by their hash.
+    # The model's bytes went to the workers, which share one file named by their hash.
     def model_files():
         import glob
         import tempfile
-        return sorted(glob.glob(os.path.join(tempfile.gettempdir(), "kiln-dask-*.onnx")))
+        return sorted(glob.glob(os.path.join(tempfile.gettempdir(), f"kiln-dask-{os.getuid()}", "*.onnx")))
     files = client.run(model_files)
     assert len({tuple(found) for found in files.values()}) == 1
     assert sum(pathlib.Path(found).read_bytes() == model_bytes for found in next(iter(files.values()))) == 1
@@ -189,22 +201,22 @@ def test_bag_of_dicts_in_order(client, kiln_dask, kiln_module):
     bag = db.from_sequence(items, npartitions=3)
     predicted = kiln_dask.predict(bag, model, batch_size=4)
     assert isinstance(predicted, db.Bag)
-    computed = predicted.compute(timeout=TIMEOUT)
+    result = computed(client, predicted)
 
     session = kiln_module.Session(DEMO, threads=1, deterministic=True)
     expected = []
     for part in bag.to_delayed():
         rows = np.stack([item["input"] for item in part.compute(scheduler="sync")])
         expected.extend(batched(session, {"input": rows}, 4, "logits"))
-    assert len(computed) == len(items)
-    for got, want in zip(computed, expected):
+    assert len(result) == len(items)
+    for got, want in zip(result, expected):
         assert list(got) == ["logits"]
         np.testing.assert_array_equal(got["logits"], want)
 
     # An item without the model's input fails the job, naming the item and what it has.
     broken = db.from_sequence(items[:3] + [{"image": items[0]["input"]}], npartitions=1)
     with pytest.raises(ValueError, match=r"item at position 3 of its partition has no input 'input'; it has image"):
-        kiln_dask.predict(broken, model).compute(timeout=TIMEOUT)
+        computed(client, kiln_dask.predict(broken, model))
 
 
 def test_model_loads_once_per_worker(client, kiln_dask):
@@ -212,9 +224,9 @@ def test_model_loads_once_per_worker(client, kiln_dask):
     model = kiln_dask.Model(DEMO, threads=1, name="demo-counted")
     images = da.random.RandomState(4).random_sample((64, 3, 64, 64), chunks=(8, 3, 64, 64)).astype(np.float32)
     for _ in range(3):
-        kiln_dask.predict(images, model, batch_size=8).compute(timeout=TIMEOUT)
+        computed(client, kiln_dask.predict(images, model, batch_size=8))
     bag = db.from_sequence([{"input": image} for image in images.compute(scheduler="sync")], npartitions=4)
-    kiln_dask.predict(bag, "demo-counted").compute(timeout=TIMEOUT)
+    computed(client, kiln_dask.predict(bag, "demo-counted"))
     after = sessions_loaded(client, kiln_dask)
     assert set(after) == set(before)
     assert {address: after[address] - before[address] for address in after} == {address: 1 for address in after}
@@ -249,16 +261,33 @@ def test_a_model_that_fails_to_load_fails_registration(client, kiln_dask, tmp_pa
     with pytest.raises(RuntimeError, match=r"model 'missing-model' failed to load on worker tcp://127\.0\.0\.1:\d+: "
                                            r".*missing\.onnx"):
         missing.register(client)
-    garbage = kiln_dask.Model(b"not an onnx model", name="garbage-model")
     with pytest.raises(RuntimeError, match=r"model 'garbage-model' failed to load on worker"):
-        garbage.register(client)
+        kiln_dask.Model(b"not an onnx model", name="garbage-model").register(client)
     assert time.monotonic() - started < TIMEOUT
-    # A task that meets a worker where the model did not load fails with that worker's error.
-    images = da.zeros((4, 3, 64, 64), chunks=(4, 3, 64, 64), dtype=np.float32)
-    with pytest.raises(RuntimeError, match=r"model 'garbage-model' failed to load on worker"):
-        kiln_dask.predict(images, "garbage-model").compute(timeout=TIMEOUT)
-    for name in ("missing-model", "garbage-model"):
-        client.unregister_worker_plugin(name)
+    # Nothing stays registered: the name takes a model that loads.
+    with pytest.raises(ValueError, match=r"no model named 'garbage-model' is registered"):
+        kiln_dask.predict(da.zeros((4, 3, 64, 64), chunks=4, dtype=np.float32), "garbage-model")
+    fixed = kiln_dask.Model(DEMO, threads=1, name="garbage-model").register(client)
+    assert computed(client, kiln_dask.predict(da.zeros((4, 3, 64, 64), chunks=4, dtype=np.float32), fixed)).shape == (4, 10)
+    client.unregister_worker_plugin("garbage-model")
+
+
+def test_a_worker_that_cannot_load_the_model_fails_the_job_with_its_error(kiln_dask, tmp_path):
+    """A worker restarted after the model file went away cannot load it: a job that reaches it fails
+    with that worker's error instead of waiting."""
+    path = tmp_path / "demo.onnx"
+    path.write_bytes(DEMO.read_bytes())
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster, Client(cluster, timeout=60) as client:
+        model = kiln_dask.Model(path, threads=1).register(client)
+        images = da.zeros((4, 3, 64, 64), chunks=4, dtype=np.float32)
+        assert computed(client, kiln_dask.predict(images, model)).shape == (4, 10)
+        path.unlink()
+        client.restart(timeout=TIMEOUT)
+        started = time.monotonic()
+        with pytest.raises(RuntimeError, match=r"model 'kiln-model-\w+' failed to load on worker tcp://.*demo\.onnx"):
+            computed(client, kiln_dask.predict(da.ones((4, 3, 64, 64), chunks=4, dtype=np.float32), model))
+        assert time.monotonic() - started < TIMEOUT
 
 
 def test_bad_arguments_are_named(client, kiln_dask):
@@ -276,6 +305,13 @@ def test_bad_arguments_are_named(client, kiln_dask):
         kiln_dask.predict(images, "nobody")
     with pytest.raises(ValueError, match=r"unknown kiln setting\(s\) determinstic"):
         kiln_dask.Model(DEMO, determinstic=True)
+    with pytest.raises(TypeError, match=r"input 'input' is float64; model '.*' takes float32 \(convert it with \.astype\)"):
+        kiln_dask.predict(images.astype(np.float64), model)
+    with pytest.raises(ValueError, match=r"outputs= names no output; model '.*' has logits"):
+        kiln_dask.predict(images, model, outputs=[])
+    unknown_rows = dd.from_pandas(pd.DataFrame({"x": np.zeros(4, np.float32)}), npartitions=2).to_dask_array()
+    with pytest.raises(ValueError, match=r"unknown chunk sizes .* compute_chunk_sizes\(\)"):
+        kiln_dask.predict(unknown_rows, model)
 
 
 def test_a_worker_killed_mid_job_is_replaced_and_the_job_completes(client, kiln_dask, kiln_module, tmp_path):
@@ -319,8 +355,11 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_job_completes(client, kiln_
     assert len(new_workers) == 1
     loaded = client.run(lambda dask_worker: dask_worker.plugins[model.name].session is not None, workers=new_workers)
     assert loaded == {new_workers[0]: True}
-    # The replacement loaded every registered model that loads, this one among them, each once.
-    assert client.run(kiln_dask.sessions_loaded, workers=new_workers)[new_workers[0]] >= 1
+    # The replacement loaded every registered model, this one among them, each once.
+    def loaded_models(dask_worker):
+        from kiln.dask import Model
+        return sum(isinstance(plugin, Model) and plugin.session is not None for plugin in dask_worker.plugins.values())
+    assert client.run(kiln_dask.sessions_loaded, workers=new_workers) == client.run(loaded_models, workers=new_workers)
 
 
 def test_dask_scheduler_and_dask_worker_commands(kiln_dask, kiln_module, tmp_path):
@@ -343,11 +382,11 @@ def test_dask_scheduler_and_dask_worker_commands(kiln_dask, kiln_module, tmp_pat
             model = kiln_dask.Model(DEMO, deterministic=True, name="demo-from-resources").register(client)
             assert set(client.run(lambda dask_worker: dask_worker.plugins[model.name].threads).values()) == {2}
             images = da.random.RandomState(8).random_sample((24, 3, 64, 64), chunks=(8, 3, 64, 64)).astype(np.float32)
-            computed = kiln_dask.predict(images, model).compute(timeout=TIMEOUT)
+            result = computed(client, kiln_dask.predict(images, model))
         session = kiln_module.Session(DEMO, threads=2, deterministic=True)
         local = images.compute(scheduler="sync")
         expected = np.concatenate([session.run({"input": local[start:start + 8]})["logits"] for start in range(0, 24, 8)])
-        np.testing.assert_array_equal(computed, expected)
+        np.testing.assert_array_equal(result, expected)
     finally:
         for process in reversed(processes):
             process.terminate()
