@@ -10,13 +10,15 @@ Without --input, each request is one batch-1 tensor of zeros in the shape the mo
 It prints how many requests each server answered, the retries, and the failures.
 
 When to retry: a request goes to the next server when the connection is refused, breaks or times out,
-or when the server answers 503 (not ready, its queue is full, it is shutting down). Inference changes
-nothing on the server, so running a request a second time is safe. Any other answer is final: a 400
-names a bad request, which every server would refuse. A server that failed is skipped for `cooldown`
-seconds, then tried again. Each request makes at most `attempts` tries within `timeout` seconds in all.
+when an answer is cut short, or when the answer is 503 (not ready, its queue is full, it is shutting down), 504 (it waited in the
+queue too long) or 502 (a proxy in front found no server). Inference changes nothing on the server, so
+running a request a second time is safe. Any other answer is final: a 400 names a bad request, which
+every server would refuse. A server that failed is skipped for `cooldown` seconds, then tried again.
+Each request makes at most `attempts` tries, none starting after `timeout` seconds.
 """
 import argparse
 import concurrent.futures
+import http
 import itertools
 import json
 import sys
@@ -30,6 +32,10 @@ DATATYPES = {np.dtype(np.float32): "FP32", np.dtype(np.float64): "FP64", np.dtyp
              np.dtype(np.int32): "INT32", np.dtype(np.uint8): "UINT8", np.dtype(np.int8): "INT8",
              np.dtype(np.bool_): "BOOL"}
 NUMPY_TYPES = {datatype: dtype for dtype, datatype in DATATYPES.items()}
+RETRIED_STATUSES = {http.HTTPStatus.BAD_GATEWAY, http.HTTPStatus.SERVICE_UNAVAILABLE, http.HTTPStatus.GATEWAY_TIMEOUT}
+# What a server that stopped, or never answered, looks like from here (not a bad request: requests'
+# InvalidJSONError and the like are the caller's to fix, and fail at once).
+CONNECTION_FAILURES = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
 
 
 class NoServerAnswered(RuntimeError):
@@ -74,32 +80,43 @@ class FailoverClient:
     def _failed(self, server):
         with self._lock:
             self._down_until[server] = time.monotonic() + self.cooldown
-            self.retries += 1
 
     def post(self, path, body):
         """POSTs `body` (a dict, sent as JSON) to `path` on some server; returns (server, answer dict).
-        Raises requests.HTTPError for a final error answer, NoServerAnswered when every try failed."""
+        Raises requests.HTTPError for a final error answer, NoServerAnswered when every try failed,
+        ValueError for a body JSON cannot carry (NaN, infinities)."""
+        data = json.dumps(body, allow_nan=False)
         deadline = time.monotonic() + self.timeout
         failures = []
-        for _ in range(self.attempts):
+        for attempt in range(self.attempts):
             server, wait = self._pick()
             left = deadline - time.monotonic()
             if wait >= left:
                 break
             time.sleep(wait)
             left = deadline - time.monotonic()
+            if attempt:
+                with self._lock:
+                    self.retries += 1
             try:
-                answer = self._session().post(server + path, json=body, timeout=left)
-            except requests.RequestException as error:  # refused, reset, broken mid-answer, timed out
+                answer = self._session().post(server + path, data=data, timeout=left,
+                                              headers={"Content-Type": "application/json"})
+            except CONNECTION_FAILURES as error:
                 failures.append(f"{server}: {type(error).__name__}")
                 self._failed(server)
                 continue
-            if answer.status_code == 503:
-                failures.append(f"{server}: 503 {answer.text.strip()[:200]}")
+            if answer.status_code in RETRIED_STATUSES:
+                failures.append(f"{server}: {answer.status_code} {answer.text.strip()[:200]}")
                 self._failed(server)
                 continue
             answer.raise_for_status()
-            return server, answer.json()
+            try:
+                return server, answer.json()
+            except ValueError:
+                # The server died while sending its answer: the headers came, the body did not
+                # (urllib3 returns a body cut short without an error).
+                failures.append(f"{server}: answer cut short ({len(answer.content)} bytes)")
+                self._failed(server)
         raise NoServerAnswered(f"no server answered {path} within {self.attempts} tries and {self.timeout:g} s: "
                                + "; ".join(failures))
 
