@@ -268,15 +268,20 @@ def _model_on_this_worker(name):
     return model
 
 
-def _run_once(model, feeds):
-    """One run under the worker's lock for this model, which a teardown also takes."""
+def _run_once(model, feeds, counted_rows=0):
+    """One run under the worker's lock for this model, which a teardown also takes; a run of
+    `counted_rows` > 0 rows counts in the model's run_stats."""
     with model._run_lock:
         if model.session is None:
             raise RuntimeError(model.error or f"kiln.dask: model {model.name!r} is not loaded on worker "
                                f"{model.worker_address}")
         began = time.perf_counter()
         results = model.session.run(feeds)
-        return results, time.perf_counter() - began
+        if counted_rows:
+            model.run_seconds += time.perf_counter() - began
+            model.runs += 1
+            model.rows += counted_rows
+        return results
 
 
 def _run_batches(name, feeds, batch_size, outputs, spec):
@@ -289,11 +294,7 @@ def _run_batches(name, feeds, batch_size, outputs, spec):
     for start in range(0, rows, max(step, 1)):
         batch = {input: values[start:start + step] for input, values in feeds.items()}
         batch_rows = len(next(iter(batch.values())))
-        results, seconds = _run_once(model, batch)
-        with model._run_lock:
-            model.run_seconds += seconds
-            model.runs += 1
-            model.rows += batch_rows
+        results = _run_once(model, batch, counted_rows=batch_rows)
         for output in outputs:
             value = results[output]
             if value.ndim == 0 or value.shape[0] != batch_rows:
@@ -316,7 +317,7 @@ def _probe(name, row_specs, outputs):
     """{output: (row shape, dtype)} from one row of zeros: what lazy collections need to know ahead."""
     model = _model_on_this_worker(name)
     feeds = {input: np.zeros((1, *row_shape), dtype) for input, (row_shape, dtype) in row_specs.items()}
-    results, _ = _run_once(model, feeds)
+    results = _run_once(model, feeds)
     unknown = sorted(set(outputs) - set(results))
     if unknown:
         raise ValueError(f"kiln.dask: model {name!r} has no output {', '.join(map(repr, unknown))}; "
