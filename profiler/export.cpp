@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/json_writer.h"
-#include "graph/record_json.h"
+#include "profiler/fields.h"
 #include "profiler/key_averages.h"
 
 namespace kiln::profiler {
@@ -32,41 +32,7 @@ void write_event_args(JsonWriter& json, const Trace& trace, const TraceEvent& ev
   json.member("id", event.id);
   json.member("parent_id", event.parent_id);
   json.member("kind", kind_name(event.kind));
-  if (event.kind == EventKind::step || event.kind == EventKind::reorder) {
-    json.member("step", event.step);
-    json.member("node", event.node);
-    json.member("backend", event.backend);
-    json.member("kernel", event.kernel);
-    write_fused(json, "fused", event.fused);
-    json.member("threads", event.threads);
-    json.member("flops", event.flops);
-    json.member("bytes", event.bytes);
-    json.member("inputs", event.inputs);
-    json.member("outputs", event.outputs);
-    write_refusals(json, "refusals", event.refusals);
-    if (trace.shapes_recorded) {
-      json.member("input_shapes", event.input_shapes);
-      json.member("input_dtypes", event.input_dtypes);
-      json.member("input_layouts", event.input_layouts);
-      json.member("output_shapes", event.output_shapes);
-      json.member("output_dtypes", event.output_dtypes);
-      json.member("output_layouts", event.output_layouts);
-    }
-  } else if (event.kind == EventKind::run || event.kind == EventKind::plan) {
-    json.member("threads", event.threads);
-    json.member("plan_settings", event.settings);
-    json.member("plan_steps", event.plan_steps);
-    if (trace.shapes_recorded) json.member("input_shapes", event.input_shapes);
-    if (event.kind == EventKind::run && trace.memory_recorded) {
-      json.member("arena_bytes", event.arena_bytes);
-      json.member("allocated_bytes", event.allocated_bytes);
-      json.member("peak_bytes", event.peak_bytes);
-    }
-  } else if (event.kind == EventKind::memory) {
-    json.member("bytes", event.memory_bytes);
-    json.member("tag", event.memory_tag);
-    json.member("total_bytes", event.memory_total);
-  }
+  write_fields(json, event, {trace.shapes_recorded, trace.memory_recorded});
   // What the recorder named beyond its kind's fields (a served request's queue time and batch).
   if (!event.attributes.empty()) {
     json.key("attributes").begin_object();
@@ -91,7 +57,7 @@ std::string chrome_trace_json(const Trace& trace) {
   const int64_t pid = getpid();
   JsonWriter json;
   json.begin_object();
-  json.member("schemaVersion", 1);
+  json.member("schemaVersion", kTraceSchemaVersion);
   json.member("displayTimeUnit", "ms");
   json.key("traceEvents").begin_array();
   json.begin_object().member("ph", "M").member("name", "process_name").member("pid", pid).member("tid", 0);

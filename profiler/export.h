@@ -1,7 +1,7 @@
 // What a trace is written as: Chrome's Trace Event Format (Perfetto and chrome://tracing open it)
 // and a JSON summary for scripts.
 //
-// The Chrome trace is one object: {"schemaVersion": 1, "displayTimeUnit": "ms", "traceEvents": [...],
+// The Chrome trace is one object: {"schemaVersion": 2, "displayTimeUnit": "ms", "traceEvents": [...],
 // "kiln": {machine facts and what was recorded}}. Process and thread names are "M" events; every
 // run, step, reorder, inter-op task and annotation is an "X" event whose args carry "id" (> 0,
 // unique) and "parent_id" (0 for a root), so nesting is exact instead of guessed from times; a

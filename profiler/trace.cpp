@@ -39,77 +39,60 @@ std::vector<std::string> layout_names(const std::vector<Layout>& layouts) {
   return names;
 }
 
-// Each plan's steps' inputs and outputs as value names, as data flows between the steps that run: a
-// view step's output is named by the value it views (a view over an arena's storage is made once per
+// Each plan's steps as events describe them, built once per plan and shared by every event of a
+// step: the record, and inputs and outputs as value names as data flows between the steps that run (a
+// view step's output is named by the value it views: a view over an arena's storage is made once per
 // run context and never runs as a step, so readers of it read what the view's source step wrote).
-class FlowNames {
+class PlanSteps {
  public:
-  struct Step {
-    std::vector<std::string> inputs;
-    std::vector<std::string> outputs;
-  };
-  const Step& step(const Plan& plan, size_t index) {
+  const TraceEvent& step(const Plan& plan, size_t index) {
     auto [it, added] = by_plan_.try_emplace(&plan);
-    if (added) it->second = names_of(plan);
+    if (added) it->second = plan_step_events(plan);
     return it->second[index];
   }
 
  private:
-  static std::vector<Step> names_of(const Plan& plan) {
-    const std::vector<PlanStep>& steps = plan.steps();
-    std::vector<int> producer(plan.slots().size(), -1);
-    for (size_t s = 0; s < steps.size(); ++s) {
-      for (const int slot : steps[s].outputs) {
-        if (slot >= 0) producer[static_cast<size_t>(slot)] = static_cast<int>(s);
-      }
-    }
-    const auto name = [&](int slot) -> std::string {
-      if (slot < 0) return {};
-      // Views of views end at stored data; a view step's first input is what it views.
-      for (int hops = 0; producer[static_cast<size_t>(slot)] >= 0 && hops < static_cast<int>(steps.size());
-           ++hops) {
-        const PlanStep& step = steps[static_cast<size_t>(producer[static_cast<size_t>(slot)])];
-        if (!step.kernel->is_view() || step.inputs.empty() || step.inputs[0] < 0) break;
-        slot = step.inputs[0];
-      }
-      return plan.slots()[static_cast<size_t>(slot)].name;
-    };
-    std::vector<Step> names(steps.size());
-    for (size_t s = 0; s < steps.size(); ++s) {
-      for (const int slot : steps[s].inputs) names[s].inputs.push_back(name(slot));
-      for (const int slot : steps[s].outputs) names[s].outputs.push_back(name(slot));
-    }
-    return names;
-  }
-  std::unordered_map<const Plan*, std::vector<Step>> by_plan_;
+  std::unordered_map<const Plan*, std::vector<TraceEvent>> by_plan_;
 };
 
+std::vector<std::vector<std::string>> flow_names(const Plan& plan, bool inputs) {
+  const std::vector<PlanStep>& steps = plan.steps();
+  std::vector<int> producer(plan.slots().size(), -1);
+  for (size_t s = 0; s < steps.size(); ++s) {
+    for (const int slot : steps[s].outputs) {
+      if (slot >= 0) producer[static_cast<size_t>(slot)] = static_cast<int>(s);
+    }
+  }
+  const auto name = [&](int slot) -> std::string {
+    if (slot < 0) return {};
+    // Views of views end at stored data; a view step's first input is what it views.
+    for (int hops = 0; producer[static_cast<size_t>(slot)] >= 0 && hops < static_cast<int>(steps.size());
+         ++hops) {
+      const PlanStep& step = steps[static_cast<size_t>(producer[static_cast<size_t>(slot)])];
+      if (!step.kernel->is_view() || step.inputs.empty() || step.inputs[0] < 0) break;
+      slot = step.inputs[0];
+    }
+    return plan.slots()[static_cast<size_t>(slot)].name;
+  };
+  std::vector<std::vector<std::string>> names(steps.size());
+  for (size_t s = 0; s < steps.size(); ++s) {
+    for (const int slot : inputs ? steps[s].inputs : steps[s].outputs) names[s].push_back(name(slot));
+  }
+  return names;
+}
+
 void resolve_step(TraceEvent& event, const Plan& plan, int64_t index, const TraceOptions& options,
-                  FlowNames& flow_names) {
+                  PlanSteps& plan_steps) {
   if (index < 0 || static_cast<size_t>(index) >= plan.steps().size()) return;
-  const PlanStep& step = plan.steps()[static_cast<size_t>(index)];
-  const StepRecord& record = step.record;
-  event.step = static_cast<int>(index);
-  event.name = record.op_type;
-  event.node = record.node_name;
-  event.backend = record.backend;
-  event.kernel = record.kernel;
-  event.fused = record.fused;
-  event.threads = step.threads;
-  event.flops = step_flops(record);
-  event.bytes = stored_bytes(record.input_shapes, record.input_dtypes, record.input_layouts) +
-                stored_bytes(record.output_shapes, record.output_dtypes, record.output_layouts);
-  const FlowNames::Step& names = flow_names.step(plan, static_cast<size_t>(index));
-  event.inputs = names.inputs;
-  event.outputs = names.outputs;
-  event.refusals = record.decision.refusals;
-  if (!options.record_shapes) return;
-  event.input_shapes = record.input_shapes;
-  event.output_shapes = record.output_shapes;
-  event.input_dtypes = dtype_names(record.input_dtypes);
-  event.output_dtypes = dtype_names(record.output_dtypes);
-  event.input_layouts = layout_names(record.input_layouts);
-  event.output_layouts = layout_names(record.output_layouts);
+  const TraceEvent& described = plan_steps.step(plan, static_cast<size_t>(index));
+  event.step = described.step;
+  event.name = described.name;
+  event.threads = described.threads;
+  event.flops = described.flops;
+  event.bytes = described.bytes;
+  event.inputs = described.inputs;
+  event.outputs = described.outputs;
+  set_step_record(event, described.record, options.record_shapes);
 }
 
 // A run's or a planning's plan: its settings, graph input shapes and size.
@@ -121,7 +104,7 @@ void resolve_plan(TraceEvent& event, const Plan& plan, const TraceOptions& optio
   for (const int slot : plan.input_slots()) event.input_shapes.push_back(plan.slots()[slot].info.shape);
 }
 
-TraceEvent resolve(const events::Event& raw, const TraceOptions& options, FlowNames& flow_names) {
+TraceEvent resolve(const events::Event& raw, const TraceOptions& options, PlanSteps& plan_steps) {
   TraceEvent event;
   event.kind = from_recorded(raw.kind);
   event.thread = raw.thread;
@@ -142,7 +125,7 @@ TraceEvent resolve(const events::Event& raw, const TraceOptions& options, FlowNa
       break;
     case events::EventKind::step:
     case events::EventKind::reorder:
-      resolve_step(event, *static_cast<const Plan*>(raw.subject), raw.value, options, flow_names);
+      resolve_step(event, *static_cast<const Plan*>(raw.subject), raw.value, options, plan_steps);
       break;
     case events::EventKind::interop_task:
     case events::EventKind::annotation:
@@ -226,6 +209,45 @@ const std::string* TraceEvent::attribute(std::string_view name) const {
   return nullptr;
 }
 
+std::vector<TraceEvent> plan_step_events(const Plan& plan) {
+  const std::vector<std::vector<std::string>> inputs = flow_names(plan, true);
+  const std::vector<std::vector<std::string>> outputs = flow_names(plan, false);
+  std::vector<TraceEvent> events(plan.steps().size());
+  for (size_t s = 0; s < events.size(); ++s) {
+    const PlanStep& step = plan.steps()[s];
+    const StepRecord& record = step.record;
+    TraceEvent& event = events[s];
+    event.kind = record.op_type == "Reorder" ? EventKind::reorder : EventKind::step;
+    event.step = static_cast<int>(s);
+    event.name = record.op_type;
+    event.threads = step.threads;
+    event.flops = step_flops(record);
+    event.bytes = stored_bytes(record.input_shapes, record.input_dtypes, record.input_layouts) +
+                  stored_bytes(record.output_shapes, record.output_dtypes, record.output_layouts);
+    event.inputs = inputs[s];
+    event.outputs = outputs[s];
+    set_step_record(event, std::make_shared<const StepRecord>(record), true);
+  }
+  return events;
+}
+
+void set_step_record(TraceEvent& event, std::shared_ptr<const StepRecord> record, bool shapes) {
+  event.node = record->node_name;
+  event.backend = record->backend;
+  event.kernel = record->kernel;
+  event.fused = record->fused;
+  event.refusals = record->decision.refusals;
+  if (shapes) {
+    event.input_shapes = record->input_shapes;
+    event.output_shapes = record->output_shapes;
+    event.input_dtypes = dtype_names(record->input_dtypes);
+    event.output_dtypes = dtype_names(record->output_dtypes);
+    event.input_layouts = layout_names(record->input_layouts);
+    event.output_layouts = layout_names(record->output_layouts);
+  }
+  event.record = std::move(record);
+}
+
 std::vector<const TraceEvent*> Trace::children(uint64_t id) const {
   std::vector<const TraceEvent*> found;
   for (const TraceEvent& event : events) {
@@ -256,11 +278,11 @@ Trace build_trace(const events::Collected& collected, const TraceOptions& option
 
   // Threads that recorded, renumbered densely in order of first appearance.
   std::unordered_map<uint32_t, uint32_t> thread_index;
-  FlowNames flow_names;
+  PlanSteps plan_steps;
   trace.events.reserve(order.size());
   for (size_t i = 0; i < order.size(); ++i) {
     const events::Event& raw = collected.events[order[i]];
-    TraceEvent event = resolve(raw, options, flow_names);
+    TraceEvent event = resolve(raw, options, plan_steps);
     event.id = i + 1;
     if (raw.parent_id != 0) {
       auto parent = renumbered.find(raw.parent_id);

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "core/events.h"
 #include "core/tensor.h"
 #include "graph/fused_node.h"
+#include "graph/plan.h"
 
 namespace kiln::profiler {
 
@@ -74,6 +76,10 @@ struct TraceEvent {
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
   std::vector<Refusal> refusals;
+  // Steps and reorders: the plan's whole record of the step, shared by every event of that step; the
+  // fields above (node to refusals, shapes to layouts) are its source-neutral copies, set with it by
+  // set_step_record. profiler/fields.h says which of its fields each output writes.
+  std::shared_ptr<const StepRecord> record;
 
   // Runs and plans (planning for new input shapes or settings; a failed one has no settings): the
   // plan's settings, its graph inputs' shapes, its step count; runs: memory: the arena its context
@@ -143,6 +149,14 @@ struct TraceOptions {
 // Builds the tree from what a collection returned. Steps and runs are resolved against the plans
 // `collected` keeps alive.
 Trace build_trace(const events::Collected& collected, const TraceOptions& options);
+
+// A plan's steps as step and reorder events without times: what a trace's events say of them and
+// what `kiln explain` shows.
+std::vector<TraceEvent> plan_step_events(const Plan& plan);
+
+// Sets a step or reorder event's record and the fields copied from it (shapes, dtypes and layouts only
+// with `shapes`).
+void set_step_record(TraceEvent& event, std::shared_ptr<const StepRecord> record, bool shapes);
 
 // This process's machine facts, as `kiln info` prints them.
 std::map<std::string, std::string> machine_facts();

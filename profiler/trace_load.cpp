@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "profiler/fields.h"
 #include "profiler/trace_json.h"
 
 namespace kiln::trace {
@@ -119,6 +120,7 @@ class Loader final : public TraceJsonVisitor {
                  value.type == Type::number ? value.text : type_name(value.type));
       return;
     }
+    if (key == "schemaVersion") schema_version_ = text_of(value);
     if (key == "kiln" && value.type == Type::object) {
       kiln_facts_ = true;
       for (size_t i = 0; i < value.keys.size(); ++i) {
@@ -191,6 +193,7 @@ class Loader final : public TraceJsonVisitor {
       if (name != thread_names_.end()) trace_.threads[index].name = name->second;
     }
     detect_source(top_level_array_);
+    if (trace_.source == "kiln_json") check_schema_version();
     const bool explicit_tree = !trace_.events.empty() && explicit_parents_ == trace_.events.size();
     if (!explicit_tree) nest_by_time();
     const int64_t base = base_ns_.value_or(0);
@@ -344,6 +347,21 @@ class Loader final : public TraceJsonVisitor {
     }
   }
 
+  // A kiln trace's fields are read as the version it claims (other Chrome traces have their own
+  // versions): a newer major version may mean fields this kiln would misread.
+  void check_schema_version() const {
+    if (!schema_version_) return;
+    int64_t major = 0;
+    const std::string& text = *schema_version_;
+    const auto [stop, error] = std::from_chars(text.data(), text.data() + text.size(), major);
+    const bool whole = error == std::errc() && (stop == text.data() + text.size() || *stop == '.');
+    KILN_CHECK(whole && major >= 1 && major <= profiler::kTraceSchemaVersion, invalid_argument,
+               "kiln trace schemaVersion ", text, " is not one this kiln reads (1 to ",
+               profiler::kTraceSchemaVersion,
+               "): read it with the kiln that wrote it, or record the profile again "
+               "with this one");
+  }
+
   // kiln's own Chrome trace (profiler/export.cpp): args carry id, parent_id, kind and the step's record.
   bool kiln_event(TraceEvent& event, const JsonValue& args) {
     const JsonValue* id = args.get("id");
@@ -356,127 +374,12 @@ class Loader final : public TraceJsonVisitor {
                "args \"id\" must be a positive integer");
     KILN_CHECK(parent_value.has_value() && *parent_value >= 0, invalid_argument,
                "args \"parent_id\" must be a non-negative integer");
-    ++explicit_parents_;
+    if (explicit_parents_++ == 0) check_schema_version();
     event.id = static_cast<uint64_t>(*id_value);
     event.parent_id = static_cast<uint64_t>(*parent_value);
     event.kind = profiler::parse_kind(kind->text);
     event.category.clear();
-    const auto number = [&](std::string_view key) -> int64_t {
-      const JsonValue* field = args.get(key);
-      if (field == nullptr) return 0;
-      const std::optional<int64_t> result = integer(*field);
-      KILN_CHECK(result.has_value(), invalid_argument, "args \"", key, "\" must be an integer");
-      return *result;
-    };
-    const auto string = [&](std::string_view key) -> std::string {
-      const JsonValue* field = args.get(key);
-      if (field == nullptr) return {};
-      KILN_CHECK(field->type == Type::string, invalid_argument, "args \"", key, "\" must be a string");
-      return field->text;
-    };
-    const auto strings = [&](std::string_view key) {
-      std::vector<std::string> result;
-      const JsonValue* field = args.get(key);
-      if (field == nullptr) return result;
-      KILN_CHECK(field->type == Type::array, invalid_argument, "args \"", key, "\" must be an array");
-      for (const JsonValue& item : field->items) {
-        KILN_CHECK(item.type == Type::string, invalid_argument, "args \"", key, "\" must hold strings");
-        result.push_back(item.text);
-      }
-      return result;
-    };
-    // An array of objects whose members `fields` are strings, each object given to `take`.
-    const auto records = [&](std::string_view key, std::initializer_list<std::string_view> fields,
-                             const auto& take) {
-      const JsonValue* field = args.get(key);
-      if (field == nullptr) return;
-      KILN_CHECK(field->type == Type::array, invalid_argument, "args \"", key, "\" must be an array");
-      for (const JsonValue& item : field->items) {
-        KILN_CHECK(item.type == Type::object, invalid_argument, "args \"", key, "\" must hold objects");
-        std::vector<std::string> values;
-        for (std::string_view name : fields) {
-          const JsonValue* member = item.get(name);
-          KILN_CHECK(member != nullptr && member->type == Type::string, invalid_argument, "args \"", key,
-                     "\" objects must have a string \"", name, "\"");
-          values.push_back(member->text);
-        }
-        take(values);
-      }
-    };
-    const auto fused_nodes = [&] {
-      std::vector<FusedNode> result;
-      records("fused", {"op", "node"}, [&](std::vector<std::string>& values) {
-        result.push_back({std::move(values[0]), std::move(values[1])});
-      });
-      return result;
-    };
-    const auto refusals = [&] {
-      std::vector<Refusal> result;
-      records("refusals", {"backend", "kernel", "kind", "detail"}, [&](std::vector<std::string>& values) {
-        const std::optional<RefusalKind> kind = refusal_kind_from_name(values[2]);
-        KILN_CHECK(kind.has_value(), invalid_argument, "args \"refusals\": unknown kind '", values[2],
-                   "' (known: ", refusal_kind_names(), ")");
-        result.push_back({std::move(values[0]), std::move(values[1]), *kind, std::move(values[3])});
-      });
-      return result;
-    };
-    const auto shapes = [&](std::string_view key) {
-      std::vector<Shape> result;
-      const JsonValue* field = args.get(key);
-      if (field == nullptr) return result;
-      KILN_CHECK(field->type == Type::array, invalid_argument, "args \"", key,
-                 "\" must be an array of shapes");
-      for (const JsonValue& item : field->items) {
-        KILN_CHECK(item.type == Type::array, invalid_argument, "args \"", key, "\" must hold arrays");
-        Shape shape;
-        for (const JsonValue& dim : item.items) {
-          const std::optional<int64_t> size = integer(dim);
-          KILN_CHECK(size.has_value(), invalid_argument, "args \"", key, "\" must hold integer dimensions");
-          shape.push_back(*size);
-        }
-        result.push_back(std::move(shape));
-      }
-      return result;
-    };
-    switch (event.kind) {
-      case EventKind::step:
-      case EventKind::reorder:
-        event.step = static_cast<int>(number("step"));
-        event.node = string("node");
-        event.backend = string("backend");
-        event.kernel = string("kernel");
-        event.fused = fused_nodes();
-        event.threads = static_cast<int>(number("threads"));
-        event.flops = number("flops");
-        event.bytes = number("bytes");
-        event.inputs = strings("inputs");
-        event.outputs = strings("outputs");
-        event.refusals = refusals();
-        event.input_shapes = shapes("input_shapes");
-        event.input_dtypes = strings("input_dtypes");
-        event.input_layouts = strings("input_layouts");
-        event.output_shapes = shapes("output_shapes");
-        event.output_dtypes = strings("output_dtypes");
-        event.output_layouts = strings("output_layouts");
-        break;
-      case EventKind::run:
-      case EventKind::plan:
-        event.threads = static_cast<int>(number("threads"));
-        event.settings = string("plan_settings");
-        event.plan_steps = static_cast<int>(number("plan_steps"));
-        event.input_shapes = shapes("input_shapes");
-        event.arena_bytes = number("arena_bytes");
-        event.allocated_bytes = number("allocated_bytes");
-        event.peak_bytes = number("peak_bytes");
-        break;
-      case EventKind::memory:
-        event.memory_bytes = number("bytes");
-        event.memory_tag = string("tag");
-        event.memory_total = number("total_bytes");
-        break;
-      default:
-        break;
-    }
+    profiler::read_fields(args, event);
     if (const JsonValue* attributes = args.get("attributes"); attributes != nullptr) {
       KILN_CHECK(attributes->type == Type::object, invalid_argument, "args \"attributes\" must be an object");
       for (size_t i = 0; i < attributes->keys.size(); ++i) {
@@ -620,6 +523,7 @@ class Loader final : public TraceJsonVisitor {
   std::optional<bool> kiln_record_shapes_;
   std::optional<bool> kiln_profile_memory_;
   bool kiln_facts_ = false;
+  std::optional<std::string> schema_version_;  // as the file wrote it
   bool ns_precision_ = false;
   bool top_level_array_ = false;
   bool legacy_pids_ = true;      // every event so far has PyTorch 1.x's "pid": "CPU functions"

@@ -28,7 +28,6 @@
 #include "graph/session.h"
 #include "ops/einsum_path.h"
 #include "python/profiler_bindings.h"
-#include "python/record_lists.h"
 #include "python/tidy_bindings.h"
 #include "runtime/cpu_info.h"
 #include "runtime/interop.h"
@@ -563,41 +562,9 @@ PYBIND11_MODULE(_kiln, m) {
             ExplainInputs explained = explain_inputs(session, inputs);
             const std::shared_ptr<const Plan> plan = session.plan_for(explained.ordered);
             const std::vector<double> step_ms = profile_steps(session, explained.by_name, *plan, profile);
-            py::list steps;
-            for (size_t s = 0; s < plan->steps().size(); ++s) {
-              const StepRecord& r = plan->steps()[s].record;
-              py::dict entry;
-              entry["op"] = r.op_type;
-              entry["node"] = r.node_name;
-              entry["backend"] = r.backend;
-              entry["kernel"] = r.kernel;
-              entry["input_shapes"] = r.input_shapes;
-              entry["output_shapes"] = r.output_shapes;
-              py::list input_layouts, output_layouts;
-              for (Layout layout : r.input_layouts) input_layouts.append(layout_name(layout));
-              for (Layout layout : r.output_layouts) output_layouts.append(layout_name(layout));
-              entry["input_layouts"] = input_layouts;
-              entry["output_layouts"] = output_layouts;
-              entry["in_place"] = r.in_place;
-              entry["fused"] = fused_list(r.fused);
-              entry["notes"] = r.notes;
-              entry["quantization"] = quantization_dict(r.quantization);
-              entry["threads"] = r.threads;
-              entry["parallel_group"] =
-                  r.parallel_group >= 0 ? py::object(py::int_(r.parallel_group)) : py::none();
-              entry["parallel_note"] = r.parallel_note;
-              entry["rule"] = std::string(decision_rule_name(r.decision.rule));
-              entry["reused"] = r.decision.reused;
-              entry["refusals"] = refusal_list(r.decision.refusals);
-              py::list timed;
-              for (const TimedCandidate& candidate : r.decision.timed)
-                timed.append(py::make_tuple(candidate.kernel, candidate.milliseconds));
-              entry["timed"] = timed;
-              entry["unfused"] = fused_list(r.unfused);
-              entry["fused_form_refusals"] = refusal_list(r.fused_form_refusals);
-              entry["ms"] = step_ms.empty() ? py::object(py::none()) : py::object(py::float_(step_ms[s]));
-              steps.append(entry);
-            }
+            // The steps of `kiln explain --json`, from the same writer: the same fields, always.
+            const std::string json = explain_json(*plan, "", 0, step_ms, profile);
+            const py::object steps = py::module_::import("json").attr("loads")(json)["steps"];
             return steps;
           },
           py::arg("inputs"), py::arg("profile") = 0)

@@ -8,11 +8,12 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/json_writer.h"
 #include "profiler/export.h"
+#include "profiler/fields.h"
 #include "profiler/key_averages.h"
 #include "profiler/profile.h"
 #include "profiler/trace_load.h"
-#include "python/record_lists.h"
 
 namespace py = pybind11;
 
@@ -21,84 +22,48 @@ namespace {
 
 using profiler::TraceEvent;
 
-py::list shapes_list(const std::vector<Shape>& shapes) {
+// Every event as a dict: where it sits (id, parent, kind, name, thread, times), then the fields
+// profiler/fields.h gives its kind, as kiln's Chrome trace writes them (one JSON text, parsed once).
+py::list event_dicts(const profiler::Trace& trace) {
+  JsonWriter json;
+  json.begin_array();
+  for (const TraceEvent& event : trace.events) {
+    json.begin_object();
+    profiler::write_fields(json, event, {trace.shapes_recorded, trace.memory_recorded});
+    json.end_object();
+  }
+  json.end_array();
+  const py::list fields = py::module_::import("json").attr("loads")(json.take());
   py::list list;
-  for (const Shape& shape : shapes) list.append(py::tuple(py::cast(shape)));
+  for (size_t i = 0; i < trace.events.size(); ++i) {
+    const TraceEvent& event = trace.events[i];
+    py::dict dict;
+    dict["id"] = event.id;
+    dict["parent_id"] = event.parent_id;
+    dict["kind"] = profiler::kind_name(event.kind);
+    dict["name"] = event.name;
+    dict["tid"] = trace.threads[event.thread].os_thread;
+    dict["thread_name"] = trace.threads[event.thread].name;
+    dict["start_ns"] = event.start_ns - trace.origin_ns;
+    dict["end_ns"] = event.end_ns - trace.origin_ns;
+    dict.attr("update")(fields[i]);
+    if (event.kind == profiler::EventKind::op && trace.shapes_recorded) {  // a framework's operator
+      py::list shapes;
+      for (const Shape& shape : event.input_shapes) shapes.append(py::tuple(py::cast(shape)));
+      dict["input_shapes"] = shapes;
+      dict["input_dtypes"] = event.input_dtypes;
+    }
+    if (trace.source != "kiln") {  // what a loaded trace's source said beyond kiln's own fields
+      dict["category"] = event.category;
+      dict["file"] = event.file;
+      dict["line"] = event.line;
+      py::dict attributes;
+      for (const auto& [key, value] : event.attributes) attributes[py::str(key)] = value;
+      dict["attributes"] = attributes;
+    }
+    list.append(dict);
+  }
   return list;
-}
-
-// One event as a dict; keys present only where its kind has them.
-py::dict event_dict(const profiler::Trace& trace, const TraceEvent& event) {
-  py::dict dict;
-  dict["id"] = event.id;
-  dict["parent_id"] = event.parent_id;
-  dict["kind"] = profiler::kind_name(event.kind);
-  dict["name"] = event.name;
-  dict["tid"] = trace.threads[event.thread].os_thread;
-  dict["thread_name"] = trace.threads[event.thread].name;
-  dict["start_ns"] = event.start_ns - trace.origin_ns;
-  dict["end_ns"] = event.end_ns - trace.origin_ns;
-  switch (event.kind) {
-    case profiler::EventKind::step:
-    case profiler::EventKind::reorder:
-      dict["step"] = event.step;
-      dict["node"] = event.node;
-      dict["backend"] = event.backend;
-      dict["kernel"] = event.kernel;
-      dict["fused"] = fused_list(event.fused);
-      dict["threads"] = event.threads;
-      dict["flops"] = event.flops;
-      dict["bytes"] = event.bytes;
-      dict["inputs"] = event.inputs;
-      dict["outputs"] = event.outputs;
-      dict["refusals"] = refusal_list(event.refusals);
-      if (trace.shapes_recorded) {
-        dict["input_shapes"] = shapes_list(event.input_shapes);
-        dict["input_dtypes"] = event.input_dtypes;
-        dict["input_layouts"] = event.input_layouts;
-        dict["output_shapes"] = shapes_list(event.output_shapes);
-        dict["output_dtypes"] = event.output_dtypes;
-        dict["output_layouts"] = event.output_layouts;
-      }
-      break;
-    case profiler::EventKind::run:
-    case profiler::EventKind::plan:
-      dict["threads"] = event.threads;
-      dict["plan_settings"] = event.settings;
-      dict["plan_steps"] = event.plan_steps;
-      if (trace.shapes_recorded) dict["input_shapes"] = shapes_list(event.input_shapes);
-      if (event.kind == profiler::EventKind::run && trace.memory_recorded) {
-        dict["arena_bytes"] = event.arena_bytes;
-        dict["allocated_bytes"] = event.allocated_bytes;
-        dict["peak_bytes"] = event.peak_bytes;
-      }
-      break;
-    case profiler::EventKind::memory:
-      dict["bytes"] = event.memory_bytes;
-      dict["tag"] = event.memory_tag;
-      dict["total_bytes"] = event.memory_total;
-      break;
-    case profiler::EventKind::op:
-      if (trace.shapes_recorded) {
-        dict["input_shapes"] = shapes_list(event.input_shapes);
-        dict["input_dtypes"] = event.input_dtypes;
-      }
-      break;
-    case profiler::EventKind::interop_task:
-    case profiler::EventKind::annotation:
-    case profiler::EventKind::python:
-    case profiler::EventKind::other:
-      break;
-  }
-  if (trace.source != "kiln") {  // what a loaded trace's source said beyond kiln's own fields
-    dict["category"] = event.category;
-    dict["file"] = event.file;
-    dict["line"] = event.line;
-    py::dict attributes;
-    for (const auto& [key, value] : event.attributes) attributes[py::str(key)] = value;
-    dict["attributes"] = attributes;
-  }
-  return dict;
 }
 
 template <typename T>
@@ -106,7 +71,7 @@ T get_or(const py::dict& dict, const char* key, T fallback) {
   return dict.contains(key) ? dict[key].cast<T>() : fallback;
 }
 
-// A trace from events described as event_dict writes them (kiln/torch_trace.py builds these from
+// A trace from events described as event_dicts writes them (kiln/torch_trace.py builds these from
 // PyTorch's live profiler); ids and parents are any distinct numbers, numbered as trace::load does.
 profiler::Trace trace_from_events(const py::list& events,
                                   const std::vector<std::pair<int64_t, std::string>>& threads,
@@ -202,12 +167,7 @@ void bind_profiler(py::module_& m) {
       .def("__len__", [](const profiler::KeyAverages& averages) { return averages.rows().size(); });
 
   py::class_<profiler::Trace>(p, "Trace")
-      .def("events",
-           [](const profiler::Trace& trace) {
-             py::list list;
-             for (const TraceEvent& event : trace.events) list.append(event_dict(trace, event));
-             return list;
-           })
+      .def("events", [](const profiler::Trace& trace) { return event_dicts(trace); })
       .def(
           "key_averages",
           [](const profiler::Trace& trace, const std::string& group_by) {

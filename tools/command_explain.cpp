@@ -2,12 +2,13 @@
 // kernel chosen (as the library names its implementation), shapes with their storage layouts, the
 // nodes fused into the step, and why each faster candidate refused it. `--profile N` runs the plan N
 // times and adds each step's median time and a ranking of the most expensive steps; `--json` prints
-// the same as one JSON object.
+// the same as one JSON object, with the fields profiler/fields.h defines; `--schema` prints that table.
 #include <cstdio>
 
 #include "core/error.h"
 #include "graph/random_input.h"
 #include "graph/session.h"
+#include "profiler/fields.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/explain_report.h"
@@ -20,6 +21,7 @@ int command_explain(const std::vector<std::string>& args) {
       {"batch", true, "B: size of symbolic input dims (default 1)"},
       {"profile", true, "N: run the plan N times and show each step's median time"},
       {"json", false, "print the plan as one JSON object instead of text (for scripts)"},
+      {"schema", false, "print the table of every field a step or trace event has (Markdown) and exit"},
       {"help", false, "show this help"},
   });
   const ParsedArgs parsed = parse_args("explain", args, specs);
@@ -28,6 +30,10 @@ int command_explain(const std::vector<std::string>& args) {
         "usage: kiln explain MODEL [options]\n\nPrints the plan: per step the kernel, layouts, shapes, fused "
         "nodes and why other backends refused.\n\n%s",
         options_help(specs).c_str());
+    return 0;
+  }
+  if (parsed.has("schema")) {
+    std::fputs(profiler::fields_markdown().c_str(), stdout);
     return 0;
   }
   KILN_CHECK(parsed.positional.size() == 1, invalid_argument, "kiln explain expects one MODEL path, got ",

@@ -8,7 +8,7 @@
 #include "backends/settings.h"
 #include "core/json_writer.h"
 #include "graph/flops.h"
-#include "graph/record_json.h"
+#include "profiler/fields.h"
 #include "runtime/thread_budget.h"
 
 namespace kiln {
@@ -157,46 +157,12 @@ std::string explain_text(const Plan& plan, const std::string& title, const std::
   return text;
 }
 
-namespace {
-
-template <typename T, typename Name>
-std::vector<std::string> names_of(const std::vector<T>& values, Name name) {
-  std::vector<std::string> names;
-  for (const T& value : values) names.emplace_back(name(value));
-  return names;
-}
-
-// A quantized step's operands, accumulation and output; null for other steps. Scales are written
-// with 9 significant digits, which give back the float32 value exactly.
-void write_quantization(JsonWriter& json, const std::optional<QuantizationSummary>& quantization) {
-  json.key("quantization");
-  if (!quantization) {
-    json.null();
-    return;
-  }
-  json.begin_object().key("operands").begin_array();
-  for (const QuantizedOperand& operand : quantization->operands) {
-    json.begin_object().member("name", operand.name).member("dtype", dtype_name(operand.dtype));
-    json.key("scales").begin_array();
-    for (double scale : operand.scales) json.raw(format("%.9g", scale));
-    json.end_array().key("zero_points").begin_array();
-    for (double zero_point : operand.zero_points) json.value(static_cast<int64_t>(zero_point));
-    json.end_array().member("per", operand.per).end_object();
-  }
-  json.end_array();
-  json.member("accumulation", quantization->accumulation)
-      .member("bias", quantization->bias)
-      .member("output", quantization->output)
-      .end_object();
-}
-
-}  // namespace
-
 std::string explain_json(const Plan& plan, const std::string& model, int batch,
                          const std::vector<double>& step_ms, int runs) {
   const bool profiled = step_ms.size() == plan.steps().size() && !step_ms.empty();
   JsonWriter json;
   json.begin_object();
+  json.member("schema_version", profiler::kTraceSchemaVersion);
   json.member("model", model);
   json.member("batch", batch);
   json.member("plan_settings", plan.settings_text());
@@ -211,37 +177,11 @@ std::string explain_json(const Plan& plan, const std::string& model, int batch,
   json.member("flops_per_run", plan_flops(plan));
   json.member("profiled_runs", profiled ? runs : 0);
   json.key("steps").begin_array();
-  for (size_t s = 0; s < plan.steps().size(); ++s) {
-    const StepRecord& r = plan.steps()[s].record;
+  const std::vector<profiler::TraceEvent> steps = profiler::plan_step_events(plan);
+  for (size_t s = 0; s < steps.size(); ++s) {
     json.begin_object();
-    json.member("index", s);
-    json.member("op", r.op_type);
-    json.member("node", r.node_name);
-    json.member("backend", r.backend);
-    json.member("kernel", r.kernel);
-    json.member("input_shapes", r.input_shapes);
-    json.member("input_dtypes", names_of(r.input_dtypes, dtype_name));
-    json.member("input_layouts", names_of(r.input_layouts, layout_name));
-    json.member("output_shapes", r.output_shapes);
-    json.member("output_dtypes", names_of(r.output_dtypes, dtype_name));
-    json.member("output_layouts", names_of(r.output_layouts, layout_name));
-    json.member("in_place", r.in_place);
-    write_fused(json, "fused", r.fused);
-    json.member("notes", r.notes);
-    write_quantization(json, r.quantization);
-    json.member("threads", r.threads);
-    json.member("parallel_group", r.parallel_group);
-    json.member("flops", step_flops(r));
-    json.member("creation_ms", r.creation_ms);
-    json.member("rule", decision_rule_name(r.decision.rule));
-    json.member("reused", r.decision.reused);
-    write_refusals(json, "refusals", r.decision.refusals);
-    write_fused(json, "unfused", r.unfused);
-    write_refusals(json, "fused_form_refusals", r.fused_form_refusals);
-    json.key("timed").begin_array();
-    for (const TimedCandidate& timed : r.decision.timed)
-      json.begin_object().member("kernel", timed.kernel).member("ms", timed.milliseconds).end_object();
-    json.end_array();
+    profiler::write_fields(json, steps[s]);
+    // The measurements --profile adds (a trace holds them as its events' times).
     json.key("ms");
     if (profiled) {
       json.value(step_ms[s]);
@@ -249,8 +189,8 @@ std::string explain_json(const Plan& plan, const std::string& model, int batch,
       json.null();
     }
     json.key("gflops_per_s");
-    if (profiled && step_flops(r) > 0 && step_ms[s] > 0) {
-      json.value(static_cast<double>(step_flops(r)) * 1e-6 / step_ms[s]);
+    if (profiled && steps[s].flops > 0 && step_ms[s] > 0) {
+      json.value(static_cast<double>(steps[s].flops) * 1e-6 / step_ms[s]);
     } else {
       json.null();
     }

@@ -136,15 +136,12 @@ class Session:
         return self._session.outputs
 
     def explain(self, inputs, profile=0):
-        """The plan for these inputs, per step: op, node, backend, kernel, input/output shapes and
-        layouts, in_place, fused nodes ({op, node} dicts), notes, quantization (a quantized step's
-        operands as {name, dtype, scales, zero_points, per} dicts, accumulation, bias and output;
-        None for other steps), the rule that chose the kernel
-        ("first_offer" or "autotune"), reused (autotune's decision taken from the choice cache),
-        timed ((kernel, ms) pairs the rule timed), refusals ({backend, kernel, kind, detail} dicts:
-        every candidate not chosen, `kind` one of kiln.backends.refusal_kinds()), unfused and
-        fused_form_refusals (a fused form no candidate took: its nodes and refusals), and with
-        profile=N the median ms over N runs (else None)."""
+        """The plan for these inputs, one dict per step with exactly the fields of
+        `kiln explain --json` (docs/record_schema.md lists them): op, node, backend, kernel, shapes,
+        dtypes and layouts, fused nodes, notes, quantization, the rule that chose the kernel, every
+        refusal ({backend, kernel, kind, detail}; `kind` one of kiln.backends.refusal_kinds()) and
+        what autotune timed; with profile=N, "ms" (the median over N runs) and "gflops_per_s", else
+        None."""
         return self._session.explain(inputs, profile)
 
     def explain_text(self, inputs, profile=0):

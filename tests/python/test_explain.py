@@ -80,3 +80,13 @@ def test_bench_json(kiln_bin):
     assert 0 < report["p10_ms"] <= report["median_ms"] <= report["p90_ms"]
     assert report["flops_per_run"] > 0 and report["gflops"] > 0
     assert report["weights_mb"] > 0 and report["arena_mb"] > 0
+
+
+def test_the_schema_doc_is_the_field_table(kiln_bin):
+    """docs/record_schema.md ends with the table `kiln explain --schema` prints, row for row."""
+    result = kiln_cli.run(kiln_bin, "explain", "--schema")
+    assert result.returncode == 0, result.stderr
+    table = result.stdout
+    assert table.startswith("| field |") and "| `refusals` | step, reorder |" in table
+    doc = (kiln_cli.REPO / "docs" / "record_schema.md").read_text()
+    assert doc.endswith(table), "regenerate the table at the end of docs/record_schema.md: kiln explain --schema"

@@ -3,6 +3,7 @@ under their callers, annotations around what ran inside them), Chrome traces tha
 validator and read back into the same tree, schedules that act as PyTorch's, memory per run, and
 errors that name what was wrong."""
 import json
+import subprocess
 
 import numpy as np
 import pytest
@@ -55,6 +56,37 @@ def test_every_step_of_every_run_once_under_its_run(kiln):
             assert step["input_layouts"] == record["input_layouts"]
     conv = next(e for e in events if e["name"] == "Conv")
     assert conv["flops"] > 0 and conv["bytes"] > 0 and conv["input_dtypes"][0] == "float32"
+
+
+def test_explain_and_trace_steps_have_the_same_fields_and_values(kiln, kiln_bin, tmp_path):
+    """One field table writes `kiln explain --json`, Session.explain and a kiln trace's step events:
+    the same fields, except where an event sits in the tree and the measurements `explain --profile`
+    adds (a trace holds those as its events' times); a step event read back has the plan's values."""
+    cli = subprocess.run([kiln_bin, "explain", DEMO, "--json", "--threads", "1"], capture_output=True,
+                         text=True, check=True)
+    cli_steps = json.loads(cli.stdout)["steps"]
+    session = kiln.Session(DEMO, threads=1)
+    inputs = demo_inputs()
+    plan = session.explain(inputs)
+    assert [sorted(step) for step in plan] == [sorted(step) for step in cli_steps]
+    # The same plan in another process: equal but for the time creating each kernel took.
+    assert [{**step, "creation_ms": 0} for step in plan] == [{**step, "creation_ms": 0} for step in cli_steps]
+
+    session.run(inputs)
+    with kiln.profiler.profile() as prof:
+        session.run(inputs)
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(path)
+    events = kiln.profiler.load_trace(path).events()
+    steps = [e for e in events if e["kind"] in ("step", "reorder")]
+    assert steps
+    placement = {"id", "parent_id", "kind", "name", "tid", "thread_name", "start_ns", "end_ns"}
+    source = {"category", "file", "line", "attributes"}  # what any loaded trace's source said
+    measured = {"ms", "gflops_per_s"}
+    record_fields = set(plan[0]) - measured
+    for step in steps:
+        assert set(step) - placement - source == record_fields
+        assert {k: step[k] for k in record_fields} == {k: plan[step["step"]][k] for k in record_fields}
 
 
 def test_chrome_trace_is_valid_and_reads_back_into_the_same_tree(kiln, tmp_path):

@@ -15,6 +15,7 @@
 #include "graph/session.h"
 #include "graph_builder.h"
 #include "profiler/export.h"
+#include "profiler/fields.h"
 #include "profiler/key_averages.h"
 #include "profiler/profile.h"
 
@@ -52,6 +53,15 @@ const TraceEvent& named(const Trace& trace, const std::string& name) {
 std::string parent_name(const Trace& trace, const TraceEvent& event) {
   const TraceEvent* parent = trace.find(event.parent_id);
   return parent == nullptr ? "" : parent->name;
+}
+
+// The fields profiler/fields.h writes for an event, as JSON text.
+std::string fields_of(const TraceEvent& event) {
+  JsonWriter json;
+  json.begin_object();
+  profiler::write_fields(json, event);
+  json.end_object();
+  return json.take();
 }
 
 std::filesystem::path temp_path(const std::string& name) {
@@ -235,6 +245,9 @@ TEST(TraceLoad, KilnsOwnTraceReadsBackAsTheTreeItWasWrittenFrom) {
     EXPECT_EQ(b.fused, a.fused);
     EXPECT_EQ(b.settings, a.settings);
     EXPECT_EQ(b.plan_steps, a.plan_steps);
+    // Every field of the table, a step's whole record included, reads back as it was written.
+    EXPECT_EQ(fields_of(b), fields_of(a)) << a.name;
+    if (a.record != nullptr) EXPECT_EQ(b.record->notes, a.record->notes);
   }
   EXPECT_TRUE(std::any_of(read.events.begin(), read.events.end(),
                           [](const TraceEvent& event) { return event.kind == profiler::EventKind::plan; }));
@@ -294,13 +307,22 @@ TEST(TraceLoad, MalformedTracesAreClearErrors) {
        "args \"refusals\" must hold objects"},
       {"a refusal without its kind",
        R"({"traceEvents": [{"ph": "X", "name": "Conv", "ts": 1, "dur": 1, "args": {"id": 1, "parent_id": 0, "kind": "step", "refusals": [{"backend": "onednn", "kernel": "", "detail": "x"}]}}]})",
-       "args \"refusals\" objects must have a string \"kind\""},
+       "args \"refusals\" objects must have \"kind\""},
       {"a refusal of an unknown kind",
        R"({"traceEvents": [{"ph": "X", "name": "Conv", "ts": 1, "dur": 1, "args": {"id": 1, "parent_id": 0, "kind": "step", "refusals": [{"backend": "onednn", "kernel": "", "kind": "tired", "detail": "x"}]}}]})",
        "unknown kind 'tired' (known: not_built, disabled,"},
+      {"a kiln trace from a newer kiln",
+       R"({"schemaVersion": 999, "traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1, "args": {"id": 1, "parent_id": 0, "kind": "run"}}]})",
+       "kiln trace schemaVersion 999 is not one this kiln reads (1 to 2)"},
+      {"a kiln version that is not a number",
+       R"({"schemaVersion": "two", "traceEvents": [], "kiln": {"kiln_version": "0.1"}})",
+       "kiln trace schemaVersion two is not one this kiln reads"},
+      {"a layout kiln does not have",
+       R"({"traceEvents": [{"ph": "X", "name": "Conv", "ts": 1, "dur": 1, "args": {"id": 1, "parent_id": 0, "kind": "step", "input_layouts": ["nchw"]}}]})",
+       "args \"input_layouts\" has unknown layout 'nchw' (known: plain, nhwc, plain_bf16, nhwc_bf16)"},
       {"a fused node without its op",
        R"({"traceEvents": [{"ph": "X", "name": "Conv", "ts": 1, "dur": 1, "args": {"id": 1, "parent_id": 0, "kind": "step", "fused": [{"node": "relu"}]}}]})",
-       "args \"fused\" objects must have a string \"op\""},
+       "args \"fused\" objects must have \"op\""},
       {"invalid UTF-8", kineto(event + "\"ts\": 1, \"dur\": 1, \"args\": {\"x\": \"\xff\"}}"),
        "not valid JSON"},
       // Found by the fuzzer: RapidJSON read a cut-off sequence's continuation bytes past the text.
