@@ -418,4 +418,39 @@ KernelSelection select_reorder(const Shape& shape, DType dtype, Layout from, Lay
   return find_kernel(request, std::span(&output, 1), untuned);
 }
 
+namespace {
+
+// A plan's settings by name, as backends read them.
+class TableSettingValues final : public SettingValues {
+ public:
+  explicit TableSettingValues(const Settings& settings) : settings_(settings) {}
+  int get(std::string_view name) const override { return settings_.value(find_setting(name).slot); }
+
+ private:
+  const Settings& settings_;
+};
+
+}  // namespace
+
+std::shared_ptr<const BackendOptionSet> read_backend_options(const Settings& settings) {
+  const TableSettingValues values(settings);
+  auto options = std::make_shared<BackendOptionSet>();
+  for (const Backend* backend : backend_list()) options->add(backend->read_options(values));
+  return options;
+}
+
+std::vector<std::string> consulted_options(const Settings& settings, std::string_view op_type,
+                                           const std::vector<std::string_view>& asked) {
+  std::vector<std::string> consulted;
+  for (const Backend* backend : backend_list()) {
+    if (!contains(asked, backend->name())) continue;
+    for (const OptionSetting& option : backend->option_settings()) {
+      if (!contains(option.ops, op_type)) continue;
+      const SettingSlot& slot = find_setting(option.setting);
+      consulted.push_back(str_cat(slot.name, "=", setting_value_text(slot, settings.value(slot.slot))));
+    }
+  }
+  return consulted;
+}
+
 }  // namespace kiln

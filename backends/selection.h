@@ -107,6 +107,14 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
 KernelSelection select_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs,
                               const Settings& settings);
 
+// Every backend's options under a plan's `settings` (Backend::read_options), read once per plan and
+// carried by each of its requests.
+std::shared_ptr<const BackendOptionSet> read_backend_options(const Settings& settings);
+// The backend options a step of `op_type` consulted, as "conv_algorithm=auto": each setting that
+// concerns the op (Backend::option_settings) of the backends named in `asked`, in registry order.
+std::vector<std::string> consulted_options(const Settings& settings, std::string_view op_type,
+                                           const std::vector<std::string_view>& asked);
+
 // The request for a Reorder step converting a value of logical `shape` and `dtype` stored in `from`
 // into `to`. Reorders are kernels like any other; the op type is kiln's own (ONNX has none, and
 // the planner refuses op types without a schema, so a model cannot name it).

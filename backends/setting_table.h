@@ -18,6 +18,7 @@
 
 #include "backends/base/kernel_request.h"
 #include "backends/registry.h"
+#include "ops/einsum_path.h"
 #include "runtime/threads.h"
 
 namespace kiln {

@@ -34,6 +34,9 @@ struct StepRecord {
   bool in_place = false;         // output 0 reuses the storage of a dying input
   // How the kernel was chosen: the rule, every candidate not chosen and why, what was timed.
   KernelDecision decision;
+  // The settings that selection consulted beyond the candidate list, as "conv_algorithm=auto": the
+  // op's precision setting and each asked backend's options that concern the op.
+  std::vector<std::string> settings;
   // A fused form planning proposed for this node that no candidate took (the node then runs alone):
   // the nodes it would have fused, and each candidate's refusal of it.
   std::vector<FusedNode> unfused;

@@ -329,6 +329,9 @@ std::vector<EventField> make_fields() {
                         "how the kernel was chosen: first_offer or autotune"),
       KILN_RECORD_FIELD("reused", always, "boolean", decision.reused, plain, read_boolean,
                         "autotune's choice came from the choice cache (an earlier plan's timing)"),
+      KILN_RECORD_FIELD("settings", always, "[string]", settings, plain, read_strings,
+                        "the settings its selection consulted besides the candidate list, as name=value: "
+                        "its op's precision and each asked backend's options for the op"),
       KILN_RECORD_FIELD("refusals", always, "[{backend, kernel, kind, detail}]", decision.refusals,
                         write_refusals, read_refusals, "each candidate that did not take the step, and why"),
       KILN_RECORD_FIELD("timed", always, "[{kernel, ms}]", decision.timed, timed, read_timed,

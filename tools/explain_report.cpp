@@ -106,6 +106,12 @@ std::string explain_text(const Plan& plan, const std::string& title, const std::
                      group.parallel ? "branches overlap" : "sequential", r.threads, r.threads == 1 ? "" : "s",
                      r.parallel_note.empty() ? "" : "; ", r.parallel_note.c_str());
     }
+    if (!r.settings.empty()) {
+      std::string settings;
+      for (const std::string& setting : r.settings)
+        settings += str_cat(settings.empty() ? "" : ", ", setting);
+      text += format("      settings: %s\n", settings.c_str());
+    }
     for (const Refusal& refusal : r.decision.refusals)
       text += refusal_line("not " + refusal.label(), refusal);
     if (!r.unfused.empty()) {

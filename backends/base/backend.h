@@ -4,10 +4,12 @@
 // kernels offered: the first, or under autotune the fastest.
 #pragma once
 
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 
+#include "backends/base/backend_options.h"
 #include "backends/base/kernel.h"
 #include "backends/base/kernel_request.h"
 
@@ -31,6 +33,13 @@ class Backend {
                                        std::span<const TensorInfo> outputs) const = 0;
   // False for the fallback every op must have (native): its `enabled` setting cannot be turned off.
   virtual bool can_be_disabled() const { return true; }
+  // Its options under a plan's settings, read once per plan (null: it has none). Requests carry
+  // them; create_kernel takes them with options_of (backends/base/backend_options.h).
+  virtual std::shared_ptr<const BackendOptions> read_options(const SettingValues& /*settings*/) const {
+    return nullptr;
+  }
+  // The settings read_options reads and the op types each concerns.
+  virtual std::span<const OptionSetting> option_settings() const { return {}; }
   // Sets the wrapped library's own verbose switch, where it has one (process-wide in the library).
   virtual void set_library_verbose(int /*level*/) const {}
 };

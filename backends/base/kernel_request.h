@@ -1,15 +1,17 @@
 // What kernel selection asks a backend for: one node's semantics (an OpSpec, all that shape
 // inference sees) plus how to execute it: the layouts its inputs are stored in, the precision, the
-// fused post-ops and which of the backend's implementations (autotune's alternatives).
+// fused post-ops, which of the backend's implementations (autotune's alternatives), and the plan's
+// backend options (backends/base/backend_options.h).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <vector>
 
+#include "backends/base/backend_options.h"
 #include "backends/base/layout.h"
 #include "backends/base/post_op.h"
-#include "ops/einsum_path.h"
 #include "ops/op_spec.h"
 
 namespace kiln {
@@ -18,16 +20,6 @@ namespace kiln {
 // time, activations stored as bfloat16 between such ops, accumulation in float32.
 enum class Precision : uint8_t { fp32, bf16 };
 const char* precision_name(Precision precision);
-
-// Which algorithm a 3x3 convolution may use (the conv_algorithm setting's choices, in this order):
-// auto lets Winograd take a layer where it stays within its error bound and is predicted faster,
-// direct never, winograd wherever it can (backends/winograd/winograd_backend.h).
-enum class ConvAlgorithm : uint8_t { automatic, direct, winograd };
-inline constexpr std::string_view kConvAlgorithmChoices[] = {"auto", "direct", "winograd"};
-
-// The blas_threshold setting's default: where one BLAS thread stops beating oneDNN's per-call
-// set-up on this project's machines (bench/blas_crossover.py).
-inline constexpr int64_t kDefaultSmallProductLimit = 32 * 32 * 32;
 
 struct KernelRequest {
   // The node. Post-op operands (a residual for sum, a bias) are appended to op.inputs, after
@@ -43,15 +35,9 @@ struct KernelRequest {
   // Which of a backend's implementations to create: 0 is its first choice; autotune asks for the
   // alternatives a backend lists (backends/registry.h). A backend with fewer refuses.
   int alternative = 0;
-  // Products of at most this many multiply-adds count as small (the blas_threshold setting, set by
-  // the planner): the BLAS backend takes only those.
-  int64_t small_product_limit = kDefaultSmallProductLimit;
-  // How an Einsum orders its pairwise products (the einsum_optimize and einsum_strategy settings,
-  // set by the planner): left to right when not optimizing.
-  bool einsum_optimize = true;
-  EinsumStrategy einsum_strategy = EinsumStrategy::automatic;
-  ConvAlgorithm conv_algorithm = ConvAlgorithm::automatic;  // the conv_algorithm setting
-  bool rnn_fastpath = true;  // the rnn_fastpath setting: recurrent layers may run on a fast backend
+  // The plan's options of every backend (read once per plan from its settings); a backend takes its
+  // own with options_of. Null for a request made outside planning: each backend's defaults.
+  std::shared_ptr<const BackendOptionSet> options;
   // Set when the offers will be timed against each other (autotune): a backend that would refuse a
   // kernel its own rule predicts slower than the next candidate's offers it, to be measured.
   bool timed = false;
@@ -69,5 +55,13 @@ struct KernelRequest {
   }
   bool wants_output_layout(size_t index) const { return index < output_layouts.size(); }
 };
+
+// The options of type `Options` that `request` carries, or that type's defaults.
+template <typename Options>
+const Options& options_of(const KernelRequest& request) {
+  static const Options defaults;
+  const Options* found = request.options != nullptr ? request.options->find<Options>() : nullptr;
+  return found != nullptr ? *found : defaults;
+}
 
 }  // namespace kiln

@@ -163,6 +163,16 @@ class BlasBackend final : public Backend {
     const size_t second_space = config.find(' ', config.find(' ') + 1);
     return config.substr(0, second_space);
   }
+  std::shared_ptr<const BackendOptions> read_options(const SettingValues& settings) const override {
+    auto options = std::make_shared<BlasOptions>();
+    options->small_product_limit = settings.get("blas_threshold");
+    return options;
+  }
+  std::span<const OptionSetting> option_settings() const override {
+    static constexpr std::string_view kProducts[] = {"MatMul", "Gemm"};
+    static constexpr OptionSetting kSettings[] = {{"blas_threshold", kProducts}};
+    return kSettings;
+  }
   KernelOrReason create_kernel(const KernelRequest& request,
                                std::span<const TensorInfo> outputs) const override {
     const OpSpec& spec = request.op;
@@ -175,8 +185,9 @@ class BlasBackend final : public Backend {
     if (request.precision != Precision::fp32)
       return KernelOrReason::rejected(RefusalKind::unsupported_dtype,
                                       "BLAS computes float32 only (bf16 precision runs on oneDNN)");
-    if (spec.op_type == "MatMul") return make_matmul(spec, outputs, request.small_product_limit);
-    if (spec.op_type == "Gemm") return make_gemm(spec, outputs, request.small_product_limit);
+    const int64_t limit = options_of<BlasOptions>(request).small_product_limit;
+    if (spec.op_type == "MatMul") return make_matmul(spec, outputs, limit);
+    if (spec.op_type == "Gemm") return make_gemm(spec, outputs, limit);
     return KernelOrReason::rejected(RefusalKind::no_kernel, "no BLAS kernel for " + spec.op_type);
   }
 };

@@ -13,6 +13,12 @@ namespace kiln {
 
 const Backend& blas_backend();
 
+// Its options (the blas_threshold setting): products of at most this many multiply-adds count as
+// small, and it takes only those.
+struct BlasOptions final : BackendOptions {
+  int64_t small_product_limit = kDefaultSmallProductLimit;
+};
+
 // The BLAS library and how it was built, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY SkylakeX ...".
 std::string blas_library();
 // How the library runs threads and how kiln uses them: "OpenMP; kiln calls it on 1 thread".

@@ -362,7 +362,8 @@ KernelOrReason make_einsum(std::string name, Program program) {
 KernelOrReason create_einsum_kernel(const KernelRequest& request, std::span<const TensorInfo>) {
   const OpSpec& spec = request.op;
   const EinsumEquation equation = einsum_equation(spec);
-  const EinsumPath path = einsum_path(equation, request.einsum_strategy, request.einsum_optimize);
+  const NativeOptions& options = options_of<NativeOptions>(request);
+  const EinsumPath path = einsum_path(equation, options.einsum_strategy, options.einsum_optimize);
   std::vector<Shape> shapes;
   for (int i = 0; i < spec.num_inputs(); ++i) shapes.push_back(spec.input(i).shape);
   Program program = Planner(equation, shapes).plan(path);

@@ -105,6 +105,17 @@ class NativeBackend final : public Backend {
   bool is_available() const override { return true; }
   std::string version() const override { return std::string(kiln_version()); }
   bool can_be_disabled() const override { return false; }  // every op's fallback
+  std::shared_ptr<const BackendOptions> read_options(const SettingValues& settings) const override {
+    auto options = std::make_shared<NativeOptions>();
+    options->einsum_optimize = settings.get("einsum_optimize") != 0;
+    options->einsum_strategy = static_cast<EinsumStrategy>(settings.get("einsum_strategy"));
+    return options;
+  }
+  std::span<const OptionSetting> option_settings() const override {
+    static constexpr std::string_view kEinsum[] = {"Einsum"};
+    static constexpr OptionSetting kSettings[] = {{"einsum_optimize", kEinsum}, {"einsum_strategy", kEinsum}};
+    return kSettings;
+  }
 
   KernelOrReason create_kernel(const KernelRequest& request,
                                std::span<const TensorInfo> outputs) const override {

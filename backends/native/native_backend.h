@@ -8,10 +8,18 @@
 #include "backends/base/backend.h"
 #include "backends/base/kernel_request.h"
 #include "backends/base/kernel_table.h"
+#include "ops/einsum_path.h"
 
 namespace kiln {
 
 const Backend& native_backend();
+
+// Its options: how an Einsum orders its pairwise products (the einsum_optimize and einsum_strategy
+// settings; left to right when not optimizing).
+struct NativeOptions final : BackendOptions {
+  bool einsum_optimize = true;
+  EinsumStrategy einsum_strategy = EinsumStrategy::automatic;
+};
 
 namespace native {
 
@@ -52,7 +60,7 @@ KernelOrReason create_channel_shuffle_kernel(const KernelRequest& request,
 // Ops whose first input is stored nhwc and that run on it as stored (Slice, Concat), or a refusal: the
 // other ops are asked in plain layout (data_movement.cpp).
 KernelOrReason create_channels_last_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs);
-// Einsum's contraction order follows the einsum_* settings the request carries (einsum.cpp).
+// Einsum's contraction order follows the request's NativeOptions (einsum.cpp).
 KernelOrReason create_einsum_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs);
 
 }  // namespace native

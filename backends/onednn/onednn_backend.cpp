@@ -28,6 +28,16 @@ class OnednnBackend final : public Backend {
     const dnnl_version_t* v = dnnl_version();
     return str_cat(v->major, ".", v->minor, ".", v->patch);
   }
+  std::shared_ptr<const BackendOptions> read_options(const SettingValues& settings) const override {
+    auto options = std::make_shared<OnednnOptions>();
+    options->rnn_fastpath = settings.get("rnn_fastpath") != 0;
+    return options;
+  }
+  std::span<const OptionSetting> option_settings() const override {
+    static constexpr std::string_view kRecurrent[] = {"LSTM", "GRU", "RNN"};
+    static constexpr OptionSetting kSettings[] = {{"rnn_fastpath", kRecurrent}};
+    return kSettings;
+  }
 
   KernelOrReason create_kernel(const KernelRequest& request,
                                std::span<const TensorInfo> outputs) const override {

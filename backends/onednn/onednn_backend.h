@@ -11,6 +11,11 @@ namespace kiln {
 
 const Backend& onednn_backend();
 
+// Its options: the rnn_fastpath setting (off: LSTM, GRU and RNN layers are left to the native kernel).
+struct OnednnOptions final : BackendOptions {
+  bool rnn_fastpath = true;
+};
+
 // The ISA oneDNN dispatches up to, as oneDNN names it ("avx2", "avx512_core_bf16", ...), followed by
 // why kiln's cap could not be applied where that happened.
 std::string onednn_isa();

@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/onednn/onednn_backend.h"
 #include "backends/onednn/onednn_common.h"
 #include "runtime/parallel.h"
 #include "runtime/threads.h"
@@ -361,7 +362,7 @@ class RecurrentKernel final : public Kernel {
 KernelOrReason make_recurrent(const KernelRequest& request, std::span<const TensorInfo>) {
   const OpSpec& spec = request.op;
   const RecurrentParams p = recurrent_params(spec);
-  if (!request.rnn_fastpath) {
+  if (!options_of<OnednnOptions>(request).rnn_fastpath) {
     return KernelOrReason::rejected(
         RefusalKind::excluded_by_setting,
         "the rnn_fastpath setting is off: recurrent layers run on the native kernel");

@@ -189,7 +189,7 @@ std::string format_share(double share) {
 // its time.
 KernelOrReason create(const KernelRequest& request, const ConvParams& params, const TensorInfo& output) {
   const OpSpec& spec = request.op;
-  const bool automatic = request.conv_algorithm == ConvAlgorithm::automatic;
+  const bool automatic = options_of<WinogradOptions>(request).conv_algorithm == ConvAlgorithm::automatic;
   const float* weights = spec.input(1).value.data<float>();
   ConvShape shape;
   const Shape& x = spec.input(0).shape;
@@ -303,12 +303,22 @@ class WinogradBackend final : public Backend {
   std::string_view name() const override { return "winograd"; }
   bool is_available() const override { return true; }
   std::string version() const override { return std::string(kiln_version()); }
+  std::shared_ptr<const BackendOptions> read_options(const SettingValues& settings) const override {
+    auto options = std::make_shared<WinogradOptions>();
+    options->conv_algorithm = static_cast<ConvAlgorithm>(settings.get("conv_algorithm"));
+    return options;
+  }
+  std::span<const OptionSetting> option_settings() const override {
+    static constexpr std::string_view kConv[] = {"Conv"};
+    static constexpr OptionSetting kSettings[] = {{"conv_algorithm", kConv}};
+    return kSettings;
+  }
   KernelOrReason create_kernel(const KernelRequest& request,
                                std::span<const TensorInfo> outputs) const override {
     const OpSpec& spec = request.op;
     if (!is_default_domain(spec.domain) || spec.op_type != "Conv")
       return KernelOrReason::rejected(RefusalKind::no_kernel, "Winograd runs Conv only");
-    if (request.conv_algorithm == ConvAlgorithm::direct)
+    if (options_of<WinogradOptions>(request).conv_algorithm == ConvAlgorithm::direct)
       return KernelOrReason::rejected(RefusalKind::excluded_by_setting, "conv_algorithm is direct");
     if (spec.input(0).dtype != DType::f32)
       return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "Winograd runs float32 only");

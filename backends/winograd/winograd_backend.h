@@ -20,6 +20,11 @@ namespace kiln {
 
 const Backend& winograd_backend();
 
+// Its options: the conv_algorithm setting.
+struct WinogradOptions final : BackendOptions {
+  ConvAlgorithm conv_algorithm = ConvAlgorithm::automatic;
+};
+
 namespace winograd {
 
 // The fewest input and output channels it takes: below, the products are too thin to pay for

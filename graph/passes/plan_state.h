@@ -26,13 +26,16 @@ struct PlanState {
         graph(model.graph),
         input_shapes(input_shapes),
         input_values(input_values),
-        settings(settings) {}
+        settings(settings),
+        backend_options(read_backend_options(settings)) {}
 
   const Model& model;
   const Graph& graph;
   const std::vector<Shape>& input_shapes;
   const std::vector<Tensor>& input_values;  // empty, or one per graph input (bound values)
   const Settings& settings;
+  // Every backend's options under `settings`, read once; each request of the plan carries them.
+  std::shared_ptr<const BackendOptionSet> backend_options;
 
   // The plan's parts (Plan::build moves them into the Plan).
   std::vector<Slot> slots;

@@ -30,12 +30,38 @@ TensorInfo stored_info(const TensorInfo& info, Layout layout) {
   return stored;
 }
 
+// The precision setting of the op families that have one.
+std::string_view precision_setting(std::string_view op_type) {
+  if (op_type == "Conv") return "conv_precision";
+  if (op_type == "MatMul" || op_type == "Gemm") return "matmul_precision";
+  return {};
+}
+
+// The settings a step's selection consulted besides the candidate list: its precision setting and
+// the options for its op of every backend asked, as "conv_algorithm=auto".
+std::vector<std::string> consulted_settings(const Settings& settings, const OpSpec& op,
+                                            const StepRecord& record) {
+  std::vector<std::string> consulted;
+  const std::string_view precision = precision_setting(op.op_type);
+  if (!precision.empty() && is_default_domain(op.domain)) {
+    const SettingSlot& slot = find_setting(precision);
+    consulted.push_back(str_cat(slot.name, "=", setting_value_text(slot, settings.value(slot.slot))));
+  }
+  std::vector<std::string_view> asked = {record.backend};
+  for (const std::vector<Refusal>* refusals : {&record.decision.refusals, &record.fused_form_refusals}) {
+    for (const Refusal& refusal : *refusals) asked.push_back(refusal.backend);
+  }
+  for (std::string& option : consulted_options(settings, op.op_type, asked))
+    consulted.push_back(std::move(option));
+  return consulted;
+}
+
 }  // namespace
 
 Precision planned_precision(const Settings& settings, std::string_view op_type, std::string& note) {
-  Precision requested = Precision::fp32;
-  if (op_type == "Conv") requested = settings.precision("conv_precision");
-  if (op_type == "MatMul" || op_type == "Gemm") requested = settings.precision("matmul_precision");
+  const std::string_view setting = precision_setting(op_type);
+  if (setting.empty()) return Precision::fp32;
+  const auto requested = static_cast<Precision>(settings.value(find_setting(setting).slot));
   if (requested == Precision::bf16 && !bf16_in_effect()) {
     note = bf16_fallback_note();
     return Precision::fp32;
@@ -51,11 +77,7 @@ NodeForm unfused_form(const PlanState& state, const Node& node, const OpSpec& sp
   form.request.precision = is_default_domain(node.domain)
                                ? planned_precision(state.settings, node.op_type, form.note)
                                : Precision::fp32;
-  form.request.small_product_limit = state.settings.get("blas_threshold");
-  form.request.einsum_optimize = state.settings.on("einsum_optimize");
-  form.request.einsum_strategy = static_cast<EinsumStrategy>(state.settings.get("einsum_strategy"));
-  form.request.conv_algorithm = static_cast<ConvAlgorithm>(state.settings.get("conv_algorithm"));
-  form.request.rnn_fastpath = state.settings.on("rnn_fastpath");
+  form.request.options = state.backend_options;
   for (const std::string& input : node.inputs) {
     const int slot = input.empty() ? -1 : state.slot_of(input);
     form.input_slots.push_back(slot);
@@ -102,6 +124,7 @@ void add_step(PlanState& state, NodeForm form, KernelSelection selection, double
                   "shape is a bound)"
                 : "outputs made when it runs: their shapes, or the sequences they are, are the run's");
   }
+  record.settings = consulted_settings(state.settings, form.request.op, record);
   record.quantization = quantization_summary(form.request.op);
   record.creation_ms = selection_ms;
   for (const Node* follower : form.fused) record.fused.push_back({follower->op_type, follower->name});

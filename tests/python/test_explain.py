@@ -90,3 +90,17 @@ def test_the_schema_doc_is_the_field_table(kiln_bin):
     assert table.startswith("| field |") and "| `refusals` | step, reorder |" in table
     doc = (kiln_cli.REPO / "docs" / "record_schema.md").read_text()
     assert doc.endswith(table), "regenerate the table at the end of docs/record_schema.md: kiln explain --schema"
+
+
+def test_each_step_lists_the_settings_its_selection_consulted(kiln_bin):
+    """A Conv step consulted its precision and, where the Winograd backend is built and was asked,
+    conv_algorithm (its option, with the value the plan read)."""
+    for algorithm in ("auto", "direct"):
+        plan = json.loads(explain(kiln_bin, "--json", "--conv-algorithm", algorithm))
+        for step in (s for s in plan["steps"] if s["op"] == "Conv"):
+            winograd_asked = any(r["backend"] == "winograd" and r["kind"] != "not_built" for r in step["refusals"])
+            winograd_asked = winograd_asked or step["backend"] == "winograd"
+            expected = ["conv_precision=fp32"] + ([f"conv_algorithm={algorithm}"] if winograd_asked else [])
+            assert step["settings"] == expected, step
+    pools = [s for s in json.loads(explain(kiln_bin, "--json"))["steps"] if s["op"] == "MaxPool"]
+    assert pools and all(step["settings"] == [] for step in pools)

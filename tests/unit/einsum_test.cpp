@@ -76,8 +76,12 @@ Tensor run_einsum(const std::string& equation, const std::vector<Tensor>& inputs
   e.outputs = find_op_schema("Einsum", "")->infer(e.spec);
   KernelRequest request;
   request.op = e.spec;
-  request.einsum_optimize = optimize;
-  request.einsum_strategy = strategy;
+  auto options = std::make_shared<NativeOptions>();
+  options->einsum_optimize = optimize;
+  options->einsum_strategy = strategy;
+  auto set = std::make_shared<BackendOptionSet>();
+  set->add(std::move(options));
+  request.options = std::move(set);
   KernelOrReason offer = native_backend().create_kernel(request, e.outputs);
   KILN_CHECK(offer.kernel != nullptr, not_implemented, offer.refusal.detail);
   if (note != nullptr) *note = offer.note;

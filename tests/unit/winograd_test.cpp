@@ -313,6 +313,15 @@ TEST(WinogradAccuracy, ProbeErrorIsSmallAndGrowsWithTheTile) {
 
 // ---- the backend --------------------------------------------------------------------------------
 
+// The options a plan under conv_algorithm `algorithm` gives its requests.
+std::shared_ptr<const BackendOptionSet> options_for(ConvAlgorithm algorithm) {
+  auto options = std::make_shared<WinogradOptions>();
+  options->conv_algorithm = algorithm;
+  auto set = std::make_shared<BackendOptionSet>();
+  set->add(std::move(options));
+  return set;
+}
+
 KernelRequest conv_request(int64_t channels, int64_t size, Attributes attributes, const Tensor& weights,
                            ConvAlgorithm algorithm = ConvAlgorithm::winograd) {
   static std::vector<std::unique_ptr<Attributes>> kept;  // OpSpec points at its attributes
@@ -324,7 +333,7 @@ KernelRequest conv_request(int64_t channels, int64_t size, Attributes attributes
   request.op.inputs = {TensorInfo{DType::f32, {1, channels, size, size}, {}},
                        TensorInfo{DType::f32, weights.shape(), weights}};
   request.input_layouts = {Layout::nhwc};
-  request.conv_algorithm = algorithm;
+  request.options = options_for(algorithm);
   return request;
 }
 
@@ -413,7 +422,7 @@ TEST(WinogradBackend, OffersEachAllowedTileToAutotune) {
       offer.refusal.detail,
       "conv_algorithm auto: error on this layer's filters above 1.0e-06 of the output scale (F(4x4,3x3) inf, "
       "F(2x2,3x3) inf)");
-  request.conv_algorithm = ConvAlgorithm::winograd;
+  request.options = options_for(ConvAlgorithm::winograd);
   EXPECT_NE(winograd_backend().create_kernel(request, std::span(&out, 1)).kernel, nullptr);
 }
 
