@@ -1,6 +1,7 @@
 #include "backends/backends.h"
 
 #include "backends/selection.h"
+#include "backends/setting_text.h"
 #if KILN_WITH_BLAS
 #include "backends/blas/blas_backend.h"
 #endif
@@ -21,6 +22,16 @@ int get(std::string_view name) {
 
 void set(std::string_view name, int value) {
   set_settings(Settings().set_by_name(name, value));
+}
+
+std::string get_text(std::string_view name) {
+  return setting_text(current_settings(), name);
+}
+
+void set_text(std::string_view name, std::string_view text) {
+  Settings changes;
+  set_setting_from_text(changes, name, text, "setting");
+  set_settings(changes);
 }
 
 void set_verbose_sink(std::shared_ptr<VerboseSink> sink) {
@@ -149,24 +160,6 @@ void set_max_isa(std::string_view name) {
   kiln::set_max_isa(parse_isa(name, "set_max_isa"));
 }
 }  // namespace cpu
-
-namespace mha {
-bool get_fastpath_enabled() {
-  return current_settings().on("mha_fastpath");
-}
-void set_fastpath_enabled(bool enabled) {
-  set_settings(Settings().set(SettingKey("mha_fastpath"), enabled ? 1 : 0));
-}
-}  // namespace mha
-
-namespace rnn {
-bool get_fastpath_enabled() {
-  return current_settings().on("rnn_fastpath");
-}
-void set_fastpath_enabled(bool enabled) {
-  set_settings(Settings().set(SettingKey("rnn_fastpath"), enabled ? 1 : 0));
-}
-}  // namespace rnn
 
 namespace openmp {
 bool is_available() {

@@ -22,6 +22,11 @@ namespace kiln::backends {
 // names throw kiln::Error (invalid_argument) listing every known one.
 int get(std::string_view name);
 void set(std::string_view name, int value);
+// The same with values as text ("bf16", "on", "onednn,native"), by a row's name, a shorthand's or
+// one of PyTorch's names (setting_aliases.h: "mkldnn.enabled", "mha.fastpath_enabled",
+// "quantized.engine"), whose values are mapped both ways.
+std::string get_text(std::string_view name);
+void set_text(std::string_view name, std::string_view text);
 void set_verbose_sink(std::shared_ptr<VerboseSink> sink);
 // Every setting's value on this thread, in table order, as text ("onednn_enabled=1", "conv_precision=fp32").
 std::vector<std::pair<std::string, std::string>> current();
@@ -78,21 +83,6 @@ std::string isa_source();
 // Caps the tier (one of the names above); an error once kernels were chosen.
 void set_max_isa(std::string_view name);
 }  // namespace cpu
-
-// torch.backends.mha's switch over the mha_fastpath setting (global; a ScopedSettings of
-// mha_fastpath for a scope): on, a transformer block's residual Add and LayerNorm are one step.
-namespace mha {
-bool get_fastpath_enabled();
-void set_fastpath_enabled(bool enabled);
-}  // namespace mha
-
-// The fast RNN path's switch over the rnn_fastpath setting (global; a ScopedSettings of
-// rnn_fastpath for a scope): on, LSTM, GRU and RNN layers run on oneDNN's RNN primitives where
-// those take them (kiln explain names each refusal); off, on the native kernel.
-namespace rnn {
-bool get_fastpath_enabled();
-void set_fastpath_enabled(bool enabled);
-}  // namespace rnn
 
 namespace openmp {
 bool is_available();

@@ -8,10 +8,14 @@
 
 namespace kiln {
 
-// Sets `name` (a settings table row or shorthand as Python names it: "conv_precision", "precision",
-// "onednn_enabled") to `text` parsed as that row's value. Throws kiln::Error (invalid_argument)
+// Sets `name` (a settings table row, shorthand or alias as Python names it: "conv_precision",
+// "precision", "onednn_enabled", "mkldnn.enabled") to `text` parsed as that row's value (an alias's
+// value mapped first, backends/setting_aliases.h). Throws kiln::Error (invalid_argument)
 // naming `source`, the setting and the bad text; the verbose sink cannot be set this way.
 Settings& set_setting_from_text(Settings& settings, std::string_view name, std::string_view text,
                                 std::string_view source);
+// The value of `name` (a row, shorthand or alias) in `settings` as text: "bf16", "auto", for an alias
+// its own name for the value ("onednn" for quantized.engine's "onednn,native").
+std::string setting_text(const Settings& settings, std::string_view name);
 
 }  // namespace kiln

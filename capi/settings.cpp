@@ -3,25 +3,21 @@
 #include <cstring>
 
 #include "backends/backends.h"
-#include "backends/setting_table.h"
+#include "backends/setting_text.h"
 #include "capi/handles.h"
 
 namespace kiln::capi {
 namespace {
 
-// Adds `name` = `value` (text, as the CLI takes it) to `changes`; shorthands set every target.
+// Adds `name` = `value` (text, as the CLI takes it) to `changes`: a row, a shorthand (every target)
+// or an alias (backends/setting_aliases.h).
 void set_from_text(Settings& changes, const char* name, const char* value) {
   required(name, "name");
   required(value, "value");
-  std::string_view targets[1] = {name};
-  std::span<const std::string_view> slots = targets;
-  if (const SettingShorthand* shorthand = find_shorthand(name)) slots = shorthand->targets;
-  for (std::string_view target : slots) {
-    const SettingSlot& slot = find_setting(target);
-    KILN_CHECK(slot.row->type != SettingType::sink, invalid_argument, "setting '", name,
-               "' takes a callback, which the C API does not offer (verbose lines go to stdout)");
-    changes.set(slot.slot, parse_setting_value(slot, value, str_cat("setting '", name, "'")));
-  }
+  KILN_CHECK(
+      std::string_view(name) != "verbose_sink", invalid_argument,
+      "setting 'verbose_sink' takes a callback, which the C API does not offer (verbose lines go to stdout)");
+  set_setting_from_text(changes, name, value, "setting");
 }
 
 }  // namespace
@@ -66,10 +62,7 @@ kiln_status* kiln_global_setting_get(const char* name, char** value) {
   return guarded([&] {
     required(value, "value");
     *value = nullptr;
-    std::string_view target = required(name, "name");
-    if (const SettingShorthand* shorthand = find_shorthand(target)) target = shorthand->targets[0];
-    const SettingSlot& slot = find_setting(target);
-    *value = capi::new_c_string(setting_value_text(slot, backends::get(target)));
+    *value = capi::new_c_string(setting_text(global_settings(), required(name, "name")));
   });
 }
 

@@ -20,6 +20,7 @@
 #include "backends/prefer.h"
 #include "backends/sdpa.h"
 #include "backends/selection.h"
+#include "backends/setting_aliases.h"
 #include "core/error.h"
 #include "core/version.h"
 #include "graph/compare.h"
@@ -646,10 +647,39 @@ PYBIND11_MODULE(_kiln, m) {
   b.def("cpu_set_max_isa", &backends::cpu::set_max_isa, py::arg("isa"));
   b.def("onednn_isa", &backends::onednn::isa);
   b.def("openmp_version", &backends::openmp::version);
-  b.def("mha_get_fastpath_enabled", &backends::mha::get_fastpath_enabled);
-  b.def("mha_set_fastpath_enabled", &backends::mha::set_fastpath_enabled, py::arg("enabled"));
-  b.def("rnn_get_fastpath_enabled", &backends::rnn::get_fastpath_enabled);
-  b.def("rnn_set_fastpath_enabled", &backends::rnn::set_fastpath_enabled, py::arg("enabled"));
+  // PyTorch's names for settings (backends/setting_aliases.h), read on this thread and set globally:
+  // booleans as bool, other values as the alias names them.
+  b.def(
+      "get_alias",
+      [](const std::string& name) -> py::object {
+        const SettingAlias* alias = find_alias(name);
+        KILN_CHECK(alias != nullptr, invalid_argument, "unknown alias '", name, "' (known: ", alias_names(),
+                   ")");
+        const std::string text = backends::get_text(name);
+        if (find_setting(alias->setting).row->type == SettingType::boolean) return py::bool_(text == "1");
+        return py::str(text);
+      },
+      py::arg("name"));
+  b.def(
+      "set_alias",
+      [](const std::string& name, const py::object& value) {
+        KILN_CHECK(find_alias(name) != nullptr, invalid_argument, "unknown alias '", name,
+                   "' (known: ", alias_names(), ")");
+        backends::set_text(name, py::isinstance<py::bool_>(value) ? (value.cast<bool>() ? "1" : "0")
+                                                                  : py::str(value).cast<std::string>());
+      },
+      py::arg("name"), py::arg("value"));
+  b.def("aliases", [] {
+    py::list rows;
+    for (const SettingAlias& alias : kSettingAliases) {
+      py::dict row;
+      row["name"] = alias.name;
+      row["setting"] = alias.setting;
+      row["mirrors"] = alias.mirrors;
+      rows.append(row);
+    }
+    return rows;
+  });
   b.def(
       "einsum_path",
       [](const std::string& equation, const std::vector<Shape>& shapes, const std::string& strategy,

@@ -4,6 +4,7 @@
 #include "backends/backends.h"
 #include "backends/parallel_info.h"
 #include "backends/selection.h"
+#include "backends/setting_aliases.h"
 #include "core/version.h"
 #include "graph/onnx_import.h"
 #include "ops/op_schema.h"
@@ -42,6 +43,12 @@ void print_settings() {
     std::printf("  %s = %s: %s, default %s%s%s\n", values[i].first.c_str(), values[i].second.c_str(),
                 type.c_str(), fallback.c_str(), row.changes_plan ? ", changes the plan" : "",
                 row.env.empty() ? "" : str_cat(", ", row.env).c_str());
+  }
+  std::printf("aliases (PyTorch's names; --set NAME=VALUE takes them):\n");
+  for (const SettingAlias& alias : kSettingAliases) {
+    std::printf("  %s = %s: %s (%s)\n", std::string(alias.name).c_str(),
+                backends::get_text(alias.name).c_str(), std::string(alias.setting).c_str(),
+                std::string(alias.mirrors).c_str());
   }
 }
 

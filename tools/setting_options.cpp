@@ -41,6 +41,9 @@ std::vector<OptionSpec> setting_specs() {
   for (const SettingShorthand& shorthand : kSettingShorthands) {
     specs.push_back({setting_cli_name(shorthand.name), true, std::string(shorthand.help)});
   }
+  specs.push_back({"set", true,
+                   "NAME=VALUE: any setting by its name, a shorthand or PyTorch's alias (mkldnn.enabled, "
+                   "quantized.engine ...; kiln info --settings lists them); repeatable"});
   return specs;
 }
 
@@ -75,6 +78,7 @@ void apply_setting_options(const ParsedArgs& parsed) {
       changes.set(slot.slot, parse_setting_value(slot, parsed.value(slot.cli_name), "--" + slot.cli_name));
     }
   }
+  changes.overlay(settings_from_assignments(parsed.values("set"), "set"));
   for (const std::string& backend : parsed.values("disable")) {
     bool known = false;
     for (const SettingSlot& slot : setting_slots()) {
@@ -101,7 +105,8 @@ Settings settings_from_assignments(const std::vector<std::string>& assignments, 
   for (const std::string& text : assignments) {
     const size_t equals = text.find('=');
     KILN_CHECK(equals != std::string::npos && equals > 0, invalid_argument, "--", option,
-               " expects NAME=VALUE (a setting as kiln.backends.table() names it), got '", text, "'");
+               " expects NAME=VALUE (a setting as kiln.backends.table() or aliases() names it), got '", text,
+               "'");
     set_setting_from_text(settings, text.substr(0, equals), text.substr(equals + 1), str_cat("--", option));
   }
   return settings;

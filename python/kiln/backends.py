@@ -67,6 +67,25 @@ def set_settings(**values):
     _b.set_settings(**values)
 
 
+def aliases():
+    """PyTorch's names for kiln settings, one table for C++, the C API, the CLI and Python:
+    [{"name", "setting", "mirrors"}] ("mkldnn.enabled" is onednn_enabled, "quantized.engine" is
+    prefer_quantized with its values named as PyTorch names engines). get_alias/set_alias read and set
+    one by name; the attributes below (mha, rnn, opt_einsum, winograd.algorithm, quantized.engine)
+    are those aliases."""
+    return _b.aliases()
+
+
+def get_alias(name):
+    """An alias's value on this thread: a bool for switches, else its value's name."""
+    return _b.get_alias(name)
+
+
+def set_alias(name, value):
+    """Sets an alias's setting globally (kiln.backends.settings(...) scopes the setting itself)."""
+    _b.set_alias(name, value)
+
+
 def current():
     """Every setting's value as this thread's runs would see it now, as a dict."""
     return _b.current()
@@ -165,13 +184,8 @@ class _Winograd(_Backend):
     counterpart). Which layers use it is the global conv_algorithm setting ("auto", "direct",
     "winograd"); `enabled` takes the backend out of selection altogether."""
 
-    @property
-    def algorithm(self):
-        return _b.current()["conv_algorithm"]
-
-    @algorithm.setter
-    def algorithm(self, value):
-        _b.set_settings(conv_algorithm=value)
+    algorithm = property(lambda self: _b.get_alias("winograd.algorithm"),
+                         lambda self, value: _b.set_alias("winograd.algorithm", value))
 
     def flags(self, enabled=None, algorithm=None):
         """Context manager like torch.backends.nnpack.flags(enabled=...): the backend's `enabled`
@@ -331,14 +345,11 @@ class _Quantized:
     @engine.setter
     def engine(self, name):
         name = str(name)
-        if name == "default":
-            set_prefer([], ops=["quantized"])
-            return
-        if name not in self.supported_engines:
+        if name != "default" and name not in self.supported_engines:
             raise RuntimeError(f"quantized engine {name!r} is not supported here; supported_engines: "
                                f"{self.supported_engines} (oneDNN's int8 kernels are exact only with VNNI, the "
                                "avx512_bf16 tier and above)")
-        set_prefer([name] if name == "native" else [name, "native"], ops=["quantized"])
+        _b.set_alias("quantized.engine", name)
 
 
 quantized = _Quantized()
@@ -350,8 +361,8 @@ mha = _types.SimpleNamespace(
     # On by default: a transformer block's residual Add (with the attention output's transposition
     # before it) and the LayerNorm after it run as one step. Global; for a scope use
     # kiln.backends.settings(mha_fastpath=False).
-    get_fastpath_enabled=lambda: _b.mha_get_fastpath_enabled(),
-    set_fastpath_enabled=lambda enabled: _b.mha_set_fastpath_enabled(bool(enabled)),
+    get_fastpath_enabled=lambda: _b.get_alias("mha.fastpath_enabled"),
+    set_fastpath_enabled=lambda enabled: _b.set_alias("mha.fastpath_enabled", bool(enabled)),
 )
 
 
@@ -361,8 +372,8 @@ rnn = _types.SimpleNamespace(
     # On by default: LSTM, GRU and RNN layers run on oneDNN's RNN primitives where those take them
     # (`kiln explain` gives each refusal), else on the native kernel. Global; for a scope use
     # kiln.backends.settings(rnn_fastpath=False).
-    get_fastpath_enabled=lambda: _b.rnn_get_fastpath_enabled(),
-    set_fastpath_enabled=lambda enabled: _b.rnn_set_fastpath_enabled(bool(enabled)),
+    get_fastpath_enabled=lambda: _b.get_alias("rnn.fastpath_enabled"),
+    set_fastpath_enabled=lambda enabled: _b.set_alias("rnn.fastpath_enabled", bool(enabled)),
 )
 
 # ---- Einsum's contraction order (torch.backends.opt_einsum) ----
@@ -377,21 +388,10 @@ class _OptEinsum:
     def is_available(self):
         return True
 
-    @property
-    def enabled(self):
-        return _b.current()["einsum_optimize"]
-
-    @enabled.setter
-    def enabled(self, value):
-        _b.set_settings(einsum_optimize=value)
-
-    @property
-    def strategy(self):
-        return _b.current()["einsum_strategy"]
-
-    @strategy.setter
-    def strategy(self, value):
-        _b.set_settings(einsum_strategy=value)
+    enabled = property(lambda self: _b.get_alias("opt_einsum.enabled"),
+                       lambda self, value: _b.set_alias("opt_einsum.enabled", bool(value)))
+    strategy = property(lambda self: _b.get_alias("opt_einsum.strategy"),
+                        lambda self, value: _b.set_alias("opt_einsum.strategy", value))
 
     def contract_path(self, equation, *operands, strategy=None, optimize=None):
         """The path kiln would take for `equation` over arrays or shapes, as a dict: "path" (position

@@ -221,3 +221,37 @@ def test_choice_cache_is_the_processs(kiln):
         assert now["reused"] == bool(was["timed"]), now["node"]
     kiln.backends.clear_choice_cache()
     assert kiln.backends.choice_cache_size() == 0
+
+
+def test_pytorchs_names_are_one_alias_table_for_python_c_and_the_cli(kiln, kiln_bin):
+    rows = {row["name"] for row in kiln.backends.table()}
+    aliases = {alias["name"]: alias for alias in kiln.backends.aliases()}
+    assert {"mkldnn.enabled", "quantized.engine", "mha.fastpath_enabled", "opt_einsum.strategy"} <= set(aliases)
+    assert all(alias["setting"] in rows for alias in aliases.values())
+
+    # kiln.backends' torch-shaped attributes are the aliases, and the aliases are the settings.
+    strategy, engine = kiln.backends.opt_einsum.strategy, kiln.backends.get_alias("quantized.engine")
+    try:
+        kiln.backends.set_alias("opt_einsum.strategy", "greedy")
+        assert kiln.backends.opt_einsum.strategy == "greedy" == kiln.backends.current()["einsum_strategy"]
+        kiln.backends.quantized.engine = "native"
+        assert kiln.backends.get_alias("quantized.engine") == "native"
+        assert kiln.backends.preferred("quantized") == ["native"]
+        kiln.backends.set_alias("mha.fastpath_enabled", False)
+        assert kiln.backends.mha.get_fastpath_enabled() is False and kiln.backends.current()["mha_fastpath"] is False
+    finally:
+        kiln.backends.opt_einsum.strategy = strategy
+        kiln.backends.set_alias("quantized.engine", engine)
+        kiln.backends.mha.set_fastpath_enabled(True)
+    with pytest.raises(ValueError, match="quantized.engine is one of default, native, onednn, got 'fbgemm'"):
+        kiln.backends.set_alias("quantized.engine", "fbgemm")
+    with pytest.raises(ValueError, match="unknown alias 'mkldnn.enable'"):
+        kiln.backends.get_alias("mkldnn.enable")
+
+    # The CLI takes them with --set and lists them with their values.
+    info = kiln_cli.run(kiln_bin, "info", "--settings", "--set", "mkldnn.enabled=0")
+    assert info.returncode == 0, info.stderr
+    assert "  onednn_enabled = 0:" in info.stdout
+    assert "  mkldnn.enabled = 0: onednn_enabled (torch.backends.mkldnn.enabled)" in info.stdout
+    bad = kiln_cli.run(kiln_bin, "info", "--set", "mkldnn.enabled=maybe")
+    assert bad.returncode != 0 and "--set mkldnn.enabled (onednn_enabled)" in bad.stderr

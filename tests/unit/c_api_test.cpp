@@ -245,6 +245,9 @@ TEST(CApi, SettingsByNameWithValuesAsText) {
   EXPECT_STATUS(kiln_settings_set(settings, "thread", "1"), KILN_INVALID_ARGUMENT, "threads");
   EXPECT_STATUS(kiln_settings_set(settings, "conv_precision", "fp8"), KILN_INVALID_ARGUMENT, "fp8");
   EXPECT_STATUS(kiln_settings_set(settings, "verbose_sink", "x"), KILN_INVALID_ARGUMENT, "callback");
+  ASSERT_OK(kiln_settings_set(settings, "mkldnn.enabled", "off"));  // an alias of onednn_enabled
+  EXPECT_STATUS(kiln_settings_set(settings, "mkldnn.enabled", "maybe"), KILN_INVALID_ARGUMENT,
+                "mkldnn.enabled (onednn_enabled)");
   kiln_session* session = nullptr;
   ASSERT_OK(kiln_session_create(KILN_DEMO_MODEL, settings, &session));
   kiln_settings_free(settings);  // the session keeps its own copy
@@ -260,6 +263,20 @@ TEST(CApi, SettingsByNameWithValuesAsText) {
   kiln_string_free(value);
   ASSERT_OK(kiln_global_setting_set("deterministic", saved.c_str()));
   EXPECT_STATUS(kiln_global_setting_set("deterministic", "maybe"), KILN_INVALID_ARGUMENT, "maybe");
+  // PyTorch's names (backends/setting_aliases.h) reach the same settings, values mapped both ways.
+  ASSERT_OK(kiln_global_setting_get("quantized.engine", &value));
+  const std::string engine = value;
+  kiln_string_free(value);
+  ASSERT_OK(kiln_global_setting_set("quantized.engine", "onednn"));
+  ASSERT_OK(kiln_global_setting_get("prefer_quantized", &value));
+  EXPECT_STREQ(value, "onednn,native");
+  kiln_string_free(value);
+  ASSERT_OK(kiln_global_setting_get("quantized.engine", &value));
+  EXPECT_STREQ(value, "onednn");
+  kiln_string_free(value);
+  ASSERT_OK(kiln_global_setting_set("quantized.engine", engine.c_str()));
+  EXPECT_STATUS(kiln_global_setting_set("quantized.engine", "fbgemm"), KILN_INVALID_ARGUMENT,
+                "quantized.engine is one of default, native, onednn, got 'fbgemm'");
 
   int built = 0;
   int available = 0;

@@ -115,17 +115,19 @@ TEST(MhaFastPath, ABroadcastAddOrAnotherReaderOfTheSumKeepsTheNodes) {
   EXPECT_EQ(steps_of(other_reader, {2, 4, 8}, kResidualLayerNormOp), 0);
 }
 
-TEST(MhaFastPath, TheSwitchIsASettingWithTorchsShape) {
-  EXPECT_TRUE(backends::mha::get_fastpath_enabled());
-  backends::mha::set_fastpath_enabled(false);
-  EXPECT_FALSE(backends::mha::get_fastpath_enabled());
+TEST(MhaFastPath, TheSwitchIsASettingWithTorchsName) {
+  EXPECT_EQ(backends::get_text("mha.fastpath_enabled"), "1");
+  backends::set_text("mha.fastpath_enabled", "off");
+  EXPECT_EQ(backends::get_text("mha.fastpath_enabled"), "0");
+  EXPECT_EQ(backends::get("mha_fastpath"), 0);  // the alias is the setting
   {
     const ScopedSettings on(Settings().set(SettingKey("mha_fastpath"), 1));
-    EXPECT_TRUE(backends::mha::get_fastpath_enabled());
+    EXPECT_EQ(backends::get_text("mha.fastpath_enabled"), "1");
   }
-  EXPECT_FALSE(backends::mha::get_fastpath_enabled());
-  backends::mha::set_fastpath_enabled(true);
-  EXPECT_TRUE(backends::mha::get_fastpath_enabled());
+  EXPECT_EQ(backends::get_text("mha.fastpath_enabled"), "0");
+  backends::set_text("mha.fastpath_enabled", "on");
+  EXPECT_EQ(backends::get_text("mha.fastpath_enabled"), "1");
+  EXPECT_THROW(backends::set_text("mha.fastpath_enabled", "maybe"), Error);
 }
 
 }  // namespace
