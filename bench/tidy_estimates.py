@@ -2,12 +2,15 @@
 """Do kiln tidy's estimates hold when the fix is applied? For each of kiln's runtime patterns with an
 estimate, a model or setting made to trigger it is profiled, `kiln.tidy.report(..., benchmark=True)`
 estimates what the fix saves per run, and then the fix is applied and both versions are timed side by
-side (interleaved rounds, median per run). The target (docs/tidy.md): the estimate within +-30% of the
-measured saving wherever that saving is at least 10% of the matched time; smaller savings are reported
-as below noise.
+side (interleaved rounds, median per run). Where a pattern's fix is a settings change, the change
+applied is the one the pattern declares (each match's "fix" in the report). The target
+(docs/tidy.md): the estimate within +-30% of the measured saving (OversubscriptionPattern: +-60%)
+wherever that saving is at least 10% of the matched time; smaller savings are reported as below
+noise. --check makes a miss the exit status (the slow tier runs it), except the known misses
+KNOWN_MISSES lists.
 
     /usr/bin/python3 bench/tidy_estimates.py [--pythonpath build/python] [--kiln build/kiln] [--rounds 7]
-        [--runs 20] [--json FILE] [--only SCENARIO]
+        [--runs 20] [--json FILE] [--only SCENARIO] [--check]
 
 Fixes applied (the models are tests/python/tidy_models.py's):
   FP32OnBF16CPUPattern        precision bf16 (only on a CPU with bf16)
@@ -41,12 +44,22 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "python"))
 sys.path.insert(0, str(REPO / "bench"))
 
-import numpy as np  # noqa: E402
 
 import tidy_models  # noqa: E402
 from machine import machine_lines  # noqa: E402
 
 TOLERANCE = 0.30
+# Oversubscription's replay races for the cores against itself: its stated band is wider
+# (docs/tidy.md, "Do the estimates hold?").
+BANDS = {"OversubscriptionPattern": 0.60}
+# Estimates known to miss their band on the project's machines, with why (docs/tidy.md): --check
+# reports them and does not fail on them; any other miss fails.
+KNOWN_MISSES = {
+    "UnfusedElementwisePattern: Conv+HardSigmoid -> Conv+Sigmoid (post-op)":
+        "the measured saving is about 3x the HardSigmoid step's own time, which is all the estimate counts",
+    "PlanCacheMissPattern: every shape planned in warm-up":
+        "a miss in the loop costs more than planning and a first run timed apart",
+}
 NOISE_SHARE = 0.10
 
 
@@ -93,10 +106,29 @@ def profiled(kiln, model, inputs, settings, runs):
     return prof
 
 
-def estimated(kiln, prof, model, settings, patterns, runs, measure_runs):
-    """Per run: the estimated saving and the matched time of `patterns`, and how it was measured."""
+def declared_settings(kiln, report, pattern):
+    """The settings fix `pattern` declares for its matches in `report` (one change for all of them),
+    as kiln.backends.settings keywords: what the scenario applies, so the fix measured is the one
+    the pattern declares."""
+    changes = {tuple(sorted(m["fix"]["settings"].items())) for m in report.matches if m["pattern"] == pattern}
+    assert len(changes) == 1, f"{pattern}: expected one declared settings change, got {changes}"
+    types = {row["name"]: row["type"] for row in kiln.backends.table()}
+    parse = {"bool": lambda text: text == "1", "int": int}
+    return {name: parse.get(types[name], str)(text) for name, text in changes.pop()}
+
+
+def estimated(kiln, prof, model, settings, patterns, runs, measure_runs, fix_of=None):
+    """Per run: the estimated saving and the matched time of `patterns`, and how it was measured;
+    with `fix_of`, also the settings that pattern's fix declares."""
     with kiln.backends.settings(**settings):
         report = kiln.tidy.report(prof, benchmark=True, model=str(model), runs=measure_runs)
+    if fix_of is not None:
+        result = estimated_from(report, patterns, runs)
+        return result + (declared_settings(kiln, report, fix_of) if result[0] is not None else None,)
+    return estimated_from(report, patterns, runs)
+
+
+def estimated_from(report, patterns, runs):
     saving, matched, bases = 0.0, 0.0, []
     for estimate in report.estimates:
         if estimate["pattern"] in patterns:
@@ -118,37 +150,43 @@ def row(name, fix, estimate, matched, measured, note=""):
         verdict = "below noise"
     else:
         error = (estimate - measured) / measured
-        verdict = f"{'within' if abs(error) <= TOLERANCE else 'OUTSIDE'} ({error * 100:+.0f}%)"
+        verdict = f"{'within' if abs(error) <= BANDS.get(name, TOLERANCE) else 'OUTSIDE'} ({error * 100:+.0f}%)"
     return {"pattern": name, "fix": fix, "estimated_ms": estimate, "matched_ms": matched, "measured_ms": measured,
             "verdict": verdict, "note": note}
 
 
 def fp32_on_bf16(kiln, folder, args):
-    name, fix = "FP32OnBF16CPUPattern", "precision bf16"
+    name, fix = "FP32OnBF16CPUPattern", "its declared settings (precision bf16)"
     model = tidy_models.conv_chain(folder / "conv64.onnx", channels=64, size=56)
     inputs = {"input": tidy_models.random_input((1, 3, 56, 56))}
     if not has_bf16(kiln):
         return row(name, fix, None, None, None, "this CPU has no bf16")
     settings = {"precision": "fp32", "threads": 2}
     prof = profiled(kiln, model, inputs, settings, args.runs)
-    estimate, matched, basis = estimated(kiln, prof, model, settings, [name], args.runs, args.runs)
+    estimate, matched, basis, declared = estimated(kiln, prof, model, settings, [name], args.runs, args.runs,
+                                                   fix_of=name)
+    if estimate is None:
+        return row(name, fix, None, None, None, basis)
     session = kiln.Session(str(model))
     times = side_by_side({"fp32": (session, inputs, settings),
-                          "bf16": (session, inputs, {"precision": "bf16", "threads": 2})}, args.rounds, args.runs)
+                          "bf16": (session, inputs, {**settings, **declared})}, args.rounds, args.runs)
     return row(name, fix, estimate, matched, times["fp32"] - times["bf16"], basis)
 
 
 def native_fallback(kiln, folder, args):
-    name, fix = "NativeFallbackPattern", "onednn enabled (it was disabled)"
+    name, fix = "NativeFallbackPattern", "its declared settings (onednn enabled; it was disabled)"
     model = tidy_models.conv_chain(folder / "fallback.onnx", channels=32, size=56)
     inputs = {"input": tidy_models.random_input((1, 3, 56, 56))}
     precision = "bf16" if has_bf16(kiln) else "fp32"
     settings = {"threads": 2, "precision": precision, "onednn_enabled": False}
     prof = profiled(kiln, model, inputs, settings, args.runs)
-    estimate, matched, basis = estimated(kiln, prof, model, settings, [name], args.runs, args.runs)
+    estimate, matched, basis, declared = estimated(kiln, prof, model, settings, [name], args.runs, args.runs,
+                                                   fix_of=name)
+    if estimate is None:
+        return row(name, fix, None, None, None, basis)
     session = kiln.Session(str(model))
     times = side_by_side({"native": (session, inputs, settings),
-                          "onednn": (session, inputs, {"threads": 2, "precision": precision})}, args.rounds, args.runs)
+                          "onednn": (session, inputs, {**settings, **declared})}, args.rounds, args.runs)
     return row(name, fix, estimate, matched, times["native"] - times["onednn"], basis)
 
 
@@ -182,13 +220,16 @@ def unfused_chain(kiln, folder, args):
 
 
 def tiny_ops(kiln, folder, args):
-    name, fix = "TinyOpMultithreadedPattern", "threads 1 instead of 2"
+    name, fix = "TinyOpMultithreadedPattern", "its declared settings (threads 1 instead of 2)"
     model = tidy_models.elementwise_chain(folder / "tiny.onnx", ops=24, width=64)
     inputs = {"input": tidy_models.random_input((1, 64))}
     prof = profiled(kiln, model, inputs, {"threads": 2}, args.runs)
-    estimate, matched, basis = estimated(kiln, prof, model, {"threads": 2}, [name], args.runs, args.runs * 5)
+    estimate, matched, basis, declared = estimated(kiln, prof, model, {"threads": 2}, [name], args.runs,
+                                                   args.runs * 5, fix_of=name)
+    if estimate is None:
+        return row(name, fix, None, None, None, basis)
     session = kiln.Session(str(model))
-    times = side_by_side({"2": (session, inputs, {"threads": 2}), "1": (session, inputs, {"threads": 1})},
+    times = side_by_side({"2": (session, inputs, {"threads": 2}), "1": (session, inputs, {"threads": 2, **declared})},
                          args.rounds, args.runs * 5)
     return row(name, fix, estimate, matched, times["2"] - times["1"], basis)
 
@@ -379,6 +420,8 @@ def main():
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--json", help="also write the rows to this file")
     parser.add_argument("--only", action="append", help="run only the scenario of this name (repeatable)")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 when an estimate lies outside its band (the slow tier's test)")
     args = parser.parse_args()
     global kiln_module
     kiln_module = load_kiln(args.pythonpath)
@@ -405,6 +448,13 @@ def main():
         print(f"\n{result['pattern']}: {result['note']}")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))
+    outside = [f"{result['pattern']}: {result['fix']}" for result in rows if result["verdict"].startswith("OUTSIDE")]
+    for miss in outside:
+        if miss in KNOWN_MISSES:
+            print(f"\nknown miss, {miss}: {KNOWN_MISSES[miss]}")
+    unknown = [miss for miss in outside if miss not in KNOWN_MISSES]
+    if args.check and unknown:
+        sys.exit(f"estimates outside their band: {'; '.join(unknown)}")
 
 
 kiln_module = None

@@ -6,9 +6,9 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "tidy/estimate.h"
 #include "tidy/html_report.h"
 #include "tidy/report.h"
+#include "tidy_runner/estimate.h"
 
 namespace py = pybind11;
 
@@ -32,6 +32,26 @@ py::list notes(const std::vector<tidy::PatternNote>& notes, const char* text_key
     list.append(item);
   }
   return list;
+}
+
+// A match's fix as the report's JSON has it: {"kind", "what"} and, where the kind has them,
+// "settings" ({name: value}), "step_ids" (event ids) or "torch_fix".
+py::dict fix_dict(const tidy::Fix& fix) {
+  py::dict dict;
+  dict["kind"] = tidy::fix_kind_name(fix.kind);
+  dict["what"] = fix.what;
+  if (fix.kind == tidy::Fix::Kind::settings) {
+    py::dict settings;
+    for (const auto& [name, value] : fix.settings) settings[py::str(name)] = value;
+    dict["settings"] = settings;
+  }
+  if (fix.kind == tidy::Fix::Kind::step_removed) {
+    py::list ids;
+    for (const tidy::EventIndex step : fix.steps) ids.append(static_cast<uint64_t>(step) + 1);
+    dict["step_ids"] = ids;
+  }
+  if (fix.kind == tidy::Fix::Kind::torch_benchmark) dict["torch_fix"] = fix.torch_fix;
+  return dict;
 }
 
 py::object optional_number(const std::optional<double>& number) {
@@ -65,6 +85,7 @@ void bind_tidy(py::module_& m) {
                                  item["detail"] = match.detail;
                                  item["time_ms"] = match.time_ms;
                                  item["estimated_saving_ms"] = optional_number(match.estimated_saving_ms);
+                                 item["fix"] = fix_dict(match.fix);
                                  matches.append(item);
                                }
                                return matches;

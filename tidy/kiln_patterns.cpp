@@ -62,6 +62,13 @@ class KilnPattern : public Pattern {
 class ReorderBetweenStepsPattern final : public KilnPattern {
  public:
   std::string name() const override { return kReorderBetweenSteps; }
+  Fix fix(const TidyContext&, EventIndex event) const override {
+    return {Fix::Kind::step_removed,
+            {},
+            {event},
+            {},
+            "the Reorder gone: its producer writes its readers' layout"};
+  }
   std::string description() const override {
     return "A Reorder converts a value between two steps that store it in different layouts. Run both on "
            "a backend that shares the layout (kiln explain shows why the plain-layout neighbour refused "
@@ -95,6 +102,31 @@ class ReorderBetweenStepsPattern final : public KilnPattern {
 class NativeFallbackPattern final : public KilnPattern {
  public:
   std::string name() const override { return kNativeFallback; }
+  // A refusal that names a setting goes when the setting changes: a disabled backend enabled,
+  // deterministic mode off. Other refusals are gaps in the backend, which no setting closes.
+  Fix fix(const TidyContext& context, EventIndex event) const override {
+    Fix fix{
+        Fix::Kind::settings,
+        {},
+        {},
+        {},
+        "planned with the setting its refusal names (a disabled backend enabled, deterministic mode off)"};
+    for (const Refusal& refusal : context.tree.event(event).refusals) {
+      std::pair<std::string, std::string> change;
+      if (refusal.kind == RefusalKind::disabled) {
+        change = {str_cat(refusal.backend, "_enabled"), "1"};
+      } else if (refusal.kind == RefusalKind::deterministic) {
+        change = {"deterministic", "0"};
+      } else {
+        continue;
+      }
+      if (std::find(fix.settings.begin(), fix.settings.end(), change) == fix.settings.end())
+        fix.settings.push_back(std::move(change));
+    }
+    if (fix.settings.empty()) return {Fix::Kind::none, {}, {}, {}, "its refusals name no setting"};
+    std::sort(fix.settings.begin(), fix.settings.end());
+    return fix;
+  }
   std::string description() const override {
     return "A step ran on the native (reference) kernels although a faster backend implements its op: "
            "that backend refused it. Remove the reason where it is a setting (a disabled backend, "
@@ -118,6 +150,13 @@ class NativeFallbackPattern final : public KilnPattern {
 class FP32OnBF16CPUPattern final : public KilnPattern {
  public:
   std::string name() const override { return kFP32OnBF16CPU; }
+  Fix fix(const TidyContext&, EventIndex) const override {
+    return {Fix::Kind::settings,
+            {{"conv_precision", "bf16"}, {"matmul_precision", "bf16"}},
+            {},
+            {},
+            "planned with conv_precision and matmul_precision bf16"};
+  }
   std::string description() const override {
     return "A float32 convolution or matrix product ran on a CPU with bf16 arithmetic. Where bf16's 8-bit "
            "mantissa is accurate enough (check the outputs), set conv_precision/matmul_precision to bf16 "
@@ -153,6 +192,16 @@ class FP32OnBF16CPUPattern final : public KilnPattern {
 class UnfusedElementwisePattern final : public KilnPattern {
  public:
   std::string name() const override { return kUnfusedElementwise; }
+  // After a product the elementwise op is a post-op, which costs next to nothing; after another
+  // elementwise step, one of the two passes over memory goes.
+  Fix fix(const TidyContext& context, EventIndex event) const override {
+    const EventIndex head = unfused_head(context, event);
+    if (head == kNoEvent) return {Fix::Kind::none, {}, {}, {}, "the step before it is not in the trace"};
+    if (is_product_op(context.tree.event(head).name))
+      return {
+          Fix::Kind::step_removed, {}, {event}, {}, "the step fused into the product before it as a post-op"};
+    return {Fix::Kind::step_removed, {}, {head, event}, {}, "the two passes fused into one"};
+  }
   std::string description() const override {
     return "An elementwise step reads the only output of the step before it: one more pass over memory. "
            "A product's activation fuses into it where the backend takes it as a post-op (Relu, "
@@ -173,6 +222,9 @@ class TinyOpMultithreadedPattern final : public KilnPattern {
  public:
   explicit TinyOpMultithreadedPattern(int64_t tiny_step_ns) : tiny_step_ns_(tiny_step_ns) {}
   std::string name() const override { return kTinyOpMultithreaded; }
+  Fix fix(const TidyContext&, EventIndex) const override {
+    return {Fix::Kind::settings, {{"threads", "1"}}, {}, {}, "planned on 1 thread"};
+  }
   std::string description() const override {
     return str_cat("Steps shorter than ", tiny_step_ns_ / 1000,
                    " us ran on several threads, and such steps are ", static_cast<int>(kTinyRunShare * 100),
@@ -220,6 +272,13 @@ class TinyOpMultithreadedPattern final : public KilnPattern {
 class OversubscriptionPattern final : public KilnPattern {
  public:
   std::string name() const override { return kOversubscription; }
+  Fix fix(const TidyContext&, EventIndex) const override {
+    return {Fix::Kind::thread_budget,
+            {},
+            {},
+            {},
+            "concurrent runs leasing their threads from a budget at the cores"};
+  }
   std::string description() const override {
     return "Steps ran while the steps running at once (concurrent runs, parallel branches) asked for more "
            "threads than the machine has cores: threads wait for a core and caches are shared. Keep "
@@ -296,6 +355,9 @@ class OversubscriptionPattern final : public KilnPattern {
 class PlanCacheMissPattern final : public KilnPattern {
  public:
   std::string name() const override { return kPlanCacheMiss; }
+  Fix fix(const TidyContext&, EventIndex) const override {
+    return {Fix::Kind::planning_ahead, {}, {}, {}, "every input shape planned during warm-up"};
+  }
   std::string description() const override {
     return "The session planned again after runs had started: new input shapes (or settings) missed the "
            "plan cache, and planning (shape inference, kernel creation, weight reorders) ran inside the "
@@ -332,6 +394,9 @@ class PlanCacheMissPattern final : public KilnPattern {
 class IdleGapPattern final : public KilnPattern {
  public:
   std::string name() const override { return kIdleGap; }
+  Fix fix(const TidyContext&, EventIndex) const override {
+    return {Fix::Kind::none, {}, {}, {}, "the idle time is spent outside kiln (what feeds the runs)"};
+  }
   std::string description() const override {
     return "A run started after a gap in which kiln did nothing (no run, no planning, on any thread) "
            "longer than the run before it: the time goes to what feeds the runs (input loading, "

@@ -1,7 +1,7 @@
 // kiln's runtime anti-patterns, read from kiln's own traces (runs, planning, steps with their plan
 // records: backend, kernel, layouts, threads, the data flow, why faster backends refused): what to
 // change in a kiln deployment. Named in TorchTidy's style; estimates of what each fix saves are
-// measured by tidy/estimate.h.
+// measured by tidy_runner/estimate.h.
 #pragma once
 
 #include <cstdint>

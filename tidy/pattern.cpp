@@ -103,4 +103,26 @@ std::vector<EventIndex> Pattern::matched_events(const TidyContext& context) {
   return matched;
 }
 
+Fix Pattern::fix(const TidyContext&, EventIndex) const {
+  return {Fix::Kind::none, {}, {}, {}, "its fix is not one kiln can measure"};
+}
+
+const char* fix_kind_name(Fix::Kind kind) {
+  switch (kind) {
+    case Fix::Kind::none:
+      return "none";
+    case Fix::Kind::settings:
+      return "settings";
+    case Fix::Kind::step_removed:
+      return "step_removed";
+    case Fix::Kind::planning_ahead:
+      return "planning_ahead";
+    case Fix::Kind::thread_budget:
+      return "thread_budget";
+    case Fix::Kind::torch_benchmark:
+      return "torch_benchmark";
+  }
+  return "?";
+}
+
 }  // namespace kiln::tidy

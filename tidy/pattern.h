@@ -57,6 +57,25 @@ bool is_gpu_work(const TraceEvent& event);
 // Why a pattern says nothing about a trace (its reason), or nothing.
 using Reason = std::optional<std::string>;
 
+// What fixing one match changes, declared by its pattern next to its rule. The estimator
+// (tidy_runner/estimate.h) measures fixes by their kind and never names a pattern.
+struct Fix {
+  enum class Kind : uint8_t {
+    none,             // not estimable here: `what` says why
+    settings,         // the model planned again with `settings` changed; the matched step timed in both plans
+    step_removed,     // one of `steps` is no longer run (the cheapest, as measured): its time is saved
+    planning_ahead,   // the matched planning happens before the steady state: its time is saved
+    thread_budget,    // concurrent runs lease their threads from a budget at the cores
+    torch_benchmark,  // PyTorch times the call as recorded and fixed (`torch_fix`: torch_benchmark.py's name)
+  };
+  Kind kind = Kind::none;
+  std::vector<std::pair<std::string, std::string>> settings;  // settings: name and value, as text
+  std::vector<EventIndex> steps;                              // step_removed
+  std::string torch_fix;                                      // torch_benchmark
+  std::string what;  // the fix in words (none: why there is no estimate), for the report's basis
+};
+const char* fix_kind_name(Fix::Kind kind);
+
 class Pattern {
  public:
   enum class Traversal { depth_first, breadth_first };
@@ -90,6 +109,8 @@ class Pattern {
   // The message for one match: the description and where in the user's code (TorchTidy's format).
   virtual std::string report(const TidyContext& context, EventIndex event) const;
   virtual std::string summary(const TidyContext& context, std::span<const EventIndex> events) const;
+  // What fixing match `event` changes, for the estimator; by default nothing kiln can measure.
+  virtual Fix fix(const TidyContext& context, EventIndex event) const;
 
   // The matches over the whole tree, in traversal order (none when skip() says why).
   std::vector<EventIndex> matched_events(const TidyContext& context);

@@ -124,7 +124,8 @@ TidyReport analyse(const profiler::Trace& trace, const std::string& trace_name, 
       const SourceLocation location = context.location(event);
       std::string detail = pattern->detail(context, event);
       report.matches.push_back({name, description, location, tree.event(event).id, detail,
-                                static_cast<double>(tree.event(event).duration_ns()) * 1e-6, std::nullopt});
+                                static_cast<double>(tree.event(event).duration_ns()) * 1e-6, std::nullopt,
+                                pattern->fix(context, event)});
       std::string message = pattern->report(context, event);
       if (!reported.insert(message).second) continue;
       report.findings.push_back(
@@ -206,6 +207,28 @@ std::string TidyReport::text() const {
   return out.str();
 }
 
+namespace {
+
+// {"kind", "what", "settings": {name: value}, "step_ids": [...], "torch_fix"}: the last three where
+// the kind has them. Steps are written as event ids, as matches name events.
+void write_fix(JsonWriter& json, const Fix& fix) {
+  json.key("fix").begin_object().member("kind", fix_kind_name(fix.kind)).member("what", fix.what);
+  if (fix.kind == Fix::Kind::settings) {
+    json.key("settings").begin_object();
+    for (const auto& [name, value] : fix.settings) json.member(name, value);
+    json.end_object();
+  }
+  if (fix.kind == Fix::Kind::step_removed) {
+    json.key("step_ids").begin_array();
+    for (const EventIndex step : fix.steps) json.value(static_cast<uint64_t>(step) + 1);
+    json.end_array();
+  }
+  if (fix.kind == Fix::Kind::torch_benchmark) json.member("torch_fix", fix.torch_fix);
+  json.end_object();
+}
+
+}  // namespace
+
 std::string TidyReport::json() const {
   JsonWriter json;
   json.begin_object();
@@ -226,6 +249,7 @@ std::string TidyReport::json() const {
     if (!match.detail.empty()) json.member("detail", match.detail);
     json.member("time_ms", match.time_ms);
     if (match.estimated_saving_ms) json.member("estimated_saving_ms", *match.estimated_saving_ms);
+    write_fix(json, match.fix);
     json.end_object();
   }
   json.end_array();

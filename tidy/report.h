@@ -29,8 +29,10 @@ struct TidyMatch {
   uint64_t event_id = 0;
   std::string detail;  // kiln's patterns: the step or run, and why (Pattern::detail)
   double time_ms = 0;  // the matched event's time in the trace
-  // Measured by estimate_savings (tidy/estimate.h): what the fix saves for this event, on this machine.
+  // Measured by estimate_savings (tidy_runner/estimate.h): what the fix saves for this event, on this
+  // machine.
   std::optional<double> estimated_saving_ms;
+  Fix fix;  // what fixing it changes, as its pattern declares it (Fix::steps index trace.events)
 };
 
 // What a pattern's fix saves over all its matches, TorchTidy's "Total Estimated Speedup".

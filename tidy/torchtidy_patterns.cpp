@@ -55,6 +55,14 @@ class NamePattern final : public Pattern {
 class ExtraCUDACopyPattern final : public Pattern {
  public:
   std::string name() const override { return "Extra CUDA Copy Pattern"; }
+  Fix fix(const TidyContext&, EventIndex) const override {
+    return {Fix::Kind::torch_benchmark,
+            {},
+            {},
+            "no_copy",
+            "the copy each chain makes (a new tensor and the copy into it) timed with torch.utils.benchmark: "
+            "creating the tensor where it is used saves it"};
+  }
   std::string description() const override {
     return "Filled a CPU tensor and immediately moved it to GPU. Please initalize it on GPU.";
   }
@@ -140,6 +148,15 @@ class ForLoopIndexingPattern final : public Pattern {
 class FP32MatMulPattern final : public Pattern {
  public:
   std::string name() const override { return "FP32 MatMul Pattern"; }
+  // On a CPU the fix is bf16: TF32, TorchTidy's advice, exists only on GPUs.
+  Fix fix(const TidyContext&, EventIndex) const override {
+    return {Fix::Kind::torch_benchmark,
+            {},
+            {},
+            "bf16_autocast",
+            "each distinct product timed in float32 and under torch.autocast('cpu', torch.bfloat16) with "
+            "torch.utils.benchmark (TF32, TorchTidy's advice, exists only on GPUs)"};
+  }
   std::string description() const override {
     return "You are currently using GPU that supports TF32. Please enable TF32 by setting "
            "'torch.backends.cuda.matmul.allow_tf32 = True'";
@@ -288,6 +305,14 @@ class Conv2dBiasFollowedByBatchNorm2dPattern final : public Pattern {
 class MatMulDimInFP16Pattern final : public Pattern {
  public:
   std::string name() const override { return "Matrix Multiplication Dimension Not Aligned Pattern"; }
+  Fix fix(const TidyContext&, EventIndex) const override {
+    return {Fix::Kind::torch_benchmark,
+            {},
+            {},
+            "aligned_dims",
+            "each distinct product timed as recorded and with every dimension padded to a multiple of 8 "
+            "(torch.utils.benchmark)"};
+  }
   std::string description() const override {
     return "Detected matmul with dimension not aligned. Please use matmul with aligned dimension.";
   }

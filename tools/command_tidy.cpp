@@ -7,9 +7,9 @@
 
 #include "core/error.h"
 #include "profiler/trace_load.h"
-#include "tidy/estimate.h"
 #include "tidy/html_report.h"
 #include "tidy/report.h"
+#include "tidy_runner/estimate.h"
 #include "tools/cli_args.h"
 #include "tools/commands.h"
 #include "tools/setting_options.h"

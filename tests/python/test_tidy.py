@@ -250,6 +250,10 @@ def run_cli(kiln_bin, *args):
     return subprocess.run([str(kiln_bin), *map(str, args)], capture_output=True, text=True)
 
 
+TORCH_BENCHMARKED = {"FP32 MatMul Pattern", "Extra CUDA Copy Pattern",
+                     "Matrix Multiplication Dimension Not Aligned Pattern"}
+
+
 def test_cli_tidy_text_json_and_torchtidy_json(kiln_bin, runs, tmp_path):
     _, path, matched = runs["mixed"]
     result = run_cli(kiln_bin, "tidy", path)
@@ -264,7 +268,10 @@ def test_cli_tidy_text_json_and_torchtidy_json(kiln_bin, runs, tmp_path):
     assert report["counts"]["aten::select"] > 0
     assert sum(report["counts"].values()) == len(report["matches"])
     for match in report["matches"]:
-        assert set(match) == {"pattern", "message", "file", "line", "event_id", "time_ms"}
+        assert set(match) == {"pattern", "message", "file", "line", "event_id", "time_ms", "fix"}
+        # The fix each pattern declares: PyTorch's three benchmarked ones, nothing kiln measures else.
+        expected = "torch_benchmark" if match["pattern"] in TORCH_BENCHMARKED else "none"
+        assert match["fix"]["kind"] == expected and match["fix"]["what"], match
     for note in report["not_evaluated"]:
         assert set(note) == {"pattern", "reason"}
     assert "tidy_workloads.py" in json.loads((tmp_path / "torchtidy_report.json").read_text())

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "core/error.h"
-#include "tidy/estimate.h"
 #include "tidy/kiln_patterns.h"
 #include "tidy/report.h"
 #include "tidy/step_flow.h"
+#include "tidy_runner/estimate.h"
 
 namespace kiln {
 namespace {

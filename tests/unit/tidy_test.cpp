@@ -12,11 +12,11 @@
 
 #include "core/error.h"
 #include "profiler/trace_load.h"
-#include "tidy/estimate.h"
 #include "tidy/event_tree.h"
 #include "tidy/report.h"
 #include "tidy/source_location.h"
-#include "tidy/torch_estimate.h"
+#include "tidy_runner/estimate.h"
+#include "tidy_runner/torch_estimate.h"
 
 namespace kiln {
 namespace {

@@ -18,7 +18,7 @@ struct EstimateOptions {
 };
 
 // Fills report.estimates (one per kiln pattern that matched) and each estimated match's saving. A
-// PyTorch trace's patterns are estimated with PyTorch itself instead (tidy/torch_estimate.h).
+// PyTorch trace's patterns are estimated with PyTorch itself instead (tidy_runner/torch_estimate.h).
 // Measures under the calling thread's current settings, which must plan as the trace's runs did;
 // where they do not, or the trace was recorded on another CPU, or a fix cannot apply here (bf16 on a
 // CPU without it), or measuring fails, the pattern is "not estimated" with the reason. Fixes outside kiln (a

@@ -1,4 +1,4 @@
-#include "tidy/estimate.h"
+#include "tidy_runner/estimate.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "backends/backends.h"
+#include "backends/setting_text.h"
 #include "backends/settings.h"
 #include "core/error.h"
 #include "graph/observer.h"
@@ -20,7 +21,7 @@
 #include "graph/step_timer.h"
 #include "runtime/thread_budget.h"
 #include "tidy/kiln_patterns.h"
-#include "tidy/torch_estimate.h"
+#include "tidy_runner/torch_estimate.h"
 
 namespace kiln::tidy {
 namespace {
@@ -257,18 +258,26 @@ class Bench {
     return timer.median_ms();
   }
 
-  // The median time of planning the model for `shapes` as a cache miss does: with oneDNN's primitive
-  // cache cleared first (new shapes create new primitives; the cache would make a repeat cheap).
-  double planning_ms(const std::vector<Shape>& shapes) {
+  // The median cost of a plan cache miss for `shapes` in steady state: planning, with oneDNN's
+  // primitive cache cleared first (new shapes create new primitives; the cache would make a repeat
+  // cheap), and what the first run at those shapes costs beyond a second one (its run context's
+  // arena, pages touched for the first time).
+  double miss_ms(const std::vector<Shape>& shapes) {
     std::vector<double> times;
     for (int round = 0; round < kPlanningRounds; ++round) {
       // A new session each time: a session keeps its plans, and releases the weights they packed.
       Session fresh(model_);
+      const RandomInputs inputs = random_inputs(fresh.inputs(), shapes);
       if (backends::info("onednn").built) backends::onednn::primitive_cache::clear();
-      const auto start = std::chrono::steady_clock::now();
-      fresh.plan_for(shapes);
-      times.push_back(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      auto start = std::chrono::steady_clock::now();
+      fresh.run(inputs.by_name);
+      const double first =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      start = std::chrono::steady_clock::now();
+      fresh.run(inputs.by_name);
+      const double second =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      times.push_back(first - second);
     }
     return median(std::move(times));
   }
@@ -288,149 +297,113 @@ const TraceEvent& event_of(const profiler::Trace& trace, const TidyMatch& match)
 }
 
 // Per match: the saving, or nothing where this match cannot be estimated.
-using SavingOf = std::function<std::optional<double>(const TidyMatch&)>;
+using SavingOf = std::function<std::optional<double>(const TidyMatch*)>;
 
+// Sets each match's saving and adds those estimated to the pattern's.
 void apply(PatternEstimate& estimate, std::vector<TidyMatch*>& matches, const SavingOf& saving_of) {
-  double total = 0;
-  bool any = false;
   for (TidyMatch* match : matches) {
-    match->estimated_saving_ms = saving_of(*match);
-    if (!match->estimated_saving_ms) continue;
-    total += *match->estimated_saving_ms;
-    any = true;
+    match->estimated_saving_ms = saving_of(match);
+    if (match->estimated_saving_ms)
+      estimate.saving_ms = estimate.saving_ms.value_or(0) + *match->estimated_saving_ms;
   }
-  if (any) estimate.saving_ms = total;
 }
 
-// The saving of a fix that changes settings: each matched step timed in both plans.
-SavingOf step_time_difference(const profiler::Trace& trace, const Measured& before, const Measured& after,
-                              bool with_new_reorders) {
-  return [&trace, &before, &after, with_new_reorders](const TidyMatch& match) -> std::optional<double> {
-    const std::string& node = event_of(trace, match).node;
-    const std::optional<double> was = before.ms(node);
-    const std::optional<double> is =
-        with_new_reorders ? after.ms_with_new_reorders(node, before) : after.ms(node);
-    if (!was || !is) return std::nullopt;
-    return *was - *is;
+std::string settings_text(const std::vector<std::pair<std::string, std::string>>& settings) {
+  std::string text;
+  for (const auto& [name, value] : settings) text += str_cat(text.empty() ? "" : ", ", name, "=", value);
+  return text;
+}
+
+// Settings fixes: the model planned again under each distinct change, every matched step timed in
+// both plans with the Reorders the change adds next to it. A change this machine plans the matched
+// steps the same under (bf16 where the ISA tier has none) is not estimated.
+std::string estimate_settings(PatternEstimate& estimate, std::vector<TidyMatch*>& matches,
+                              const profiler::Trace& trace, Bench& bench) {
+  struct Planned {
+    std::optional<Measured> measured;
+    std::string problem;
   };
-}
-
-void estimate_fp32_on_bf16(PatternEstimate& estimate, std::vector<TidyMatch*>& matches,
-                           const profiler::Trace& trace, Bench& bench) {
-  const std::string extensions = profiler::machine_facts().at("cpu_extensions");
-  if (!has_bf16(extensions)) {
-    estimate.basis = str_cat("this CPU has no bf16 arithmetic (extensions: ", extensions, ")");
-    return;
-  }
-  Settings fix;
-  fix.set_by_name("conv_precision", static_cast<int>(Precision::bf16));
-  fix.set_by_name("matmul_precision", static_cast<int>(Precision::bf16));
-  const Measured bf16 = bench.measure(fix);
-  estimate.basis = str_cat(
-      "each step planned again with conv_precision and matmul_precision bf16 and timed with the "
-      "Reorders that adds next to it (median of ",
-      bench.runs(), " runs)");
-  apply(estimate, matches, step_time_difference(trace, bench.base(), bf16, /*with_new_reorders=*/true));
-}
-
-// The setting a refusal's kind names, as the change that removes it: a disabled backend is
-// enabled, deterministic mode turned off. Nothing for a refusal that names no setting (an attribute or
-// dtype the backend does not take).
-std::optional<std::pair<std::string, int>> setting_fix(const Refusal& refusal) {
-  std::pair<std::string, int> change;
-  if (refusal.kind == RefusalKind::disabled) {
-    change = {str_cat(refusal.backend, "_enabled"), 1};
-  } else if (refusal.kind == RefusalKind::deterministic) {
-    change = {"deterministic", 0};
-  } else {
-    return std::nullopt;
-  }
-  // A backend this build does not have (a trace from another build) names no setting here.
-  try {
-    Settings().set_by_name(change.first, change.second);
-  } catch (const Error&) {
-    return std::nullopt;
-  }
-  return change;
-}
-
-void estimate_native_fallbacks(PatternEstimate& estimate, std::vector<TidyMatch*>& matches,
-                               const profiler::Trace& trace, Bench& bench) {
-  // Each distinct fix (the settings the matched steps' refusals name) measured once.
-  std::map<std::vector<std::pair<std::string, int>>, Measured> fixed;
-  std::map<const TidyMatch*, const Measured*> plan_of;
+  std::map<std::vector<std::pair<std::string, std::string>>, Planned> by_change;
   for (const TidyMatch* match : matches) {
-    std::vector<std::pair<std::string, int>> changes;
-    for (const Refusal& refusal : event_of(trace, *match).refusals) {
-      if (const auto change = setting_fix(refusal))
-        if (std::find(changes.begin(), changes.end(), *change) == changes.end()) changes.push_back(*change);
+    auto [found, added] = by_change.try_emplace(match->fix.settings);
+    if (!added) continue;
+    try {
+      Settings change;
+      for (const auto& [name, value] : match->fix.settings)
+        set_setting_from_text(change, name, value, "the fix");
+      found->second.measured = bench.measure(change);
+    } catch (const Error& error) {
+      found->second.problem = error.what();
     }
-    if (changes.empty()) continue;
-    std::sort(changes.begin(), changes.end());
-    auto found = fixed.find(changes);
-    if (found == fixed.end()) {
-      Settings fix;
-      for (const auto& [name, value] : changes) fix.set_by_name(name, value);
-      found = fixed.emplace(changes, bench.measure(fix)).first;
-    }
-    plan_of[match] = &found->second;
   }
-  estimate.basis = str_cat(
-      "each step planned again with the setting its refusal names (a disabled backend enabled, "
-      "deterministic mode off) and timed with the Reorders that adds next to it (median of ",
-      bench.runs(),
-      " runs); a node fused into another step there costs nothing of its own. "
-      "Refusals that name no setting are not estimated");
-  apply(estimate, matches, [&](const TidyMatch& match) -> std::optional<double> {
-    const auto plan = plan_of.find(&match);
-    if (plan == plan_of.end()) return std::nullopt;
-    const std::string& node = event_of(trace, match).node;
+  std::vector<std::string> changes;
+  std::vector<std::string> unchanged;
+  for (auto& [change, planned] : by_change) {
+    changes.push_back(settings_text(change));
+    if (!planned.measured) continue;
+    const bool same = std::all_of(matches.begin(), matches.end(), [&](const TidyMatch* match) {
+      if (match->fix.settings != change) return true;
+      const std::string& node = event_of(trace, *match).node;
+      const int was = bench.base().step_of(node);
+      const int is = planned.measured->step_of(node);
+      if (was < 0 || is < 0) return false;
+      const StepRecord& before = bench.base().plan().steps()[static_cast<size_t>(was)].record;
+      const StepRecord& after = planned.measured->plan().steps()[static_cast<size_t>(is)].record;
+      return before.kernel == after.kernel && before.threads == after.threads;
+    });
+    if (same) {
+      unchanged.push_back(settings_text(change));
+      planned.measured.reset();
+      planned.problem = "plans the matched steps with the same kernels and threads on this machine";
+    }
+  }
+  apply(estimate, matches, [&](const TidyMatch* match) -> std::optional<double> {
+    const Planned& planned = by_change.at(match->fix.settings);
+    if (!planned.measured) return std::nullopt;
+    const std::string& node = event_of(trace, *match).node;
     const std::optional<double> was = bench.base().ms(node);
-    const std::optional<double> is = plan->second->ms_with_new_reorders(node, bench.base());
+    const std::optional<double> is = planned.measured->ms_with_new_reorders(node, bench.base());
     if (!was || !is) return std::nullopt;
     return *was - *is;
   });
+  std::string basis = str_cat(matches.front()->fix.what, " (", changes.front());
+  for (size_t i = 1; i < changes.size(); ++i) basis += str_cat("; ", changes[i]);
+  basis +=
+      str_cat("), each step timed in both plans with the Reorders the change adds next to it (median of ",
+              bench.runs(), " runs)");
+  for (const auto& [change, planned] : by_change) {
+    if (!planned.problem.empty())
+      basis += str_cat("; ", settings_text(change), " not estimated: ", planned.problem);
+  }
+  return basis;
 }
 
-void estimate_tiny_ops(PatternEstimate& estimate, std::vector<TidyMatch*>& matches,
-                       const profiler::Trace& trace, Bench& bench) {
-  Settings fix;
-  fix.set_by_name("threads", 1);
-  const Measured single = bench.measure(fix);
-  estimate.basis =
-      str_cat("each step timed on 1 thread and on ", bench.threads(), " (median of ", bench.runs(), " runs)");
-  apply(estimate, matches, step_time_difference(trace, bench.base(), single, /*with_new_reorders=*/false));
-}
-
-void estimate_unfused(PatternEstimate& estimate, std::vector<TidyMatch*>& matches,
-                      const profiler::Trace& trace, const Bench& bench) {
-  // The chain's head, as the pattern found it: the tree and data flow built again only here.
-  const EventTree tree(trace);
-  const TidyContext context(tree);
-  estimate.basis = str_cat(
-      "the elementwise step's own time where the step before it is a product (its post-op "
-      "would cost next to nothing), else the shorter of the two passes (median of ",
-      bench.runs(), " runs)");
-  apply(estimate, matches, [&](const TidyMatch& match) -> std::optional<double> {
-    const EventIndex step = static_cast<EventIndex>(match.event_id - 1);
-    const EventIndex head = unfused_head(context, step);
-    const std::optional<double> tail_ms = bench.base().ms(tree.event(step).node);
-    const std::optional<double> head_ms =
-        head == kNoEvent ? std::nullopt : bench.base().ms(tree.event(head).node);
-    if (!tail_ms || !head_ms) return std::nullopt;
-    return is_product_op(tree.event(head).name) ? *tail_ms : std::min(*tail_ms, *head_ms);
+// Step removals: the cheapest of the steps the fix removes, as timed here.
+std::string estimate_step_removed(PatternEstimate& estimate, std::vector<TidyMatch*>& matches,
+                                  const profiler::Trace& trace, const Bench& bench) {
+  apply(estimate, matches, [&](const TidyMatch* match) -> std::optional<double> {
+    std::optional<double> cheapest;
+    for (const EventIndex step : match->fix.steps) {
+      const std::optional<double> ms = bench.base().ms(trace.events[step].node);
+      if (!ms) return std::nullopt;
+      cheapest = std::min(cheapest.value_or(*ms), *ms);
+    }
+    return cheapest;
   });
+  return str_cat(
+      matches.front()->fix.what,
+      ": each step's own time here, the cheaper one's where the fix leaves one pass of two (median of ",
+      bench.runs(), " runs)");
 }
 
-void estimate_oversubscription(PatternEstimate& estimate, std::vector<TidyMatch*>& matches,
-                               const profiler::Trace& trace, Bench& bench) {
+std::string estimate_thread_budget(PatternEstimate& estimate, std::vector<TidyMatch*>& matches,
+                                   const profiler::Trace& trace, Bench& bench) {
   const int concurrent = std::min(concurrent_runs(trace), kMaxConcurrentRuns);
   const int cores = trace_cores(trace);
   if (concurrent <= 1) {
-    estimate.basis =
-        "the oversubscription is within runs (a step on more threads than cores, or parallel branches): not "
-        "estimated; compare thread counts or execution modes with kiln bench";
-    return;
+    return "the oversubscription is within runs (a step on more threads than cores, or parallel branches): "
+           "not "
+           "estimated; compare thread counts or execution modes with kiln bench";
   }
   // The fix is kiln's thread budget at the cores (its default): concurrent runs lease their threads
   // from it instead of each starting a team of its own.
@@ -444,67 +417,82 @@ void estimate_oversubscription(PatternEstimate& estimate, std::vector<TidyMatch*
   }
   const double before_ms = median(before);
   const double after_ms = median(after);
-  estimate.basis = str_cat(
-      concurrent, " runs of ", bench.threads(),
-      " threads at once, each run's execution (not its wait for threads) timed with the thread "
-      "budget off (",
-      before_ms, " ms) and at the ", cores, " cores (", after_ms, " ms), medians of ", kConcurrentRounds,
-      " alternating rounds of ", bench.runs(), " runs each: each matched step's time scaled by that");
   apply(estimate, matches,
-        [&](const TidyMatch& match) { return match.time_ms * (1 - after_ms / before_ms); });
+        [&](const TidyMatch* match) { return match->time_ms * (1 - after_ms / before_ms); });
+  return str_cat(matches.front()->fix.what, ": ", concurrent, " runs of ", bench.threads(),
+                 " threads at once, each run's execution (not its wait for threads) timed with the thread "
+                 "budget off (",
+                 before_ms, " ms) and at the ", cores, " cores (", after_ms, " ms), medians of ",
+                 kConcurrentRounds, " alternating rounds of ", bench.runs(),
+                 " runs each: each matched step's time scaled by that");
 }
 
-void estimate_plan_cache_misses(PatternEstimate& estimate, std::vector<TidyMatch*>& matches,
-                                const profiler::Trace& trace, Bench& bench) {
-  estimate.basis =
-      str_cat("planning for each shape timed here, oneDNN's primitive cache cleared first (median of ",
-              kPlanningRounds, "): what planning every shape during warm-up takes out of the steady state");
+std::string estimate_planning_ahead(PatternEstimate& estimate, std::vector<TidyMatch*>& matches,
+                                    const profiler::Trace& trace, Bench& bench) {
   std::map<std::vector<Shape>, double> planning;
-  apply(estimate, matches, [&](const TidyMatch& match) -> std::optional<double> {
-    const std::vector<Shape>& shapes = event_of(trace, match).input_shapes;
+  apply(estimate, matches, [&](const TidyMatch* match) -> std::optional<double> {
+    const std::vector<Shape>& shapes = event_of(trace, *match).input_shapes;
     if (shapes.empty()) return std::nullopt;
     auto known = planning.find(shapes);
     if (known == planning.end()) {
       if (planning.size() >= kMaxPlannedShapes) return std::nullopt;
-      known = planning.emplace(shapes, bench.planning_ms(shapes)).first;
+      known = planning.emplace(shapes, bench.miss_ms(shapes)).first;
     }
     return known->second;
   });
+  std::string basis =
+      str_cat(matches.front()->fix.what,
+              ": each shape's first run timed here beyond its second, planning included, oneDNN's "
+              "primitive cache cleared first (median of ",
+              kPlanningRounds, "), what it takes out of the steady state");
   if (planning.size() >= kMaxPlannedShapes)
-    estimate.basis +=
-        str_cat("; planning for more than ", kMaxPlannedShapes, " distinct shapes is not timed");
+    basis += str_cat("; planning for more than ", kMaxPlannedShapes, " distinct shapes is not timed");
+  return basis;
 }
 
-// One pattern's estimate, by its fix.
-void estimate_pattern(const std::string& name, PatternEstimate& estimate, std::vector<TidyMatch*>& matches,
+// One pattern's estimate: its matches grouped by the kind of their fixes, each kind measured its way.
+void estimate_pattern(PatternEstimate& estimate, std::vector<TidyMatch*>& matches,
                       const profiler::Trace& trace, const std::function<Bench*()>& get_bench,
                       const Reason& bench_unusable) {
-  if (name == kIdleGap) {
-    estimate.basis = "the idle time is spent outside kiln (what feeds the runs)";
-  } else if (Bench* measured = get_bench(); measured == nullptr) {
-    estimate.basis = bench_unusable.value_or("");
-    if (name == kPlanCacheMiss) {
-      estimate.basis += "; the planning time recorded instead";
-      apply(estimate, matches, [](const TidyMatch& match) { return match.time_ms; });
+  std::map<Fix::Kind, std::vector<TidyMatch*>> by_kind;
+  for (TidyMatch* match : matches) by_kind[match->fix.kind].push_back(match);
+  std::vector<std::string> bases;
+  for (auto& [kind, group] : by_kind) {
+    if (kind == Fix::Kind::none) {
+      bases.push_back(by_kind.size() == 1 ? group.front()->fix.what
+                                          : str_cat("not estimated where ", group.front()->fix.what));
+      continue;
     }
-  } else if (name == kReorderBetweenSteps) {
-    estimate.basis = str_cat("each Reorder's own time here (median of ", measured->runs(),
-                             " runs): what a producer writing its reader's layout saves");
-    apply(estimate, matches,
-          [&](const TidyMatch& match) { return measured->base().ms(event_of(trace, match).node); });
-  } else if (name == kUnfusedElementwise) {
-    estimate_unfused(estimate, matches, trace, *measured);
-  } else if (name == kFP32OnBF16CPU) {
-    estimate_fp32_on_bf16(estimate, matches, trace, *measured);
-  } else if (name == kNativeFallback) {
-    estimate_native_fallbacks(estimate, matches, trace, *measured);
-  } else if (name == kTinyOpMultithreaded) {
-    estimate_tiny_ops(estimate, matches, trace, *measured);
-  } else if (name == kOversubscription) {
-    estimate_oversubscription(estimate, matches, trace, *measured);
-  } else if (name == kPlanCacheMiss) {
-    estimate_plan_cache_misses(estimate, matches, trace, *measured);
+    Bench* bench = get_bench();
+    if (bench == nullptr) {
+      std::string basis = bench_unusable.value_or("");
+      if (kind == Fix::Kind::planning_ahead) {  // what planning took in the trace stands in for it
+        basis += "; the planning time recorded instead";
+        apply(estimate, group, [](const TidyMatch* match) { return match->time_ms; });
+      }
+      bases.push_back(std::move(basis));
+      continue;
+    }
+    switch (kind) {
+      case Fix::Kind::settings:
+        bases.push_back(estimate_settings(estimate, group, trace, *bench));
+        break;
+      case Fix::Kind::step_removed:
+        bases.push_back(estimate_step_removed(estimate, group, trace, *bench));
+        break;
+      case Fix::Kind::thread_budget:
+        bases.push_back(estimate_thread_budget(estimate, group, trace, *bench));
+        break;
+      case Fix::Kind::planning_ahead:
+        bases.push_back(estimate_planning_ahead(estimate, group, trace, *bench));
+        break;
+      case Fix::Kind::none:
+      case Fix::Kind::torch_benchmark:  // PyTorch traces only (torch_estimate.h)
+        bases.push_back(str_cat("a ", fix_kind_name(kind), " fix is not measured on a kiln trace"));
+        break;
+    }
   }
+  for (const std::string& basis : bases) estimate.basis += str_cat(estimate.basis.empty() ? "" : "; ", basis);
 }
 
 }  // namespace
@@ -545,8 +533,7 @@ void estimate_savings(TidyReport& report, const profiler::Trace& trace, const Es
     }
     return bench.get();
   };
-  for (const std::unique_ptr<Pattern>& pattern : kiln_patterns()) {
-    const std::string name = pattern->name();
+  for (const auto& [name, count] : report.counts) {  // in the order the patterns ran
     const auto found = by_pattern.find(name);
     if (found == by_pattern.end()) continue;
     std::vector<TidyMatch*>& matches = found->second;
@@ -554,7 +541,7 @@ void estimate_savings(TidyReport& report, const profiler::Trace& trace, const Es
     for (const TidyMatch* match : matches) estimate.matched_ms += match->time_ms;
 
     try {
-      estimate_pattern(name, estimate, matches, trace, get_bench, bench_unusable);
+      estimate_pattern(estimate, matches, trace, get_bench, bench_unusable);
     } catch (const std::exception& error) {
       for (TidyMatch* match : matches) match->estimated_saving_ms.reset();
       estimate.saving_ms.reset();

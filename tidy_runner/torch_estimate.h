@@ -1,5 +1,5 @@
 // What fixing TorchTidy's anti-patterns in a PyTorch trace would save, measured with PyTorch itself
-// on this CPU: kiln runs its embedded copy of tidy/torch_benchmark.py (torch.utils.benchmark) in a
+// on this CPU: kiln runs its embedded copy of tidy_runner/torch_benchmark.py (torch.utils.benchmark) in a
 // Python that has torch, once per distinct operator call, and only where the trace names this CPU.
 // TorchTidy benchmarks its fixes on CUDA only; on a CPU the fixes are their CPU forms (bf16 autocast
 // for FP32MatMulPattern, the copy removed for ExtraCUDACopyPattern, dimensions padded to a multiple

@@ -1,4 +1,4 @@
-#include "tidy/torch_estimate.h"
+#include "tidy_runner/torch_estimate.h"
 
 #include <fcntl.h>
 #include <rapidjson/document.h>
@@ -27,36 +27,13 @@ extern char** environ;
 
 namespace kiln::tidy {
 
-extern const char* const kTorchBenchmarkScript;  // tidy/torch_benchmark.py, embedded at build time
+extern const char* const kTorchBenchmarkScript;  // tidy_runner/torch_benchmark.py, embedded at build time
 
 namespace {
 
 // The benchmark times each case for about 0.4 s: at most this many distinct calls (the first seen).
 constexpr size_t kMaxCases = 48;
 constexpr std::chrono::seconds kBenchmarkTimeout{600};
-
-constexpr const char* kFP32MatMul = "FP32 MatMul Pattern";
-constexpr const char* kExtraCopy = "Extra CUDA Copy Pattern";
-constexpr const char* kUnalignedDims = "Matrix Multiplication Dimension Not Aligned Pattern";
-
-// The fix torch_benchmark.py applies for a pattern, and what the report says it measured.
-struct Fix {
-  const char* pattern;
-  const char* name;
-  const char* basis;
-};
-constexpr Fix kFixes[] = {
-    {kFP32MatMul, "bf16_autocast",
-     "each distinct product timed in float32 and under torch.autocast('cpu', torch.bfloat16) with "
-     "torch.utils.benchmark (TF32, TorchTidy's advice, exists only on GPUs)"},
-    {kExtraCopy, "no_copy",
-     "the copy each chain makes (a new tensor and the copy into it) timed with torch.utils.benchmark: "
-     "creating "
-     "the tensor where it is used saves it"},
-    {kUnalignedDims, "aligned_dims",
-     "each distinct product timed as recorded and with every dimension padded to a multiple of 8 "
-     "(torch.utils.benchmark)"},
-};
 
 struct Case {
   std::string fix;
@@ -225,19 +202,22 @@ void estimate_torch_savings(TidyReport& report, const profiler::Trace& trace, co
   const Reason unusable = unmeasurable(trace);
   const std::string extensions = profiler::machine_facts().at("cpu_extensions");
   std::vector<PatternEstimate> estimates;
-  for (const Fix& fix : kFixes) {
-    const auto found = by_pattern.find(fix.pattern);
+  // The patterns whose fix PyTorch times (TidyMatch::fix), each match's call a case.
+  for (const auto& [name, count] : report.counts) {  // in the order the patterns ran
+    const auto found = by_pattern.find(name);
     if (found == by_pattern.end()) continue;
-    PatternEstimate estimate{fix.pattern, 0, std::nullopt, fix.basis};
+    const Fix& fix = found->second.front()->fix;
+    if (fix.kind != Fix::Kind::torch_benchmark) continue;
+    PatternEstimate estimate{name, 0, std::nullopt, fix.what};
     for (const TidyMatch* match : found->second) estimate.matched_ms += match->time_ms;
     if (unusable) {
       estimate.basis = *unusable;
-    } else if (std::string_view(fix.name) == "bf16_autocast" && !has_bf16(extensions)) {
+    } else if (fix.torch_fix == "bf16_autocast" && !has_bf16(extensions)) {
       estimate.basis = str_cat("this CPU has no bf16 arithmetic (extensions: ", extensions, ")");
     } else {
       for (const TidyMatch* match : found->second) {
         const TraceEvent& event = trace.events[match->event_id - 1];
-        Case one{fix.name, event.name, event.input_shapes, event.input_dtypes};
+        Case one{fix.torch_fix, event.name, event.input_shapes, event.input_dtypes};
         auto it = case_ids.find(one);
         if (it == case_ids.end()) {
           if (cases.size() >= kMaxCases) continue;  // this match stays not estimated
