@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "tidy/html_report.h"
+#include "tidy/options.h"
 #include "tidy/report.h"
 #include "tidy_runner/estimate.h"
 
@@ -150,6 +151,26 @@ void bind_tidy(py::module_& m) {
       },
       py::arg("trace"), py::arg("name"), py::arg("names") = std::vector<std::string>{},
       py::arg("corrected") = true, py::arg("tiny_step_us") = tidy::TidyOptions{}.tiny_step_us);
+  t.def("option_rows", [] {
+    // tidy's options table (tidy/options.h), for kiln.tidy.report's defaults and checks.
+    py::list rows;
+    for (const tidy::TidyOptionRow& row : tidy::kTidyOptions) {
+      py::dict item;
+      item["name"] = row.name;
+      item["cli"] = row.cli;
+      item["type"] = row.type == tidy::TidyOptionType::boolean   ? "bool"
+                     : row.type == tidy::TidyOptionType::integer ? "int"
+                     : row.type == tidy::TidyOptionType::list    ? "list"
+                                                                 : "text";
+      item["default"] = row.default_value;
+      item["min"] = row.min;
+      item["max"] = row.max;
+      item["measures"] = row.measures;
+      item["help"] = row.help;
+      rows.append(item);
+    }
+    return rows;
+  });
   t.def(
       "write_html",
       [](const tidy::TidyReport& report, const profiler::Trace& trace, const std::filesystem::path& path) {

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tidy/options.h"
 #include "tidy/pattern.h"
 
 namespace kiln::tidy {
@@ -37,8 +38,7 @@ inline constexpr const char* kPlanCacheMiss = "PlanCacheMissPattern";
 // before it.
 inline constexpr const char* kIdleGap = "IdleGapPattern";
 
-inline constexpr int64_t kDefaultTinyStepNs = 20'000;
-inline constexpr int64_t kMaxTinyStepUs = 1'000'000;  // a second: longer is no tiny step
+inline constexpr int64_t kDefaultTinyStepNs = tidy_option("tiny_step_us").default_value * 1000;
 inline constexpr double kTinyRunShare = 0.10;
 
 // kiln's patterns, TinyOpMultithreadedPattern with steps under `tiny_step_ns` counting as tiny.

@@ -82,8 +82,7 @@ std::string speedup_text(double total_ms, double saving_ms) {
 }  // namespace
 
 TidyReport analyse(const profiler::Trace& trace, const std::string& trace_name, const TidyOptions& options) {
-  KILN_CHECK(options.tiny_step_us >= 1 && options.tiny_step_us <= kMaxTinyStepUs, invalid_argument,
-             "tidy: tiny_step_us must be 1..", kMaxTinyStepUs, " (microseconds), got ", options.tiny_step_us);
+  with_context("tidy", [&] { checked_tidy_option(find_tidy_option("tiny_step_us"), options.tiny_step_us); });
   std::vector<std::unique_ptr<Pattern>> patterns = patterns_for(options);
   const EventTree tree(trace);
   const TidyContext context(tree);

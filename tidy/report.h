@@ -18,8 +18,8 @@ namespace kiln::tidy {
 struct TidyOptions {
   std::vector<std::string> name_patterns;  // a NamePattern per regex, after the others
   bool corrected = true;                   // kiln's corrected patterns (corrected_patterns.h)
-  // TinyOpMultithreadedPattern's threshold: steps shorter than this are tiny (1..kMaxTinyStepUs).
-  int64_t tiny_step_us = kDefaultTinyStepNs / 1000;
+  // TinyOpMultithreadedPattern's threshold: steps shorter than this are tiny (tidy/options.h).
+  int64_t tiny_step_us = tidy_option("tiny_step_us").default_value;
 };
 
 struct TidyMatch {

@@ -14,7 +14,8 @@ namespace kiln::tidy {
 
 struct EstimateOptions {
   std::string model;  // the ONNX file the trace ran (empty: nothing is estimated, and the report says so)
-  int runs = 20;      // timed runs per measurement (each after a warm-up run)
+  // Timed runs per measurement (each after a warm-up run).
+  int runs = static_cast<int>(tidy_option("runs").default_value);
 };
 
 // Fills report.estimates (one per kiln pattern that matched) and each estimated match's saving. A

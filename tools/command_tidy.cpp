@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "profiler/trace_load.h"
 #include "tidy/html_report.h"
+#include "tidy/options.h"
 #include "tidy/report.h"
 #include "tidy_runner/estimate.h"
 #include "tools/cli_args.h"
@@ -18,26 +19,26 @@
 namespace kiln {
 
 int command_tidy(const std::vector<std::string>& args) {
-  const std::vector<OptionSpec> own_specs = {
-      {"json", false, "print the report as one JSON object (counts, matches, not_evaluated, caveats)"},
-      {"benchmark", false,
-       "measure what fixing kiln's runtime patterns saves, on this machine (the model planned again at the "
-       "trace's shapes, under the settings given here and under each fix)"},
-      {"model", true, "MODEL: with --benchmark, the ONNX file the trace ran (default: the one it names)"},
-      {"runs", true, "N: with --benchmark, timed runs per measurement (default 20)"},
-      {"torchtidy-json", true, "DIR: also write DIR/torchtidy_report.json as TorchTidy lays it out (merged)"},
-      {"html", true,
-       "FILE: also write the report as one self-contained HTML page (time by op and backend, findings, "
-       "estimates)"},
-      {"name", true,
-       "REGEX: also report events whose name matches REGEX (TorchTidy's NamePattern; repeatable)"},
-      {"tiny-step-us", true,
-       "US: TinyOpMultithreadedPattern counts steps shorter than US microseconds as tiny (default 20)"},
-      {"no-corrected", false,
-       "leave out kiln's corrected versions of TorchTidy's patterns (kiln's runtime patterns stay)"},
-      max_trace_bytes_option(""),
-      {"help", false, "show this help"},
-  };
+  // The analysis's and the measurement's options from tidy's table, then what to write.
+  std::vector<OptionSpec> own_specs;
+  for (const tidy::TidyOptionRow& row : tidy::kTidyOptions) {
+    const bool takes_value = row.type != tidy::TidyOptionType::boolean;
+    own_specs.push_back({std::string(row.cli), takes_value,
+                         row.type == tidy::TidyOptionType::integer
+                             ? str_cat(row.help, " (default ", row.default_value, ")")
+                             : std::string(row.help)});
+  }
+  for (OptionSpec spec : std::initializer_list<OptionSpec>{
+           {"json", false, "print the report as one JSON object (counts, matches, not_evaluated, caveats)"},
+           {"torchtidy-json", true,
+            "DIR: also write DIR/torchtidy_report.json as TorchTidy lays it out (merged)"},
+           {"html", true,
+            "FILE: also write the report as one self-contained HTML page (time by op and backend, findings, "
+            "estimates)"},
+           max_trace_bytes_option(""),
+           {"help", false, "show this help"},
+       })
+    own_specs.push_back(std::move(spec));
   const std::vector<OptionSpec> specs = with_setting_options(own_specs);
   const ParsedArgs parsed = parse_args("tidy", args, specs);
   if (parsed.has("help")) {
@@ -50,28 +51,35 @@ int command_tidy(const std::vector<std::string>& args) {
   }
   KILN_CHECK(parsed.positional.size() == 1, invalid_argument, "kiln tidy expects one TRACE file, got ",
              parsed.positional.size());
-  // Settings, --model and --runs say how to measure: without --benchmark they would be ignored.
+  // Settings and the options that say how to measure would be ignored without --benchmark.
   for (const auto& option : parsed.options) {
     const std::string& name = option.first;
     const bool own = std::any_of(own_specs.begin(), own_specs.end(),
                                  [&](const OptionSpec& spec) { return spec.name == name; });
-    KILN_CHECK(parsed.has("benchmark") || (own && name != "model" && name != "runs"), invalid_argument, "--",
-               name, " applies to --benchmark (how the fixes are measured)");
+    const bool measures =
+        own && std::any_of(std::begin(tidy::kTidyOptions), std::end(tidy::kTidyOptions),
+                           [&](const tidy::TidyOptionRow& row) { return row.cli == name && row.measures; });
+    KILN_CHECK(parsed.has("benchmark") || (own && !measures), invalid_argument, "--", name,
+               " applies to --benchmark (how the fixes are measured)");
   }
   apply_setting_options(parsed);
   const std::string& path = parsed.positional[0];
   tidy::TidyOptions options;
   options.name_patterns = parsed.values("name");
   options.corrected = !parsed.has("no-corrected");
-  options.tiny_step_us = parsed.int_value("tiny-step-us", static_cast<int>(options.tiny_step_us), 1,
-                                          static_cast<int>(tidy::kMaxTinyStepUs));
+  const auto integer = [&](const char* name, int64_t fallback) -> int64_t {
+    const tidy::TidyOptionRow& row = tidy::find_tidy_option(name);
+    return parsed.int_value(std::string(row.cli), static_cast<int>(fallback), static_cast<int>(row.min),
+                            static_cast<int>(row.max));
+  };
+  options.tiny_step_us = integer("tiny_step_us", options.tiny_step_us);
   const profiler::Trace trace = trace::load(path, {.max_bytes = max_trace_bytes(parsed)});
   tidy::TidyReport report = tidy::analyse(trace, path, options);
   if (parsed.has("benchmark")) {
     const auto named = trace.facts.find("model");
     tidy::EstimateOptions estimate;
     estimate.model = parsed.value("model", named != trace.facts.end() ? named->second : std::string());
-    estimate.runs = parsed.int_value("runs", 20, 1, 1 << 20);
+    estimate.runs = static_cast<int>(integer("runs", estimate.runs));
     tidy::estimate_savings(report, trace, estimate);
   }
   if (parsed.has("torchtidy-json")) report.write_torchtidy_json(parsed.value("torchtidy-json"));

@@ -27,13 +27,37 @@ import os as _os
 from kiln import _kiln
 from kiln import profiler as _profiler
 
-__all__ = ["report", "Report"]
+__all__ = ["report", "options", "Report"]
+
+_OPTIONS = {row["name"]: row for row in _kiln.tidy.option_rows()}
 
 Report = _kiln.tidy.Report
 
 
+def options():
+    """tidy's options, one table for kiln tidy's command line and this module: [{"name", "cli", "type",
+    "default", "min", "max", "measures", "help"}] ("measures": it applies with benchmark=True only)."""
+    return [dict(row) for row in _OPTIONS.values()]
+
+
+def _integer(name, value):
+    """An integer option's value checked against its row (None: the row's default)."""
+    row = _OPTIONS[name]
+    if value is None:
+        return row["default"]
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        value = _operator.index(value)  # int, numpy integers
+    except TypeError:
+        raise TypeError(f"report: {name} must be an integer, got {value!r}") from None
+    if not row["min"] <= value <= row["max"]:
+        raise ValueError(f"report: {name} must be {row['min']}..{row['max']}, got {value}")
+    return value
+
+
 def report(prof_or_path, *, names=(), corrected=True, max_bytes=_profiler.DEFAULT_MAX_TRACE_BYTES,
-           benchmark=False, model=None, runs=20, html=None, tiny_step_us=20):
+           benchmark=False, model=None, runs=None, html=None, tiny_step_us=None):
     """Analyses a profile: a trace file (str or os.PathLike; see kiln.profiler.load_trace), a stopped
     torch.profiler.profile, a kiln.profiler.profile or a kiln Trace. `names`: regular expressions,
     each reported as TorchTidy's NamePattern; corrected=False leaves kiln's corrected patterns out.
@@ -42,11 +66,13 @@ def report(prof_or_path, *, names=(), corrected=True, max_bytes=_profiler.DEFAUL
     the settings in force now (they must plan as the trace's runs did) and under each fix, `runs`
     timed runs per measurement. tiny_step_us: TinyOpMultithreadedPattern counts steps shorter than
     this as tiny. html: a path to also write the report to as one self-contained HTML
-    page (time by op and backend, findings, estimates)."""
+    page (time by op and backend, findings, estimates). options() lists the options with their
+    defaults and ranges (None takes the default)."""
     if isinstance(names, (str, bytes)) or not all(isinstance(name, str) for name in names):
         raise TypeError(f"report: names must be a list of regular expressions (str), got {names!r}")
-    if not benchmark and model is not None:
-        raise ValueError("report: model= applies to benchmark=True (it is what the fixes are measured on)")
+    for name, value in (("model", model), ("runs", runs)):
+        if not benchmark and value is not None:
+            raise ValueError(f"report: {name}= applies to benchmark=True (it says how the fixes are measured)")
     if isinstance(prof_or_path, _kiln.profiler.Trace):
         trace, name = prof_or_path, "trace"
     elif isinstance(prof_or_path, _profiler.profile):
@@ -57,19 +83,13 @@ def report(prof_or_path, *, names=(), corrected=True, max_bytes=_profiler.DEFAUL
     else:
         trace = _profiler.load_trace(prof_or_path)
         name = f"{type(prof_or_path).__module__}.{type(prof_or_path).__name__}"
-    try:
-        if isinstance(tiny_step_us, bool):
-            raise TypeError
-        tiny_step_us = _operator.index(tiny_step_us)  # int, numpy integers
-    except TypeError:
-        raise TypeError(f"report: tiny_step_us must be an integer (microseconds), got {tiny_step_us!r}") from None
-    if not 1 <= tiny_step_us <= 1_000_000:
-        raise ValueError(f"report: tiny_step_us must be 1..1000000 (microseconds), got {tiny_step_us}")
+    tiny_step_us = _integer("tiny_step_us", tiny_step_us)
+    runs = _integer("runs", runs)
     analysed = _kiln.tidy.analyse(trace, name, list(names), bool(corrected), tiny_step_us)
     if benchmark:
         if model is None:
             model = trace.facts.get("model", "")
-        _kiln.tidy.estimate_savings(analysed, trace, _os.fspath(model), int(runs))
+        _kiln.tidy.estimate_savings(analysed, trace, _os.fspath(model), runs)
     if html is not None:
         _kiln.tidy.write_html(analysed, trace, _os.fspath(html))
     return analysed

@@ -315,6 +315,14 @@ def test_benchmark_says_why_it_cannot_estimate(kiln, models):
     assert measurable and all("planned under" in estimate["basis"] for estimate in measurable)
     with pytest.raises(ValueError, match="model= applies to benchmark=True"):
         kiln.tidy.report(prof, model=str(models["transpose"]))
+    with pytest.raises(ValueError, match="runs= applies to benchmark=True"):
+        kiln.tidy.report(prof, runs=5)
+    with pytest.raises(ValueError, match=r"runs must be 1\.\.1048576, got 0"):
+        kiln.tidy.report(prof, benchmark=True, runs=0)
+    # The options come from one table, which kiln tidy's command line reads too.
+    rows = {row["name"]: row for row in kiln.tidy.options()}
+    assert rows["tiny_step_us"]["default"] == 20 and rows["runs"]["default"] == 20
+    assert rows["model"]["measures"] and rows["runs"]["measures"] and not rows["tiny_step_us"]["measures"]
 
 
 def test_cli_profile_tidy_and_tidy_benchmark_json(kiln_bin, models, tmp_path):

@@ -188,7 +188,7 @@ TEST(KilnPatterns, TinyStepsOnSeveralThreadsOnlyWhereTheyAreMuchOfTheRun) {
   EXPECT_EQ(tiny_under(1000), 10u);
   EXPECT_EQ(tiny_under(2000), 12u);
   EXPECT_THROW(tiny_under(0), Error);
-  EXPECT_THROW(tiny_under(tidy::kMaxTinyStepUs + 1), Error);
+  EXPECT_THROW(tiny_under(tidy::tidy_option("tiny_step_us").max + 1), Error);
 }
 
 TEST(KilnPatterns, PlanningInSteadyStateAndIdleGaps) {
