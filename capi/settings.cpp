@@ -62,7 +62,10 @@ kiln_status* kiln_global_setting_get(const char* name, char** value) {
   return guarded([&] {
     required(value, "value");
     *value = nullptr;
-    *value = capi::new_c_string(setting_text(global_settings(), required(name, "name")));
+    const std::string_view target = required(name, "name");
+    KILN_CHECK(target != "verbose_sink", invalid_argument,
+               "setting 'verbose_sink' is a callback, not a value");
+    *value = capi::new_c_string(setting_text(global_settings(), target));
   });
 }
 

@@ -1,7 +1,9 @@
 #include "profiler/fields.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 
 #include "core/error.h"
@@ -64,7 +66,13 @@ std::vector<Shape> read_shapes(const JsonValue& value) {
   for (const JsonValue& item : read_array(value)) {
     KILN_CHECK(item.type == Type::array, invalid_argument, "must hold arrays of integer dimensions");
     Shape& shape = result.emplace_back();
-    for (const JsonValue& dim : item.items) shape.push_back(read_integer(dim));
+    for (const JsonValue& dim : item.items) {
+      try {
+        shape.push_back(read_integer(dim));
+      } catch (const Error&) {
+        fail(ErrorKind::invalid_argument, "must hold arrays of integer dimensions");
+      }
+    }
   }
   return result;
 }
@@ -75,6 +83,22 @@ const JsonValue& member(const JsonValue& object, std::string_view key) {
   const JsonValue* value = object.get(key);
   KILN_CHECK(value != nullptr, invalid_argument, "objects must have \"", key, "\"");
   return *value;
+}
+
+// `object`'s member `key` read with `read`; an error names the member.
+template <typename Read>
+decltype(auto) read_member(const JsonValue& object, std::string_view key, Read read) {
+  const JsonValue& value = member(object, key);
+  try {
+    return read(value);
+  } catch (const Error& error) {
+    throw Error(error.kind(), str_cat("objects' \"", key, "\" ", error.message()));
+  }
+}
+
+// A scale as written: a number, or null for one that is not finite.
+double read_scale(const JsonValue& value) {
+  return value.type == Type::null ? std::numeric_limits<double>::quiet_NaN() : read_number(value);
 }
 
 template <typename Enum, typename Name>
@@ -105,19 +129,19 @@ std::vector<Layout> read_layouts(const JsonValue& value) {
 std::vector<FusedNode> read_fused(const JsonValue& value) {
   std::vector<FusedNode> result;
   for (const JsonValue& item : read_array(value))
-    result.push_back({read_string(member(item, "op")), read_string(member(item, "node"))});
+    result.push_back({read_member(item, "op", read_string), read_member(item, "node", read_string)});
   return result;
 }
 
 std::vector<Refusal> read_refusals(const JsonValue& value) {
   std::vector<Refusal> result;
   for (const JsonValue& item : read_array(value)) {
-    const std::string kind = read_string(member(item, "kind"));
+    const std::string kind = read_member(item, "kind", read_string);
     const std::optional<RefusalKind> parsed = refusal_kind_from_name(kind);
     KILN_CHECK(parsed.has_value(), invalid_argument, "has unknown kind '", kind,
                "' (known: ", refusal_kind_names(), ")");
-    result.push_back({read_string(member(item, "backend")), read_string(member(item, "kernel")), *parsed,
-                      read_string(member(item, "detail"))});
+    result.push_back({read_member(item, "backend", read_string), read_member(item, "kernel", read_string),
+                      *parsed, read_member(item, "detail", read_string)});
   }
   return result;
 }
@@ -125,19 +149,19 @@ std::vector<Refusal> read_refusals(const JsonValue& value) {
 std::optional<QuantizationSummary> read_quantization(const JsonValue& value) {
   if (value.type == Type::null) return std::nullopt;
   QuantizationSummary summary;
-  for (const JsonValue& item : read_array(member(value, "operands"))) {
+  for (const JsonValue& item : read_member(value, "operands", read_array)) {
     QuantizedOperand& operand = summary.operands.emplace_back();
-    operand.name = read_string(member(item, "name"));
-    operand.dtype = enum_named(read_string(member(item, "dtype")), DType::boolean, dtype_name, "dtype");
-    for (const JsonValue& scale : read_array(member(item, "scales")))
-      operand.scales.push_back(read_number(scale));
-    for (const JsonValue& zero_point : read_array(member(item, "zero_points")))
+    operand.name = read_member(item, "name", read_string);
+    operand.dtype = enum_named(read_member(item, "dtype", read_string), DType::boolean, dtype_name, "dtype");
+    for (const JsonValue& scale : read_member(item, "scales", read_array))
+      operand.scales.push_back(read_scale(scale));
+    for (const JsonValue& zero_point : read_member(item, "zero_points", read_array))
       operand.zero_points.push_back(static_cast<double>(read_integer(zero_point)));
-    operand.per = read_string(member(item, "per"));
+    operand.per = read_member(item, "per", read_string);
   }
-  summary.accumulation = read_string(member(value, "accumulation"));
-  summary.bias = read_string(member(value, "bias"));
-  summary.output = read_string(member(value, "output"));
+  summary.accumulation = read_member(value, "accumulation", read_string);
+  summary.bias = read_member(value, "bias", read_string);
+  summary.output = read_member(value, "output", read_string);
   return summary;
 }
 
@@ -182,6 +206,10 @@ void write_quantization(JsonWriter& json, const std::optional<QuantizationSummar
     json.key("scales").begin_array();
     char text[32];
     for (double scale : operand.scales) {
+      if (!std::isfinite(scale)) {
+        json.null();
+        continue;
+      }
       std::snprintf(text, sizeof text, "%.9g", scale);
       json.raw(text);
     }
@@ -201,6 +229,10 @@ template <typename T>
 void plain(JsonWriter& json, const T& value) {
   json.value(value);
 }
+// Milliseconds to the nanosecond.
+void milliseconds(JsonWriter& json, double value) {
+  json.value(value, 6);
+}
 void dtypes(JsonWriter& json, const std::vector<DType>& value) {
   json.value(names_of(value, dtype_name));
 }
@@ -211,13 +243,17 @@ void layouts(JsonWriter& json, const std::vector<Layout>& value) {
 void timed(JsonWriter& json, const std::vector<TimedCandidate>& value) {
   json.begin_array();
   for (const TimedCandidate& candidate : value)
-    json.begin_object().member("kernel", candidate.kernel).member("ms", candidate.milliseconds).end_object();
+    json.begin_object()
+        .member("kernel", candidate.kernel)
+        .key("ms")
+        .value(candidate.milliseconds, 6)
+        .end_object();
   json.end_array();
 }
 std::vector<TimedCandidate> read_timed(const JsonValue& value) {
   std::vector<TimedCandidate> result;
   for (const JsonValue& item : read_array(value))
-    result.push_back({read_string(member(item, "kernel")), read_number(member(item, "ms"))});
+    result.push_back({read_member(item, "kernel", read_string), read_member(item, "ms", read_number)});
   return result;
 }
 void rule(JsonWriter& json, DecisionRule value) {
@@ -323,7 +359,7 @@ std::vector<EventField> make_fields() {
                         read_group_index, "parallel execution: its fork-join group; null otherwise"),
       KILN_RECORD_FIELD("parallel_note", always, "string", parallel_note, plain, read_string,
                         "parallel execution: why it keeps the run's thread count, if it does"),
-      KILN_RECORD_FIELD("creation_ms", always, "number", creation_ms, plain, read_number,
+      KILN_RECORD_FIELD("creation_ms", always, "number", creation_ms, milliseconds, read_number,
                         "kernel selection and creation at plan time (primitives, weight reorders)"),
       KILN_RECORD_FIELD("rule", always, "string", decision.rule, rule, read_rule,
                         "how the kernel was chosen: first_offer or autotune"),
@@ -414,7 +450,10 @@ void read_fields(const trace::JsonValue& args, TraceEvent& event) {
       throw Error(error.kind(), str_cat("args \"", field.name, "\" ", error.message()));
     }
   }
-  if (step) set_step_record(event, std::make_shared<const StepRecord>(std::move(record)), true);
+  if (step) {
+    if (record.op_type.empty()) record.op_type = event.name;  // a version 1 trace names the op only there
+    set_step_record(event, std::make_shared<const StepRecord>(std::move(record)), true);
+  }
 }
 
 std::string fields_markdown() {

@@ -20,7 +20,8 @@ namespace kiln::profiler {
 
 // The version kiln's Chrome traces write as "schemaVersion". The major version changes when a field
 // changes meaning or type, or leaves; new fields keep it. The loader reads every version from 1 to
-// this one (version 1 traces lack the fields version 2 added: those read as empty).
+// this one (version 1 traces lack the fields version 2 added: those read as their defaults, and a
+// step's op as the event's name).
 constexpr int kTraceSchemaVersion = 2;
 
 // Which events a field is part of: a bit per EventKind.

@@ -158,6 +158,21 @@ int concurrent_runs(const profiler::Trace& trace) {
   return static_cast<int>(static_cast<double>(run_ns) / static_cast<double>(covered_ns) + 0.5);
 }
 
+// Why inputs of `shapes` (a trace's, so anything) are not ones to allocate, or nothing.
+Reason unallocatable(const std::vector<Shape>& shapes) {
+  for (const Shape& shape : shapes) {
+    int64_t elements = 1;
+    for (const int64_t dim : shape) {
+      if (dim < 0 || (dim > 0 && elements > kMaxInputElements / dim)) {
+        return str_cat("the trace's input shape ", shape_to_string(shape), " is not one to allocate (over ",
+                       kMaxInputElements, " elements)");
+      }
+      elements *= dim;
+    }
+  }
+  return std::nullopt;
+}
+
 // Plans and times the trace's model at its shapes under the current settings plus a fix's changes.
 class Bench {
  public:
@@ -191,17 +206,8 @@ class Bench {
       unusable_ = "recorded without shapes: the runs' input shapes are unknown";
       return;
     }
-    for (const Shape& shape : typical->input_shapes) {
-      int64_t elements = 1;
-      for (const int64_t dim : shape) {
-        if (dim < 0 || (dim > 0 && elements > kMaxInputElements / dim)) {
-          unusable_ = str_cat("the trace's input shape ", shape_to_string(shape),
-                              " is not one to allocate (over ", kMaxInputElements, " elements)");
-          return;
-        }
-        elements *= dim;
-      }
-    }
+    unusable_ = unallocatable(typical->input_shapes);
+    if (unusable_) return;
     session_ = std::make_unique<Session>(model_);
     inputs_ = random_inputs(session_->inputs(), typical->input_shapes);
     base_ = measure(Settings{});
@@ -337,7 +343,6 @@ std::string estimate_settings(PatternEstimate& estimate, std::vector<TidyMatch*>
     }
   }
   std::vector<std::string> changes;
-  std::vector<std::string> unchanged;
   for (auto& [change, planned] : by_change) {
     changes.push_back(settings_text(change));
     if (!planned.measured) continue;
@@ -352,7 +357,6 @@ std::string estimate_settings(PatternEstimate& estimate, std::vector<TidyMatch*>
       return before.kernel == after.kernel && before.threads == after.threads;
     });
     if (same) {
-      unchanged.push_back(settings_text(change));
       planned.measured.reset();
       planned.problem = "plans the matched steps with the same kernels and threads on this machine";
     }
@@ -432,7 +436,7 @@ std::string estimate_planning_ahead(PatternEstimate& estimate, std::vector<TidyM
   std::map<std::vector<Shape>, double> planning;
   apply(estimate, matches, [&](const TidyMatch* match) -> std::optional<double> {
     const std::vector<Shape>& shapes = event_of(trace, *match).input_shapes;
-    if (shapes.empty()) return std::nullopt;
+    if (shapes.empty() || unallocatable(shapes)) return std::nullopt;
     auto known = planning.find(shapes);
     if (known == planning.end()) {
       if (planning.size() >= kMaxPlannedShapes) return std::nullopt;

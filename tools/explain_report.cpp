@@ -190,7 +190,7 @@ std::string explain_json(const Plan& plan, const std::string& model, int batch,
     // The measurements --profile adds (a trace holds them as its events' times).
     json.key("ms");
     if (profiled) {
-      json.value(step_ms[s]);
+      json.value(step_ms[s], 6);
     } else {
       json.null();
     }

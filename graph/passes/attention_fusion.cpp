@@ -145,6 +145,7 @@ NodeForm attention_form(const PlanState& state, const Node& start, const Attenti
   NodeForm form;
   form.op_type = std::string(kAttentionOp);
   form.request.op = state.op_spec_without_inputs(start);
+  form.request.options = state.backend_options;
   form.request.op.op_type = form.op_type;
   form.request.op.opset = 1;
   form.request.precision = planned_precision(state.settings, "MatMul", form.note);

@@ -78,6 +78,7 @@ bool plan_channel_shuffle(PlanState& state, const Node& node) {
   form.attributes = std::make_unique<Attributes>();
   form.attributes->set_int("groups", (*grouped)[1]);
   form.request.op = state.op_spec_without_inputs(node);
+  form.request.options = state.backend_options;
   form.request.op.op_type = form.op_type;
   form.request.op.opset = 1;
   form.request.op.attributes = form.attributes.get();

@@ -41,6 +41,7 @@ std::optional<NodeForm> layer_norm_form(const PlanState& state, const Node& node
   form.attributes->set_int("axis", -1);
   form.attributes->set_float("epsilon", match->epsilon);
   form.request.op = state.op_spec_without_inputs(node);
+  form.request.options = state.backend_options;
   form.request.op.op_type = form.op_type;
   form.request.op.opset = 17;
   form.request.op.attributes = form.attributes.get();

@@ -115,6 +115,7 @@ bool plan_residual_layer_norm(PlanState& state, const Node& node) {
   form.attributes->set_float("epsilon", norm->epsilon);
   form.attributes->set_int("swap_leading", transpose != nullptr ? 1 : 0);
   form.request.op = state.op_spec_without_inputs(node);
+  form.request.options = state.backend_options;
   form.request.op.op_type = form.op_type;
   form.request.op.opset = 1;
   form.request.op.attributes = form.attributes.get();

@@ -4,6 +4,7 @@
 #include "core/mapped_file.h"
 #include "graph/passes/passes.h"
 #include "graph/subgraph_runner.h"
+#include "ops/attention.h"
 #include "runtime/cpu_info.h"
 
 namespace kiln {
@@ -30,10 +31,10 @@ TensorInfo stored_info(const TensorInfo& info, Layout layout) {
   return stored;
 }
 
-// The precision setting of the op families that have one.
+// The precision setting of the op families that have one (kiln's attention op runs products).
 std::string_view precision_setting(std::string_view op_type) {
   if (op_type == "Conv") return "conv_precision";
-  if (op_type == "MatMul" || op_type == "Gemm") return "matmul_precision";
+  if (op_type == "MatMul" || op_type == "Gemm" || op_type == kAttentionOp) return "matmul_precision";
   return {};
 }
 
@@ -43,7 +44,7 @@ std::vector<std::string> consulted_settings(const Settings& settings, const OpSp
                                             const StepRecord& record) {
   std::vector<std::string> consulted;
   const std::string_view precision = precision_setting(op.op_type);
-  if (!precision.empty() && is_default_domain(op.domain)) {
+  if (!precision.empty() && (is_default_domain(op.domain) || op.op_type == kAttentionOp)) {
     const SettingSlot& slot = find_setting(precision);
     consulted.push_back(str_cat(slot.name, "=", setting_value_text(slot, settings.value(slot.slot))));
   }

@@ -1,6 +1,7 @@
 """kiln tidy's runtime patterns over kiln's own traces: each triggered by a model or setting made for
-it and silent on a clean model, and `--benchmark`'s estimates measured (their accuracy against the
-applied fix is bench/tidy_estimates.py's job: timing does not belong in tests)."""
+it and silent on a clean model, and `--benchmark`'s estimates measured. Their accuracy against the
+applied fix is bench/tidy_estimates.py's job; the default tier asserts no timing, and the slow tier
+runs that benchmark with --check."""
 import html.parser
 import json
 import pathlib

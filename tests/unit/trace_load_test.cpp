@@ -253,6 +253,27 @@ TEST(TraceLoad, KilnsOwnTraceReadsBackAsTheTreeItWasWrittenFrom) {
                           [](const TraceEvent& event) { return event.kind == profiler::EventKind::plan; }));
 }
 
+TEST(TraceLoad, AVersionOneKilnTraceLoadsWithItsStepRecord) {
+  // Version 1 step events carried part of the record and named the op only as the event's name.
+  const std::filesystem::path seed = std::filesystem::path(KILN_DEMO_MODEL).parent_path().parent_path() /
+                                     "fuzz" / "trace_seeds" / "kiln.json";
+  const Trace read = trace::load(seed.string());
+  EXPECT_EQ(read.source, "kiln_json");
+  EXPECT_EQ(read.facts.at("schemaVersion"), "1");
+  const TraceEvent& conv = named(read, "Conv");
+  ASSERT_NE(conv.record, nullptr);
+  EXPECT_EQ(conv.record->op_type, "Conv");
+  EXPECT_EQ(conv.record->node_name, "conv1");
+  EXPECT_EQ(conv.node, "conv1");
+  EXPECT_EQ(conv.record->kernel, "direct");
+  ASSERT_EQ(conv.record->fused.size(), 1u);
+  EXPECT_EQ(conv.record->fused[0].op_type, "Relu");
+  ASSERT_EQ(conv.refusals.size(), 1u);
+  EXPECT_EQ(conv.refusals[0].kind, RefusalKind::disabled);
+  EXPECT_EQ(conv.record->input_layouts, std::vector<Layout>{Layout::plain});
+  EXPECT_EQ(conv.flops, 100);
+}
+
 TEST(TraceLoad, MalformedTracesAreClearErrors) {
   struct Case {
     const char* what;
@@ -311,6 +332,12 @@ TEST(TraceLoad, MalformedTracesAreClearErrors) {
       {"a refusal of an unknown kind",
        R"({"traceEvents": [{"ph": "X", "name": "Conv", "ts": 1, "dur": 1, "args": {"id": 1, "parent_id": 0, "kind": "step", "refusals": [{"backend": "onednn", "kernel": "", "kind": "tired", "detail": "x"}]}}]})",
        "unknown kind 'tired' (known: not_built, disabled,"},
+      {"a refusal's backend a number",
+       R"({"traceEvents": [{"ph": "X", "name": "Conv", "ts": 1, "dur": 1, "args": {"id": 1, "parent_id": 0, "kind": "step", "refusals": [{"backend": 1, "kernel": "", "kind": "disabled", "detail": "x"}]}}]})",
+       "args \"refusals\" objects' \"backend\" must be a string"},
+      {"a dimension that is text",
+       R"({"traceEvents": [{"ph": "X", "name": "Conv", "ts": 1, "dur": 1, "args": {"id": 1, "parent_id": 0, "kind": "step", "input_shapes": [[1, "3"]]}}]})",
+       "args \"input_shapes\" must hold arrays of integer dimensions"},
       {"a kiln trace from a newer kiln",
        R"({"schemaVersion": 999, "traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1, "args": {"id": 1, "parent_id": 0, "kind": "run"}}]})",
        "kiln trace schemaVersion 999 is not one this kiln reads (1 to 2)"},
