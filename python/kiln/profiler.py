@@ -251,8 +251,9 @@ class profile:
     def events(self):
         """Every event as a dict: id, parent_id (0: a root), kind (run, step, reorder, interop_task,
         memory, annotation), name, tid, thread_name, start_ns, end_ns (from the first event), and
-        per kind the step's node/backend/kernel/shapes/flops/bytes, the run's settings and memory, a
-        memory event's bytes/tag/total_bytes."""
+        the fields of its kind as docs/record_schema.md lists them: a step's whole plan record (the
+        fields Session.explain gives), a run's or plan's settings and memory, a memory event's
+        bytes/tag/total_bytes."""
         return self._require_trace().events()
 
     def key_averages(self, group_by="op"):
