@@ -343,7 +343,9 @@ std::string estimate_settings(PatternEstimate& estimate, std::vector<TidyMatch*>
     }
   }
   std::vector<std::string> changes;
-  for (auto& [change, planned] : by_change) {
+  for (auto& entry : by_change) {  // not a structured binding: the lambda below captures these
+    const std::vector<std::pair<std::string, std::string>>& change = entry.first;
+    Planned& planned = entry.second;
     changes.push_back(settings_text(change));
     if (!planned.measured) continue;
     const bool same = std::all_of(matches.begin(), matches.end(), [&](const TidyMatch* match) {
