@@ -18,4 +18,9 @@ Settings& set_setting_from_text(Settings& settings, std::string_view name, std::
 // its own name for the value ("onednn" for quantized.engine's "onednn,native").
 std::string setting_text(const Settings& settings, std::string_view name);
 
+// The settings a plan's settings text describes (Settings::describe_plan_settings, as traces record
+// it: "onednn,blas,native;threads=2;deterministic=1"), each plan setting it covers set: to the text's
+// value, else to its default. Throws kiln::Error (invalid_argument) naming the part it cannot read.
+Settings plan_settings_from_text(std::string_view text);
+
 }  // namespace kiln

@@ -13,6 +13,7 @@
 #include "backend_test_util.h"
 #include "backends/backends.h"
 #include "backends/selection.h"
+#include "backends/setting_text.h"
 #include "graph/plan_key.h"
 #include "graph/session.h"
 #include "graph/verbose.h"
@@ -136,6 +137,22 @@ TEST(SettingsTable, EverySettingThroughTheCli) {
 
 // Two threads' scopes overlap: each sees its own count, in the setting and in the count kernels
 // read, and a run inside a scope uses it.
+// The plan settings a trace records read back as the settings that plan the same way.
+TEST(PlanSettingsText, ReadsBackWhatPlansDescribe) {
+  Settings settings = Settings::defaults();
+  settings.set(SettingKey("threads"), 3).set(SettingKey("deterministic"), 1);
+  settings.set(BackendSettingKey("enabled"), backend_position("onednn"), 0);
+  const std::string text = settings.describe_plan_settings();
+  EXPECT_EQ(plan_settings_from_text(text).describe_plan_settings(), text);
+  Settings defaults = Settings::defaults();
+  defaults.set(SettingKey("threads"), 2);
+  EXPECT_EQ(plan_settings_from_text(defaults.describe_plan_settings()).describe_plan_settings(),
+            defaults.describe_plan_settings());
+  EXPECT_THROW(plan_settings_from_text("onednn,gpu;threads=2"), Error);
+  EXPECT_THROW(plan_settings_from_text("native;threads"), Error);
+  EXPECT_THROW(plan_settings_from_text("native;deterministic=maybe"), Error);
+}
+
 TEST(RunScope, OverlappingThreadScopesEachSeeTheirOwnCount) {
   std::promise<void> first_open, second_checked;
   std::shared_future<void> first_opened = first_open.get_future().share();
