@@ -1,14 +1,17 @@
 #include "python/tidy_bindings.h"
 
+#include <pybind11/functional.h>
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
 #include <filesystem>
 
 #include "core/error.h"
+#include "python/tidy_pattern_bindings.h"
 #include "tidy/html_report.h"
 #include "tidy/options.h"
 #include "tidy/report.h"
+#include "tidy/trace_diff.h"
 #include "tidy_runner/estimate.h"
 
 namespace py = pybind11;
@@ -59,6 +62,22 @@ py::object optional_number(const std::optional<double>& number) {
   return number ? py::object(py::float_(*number)) : py::object(py::none());
 }
 
+py::object json_value(const std::string& text) {
+  return py::module_::import("json").attr("loads")(text);
+}
+
+// The command line's `--patterns` runner: python/kiln/tidy.py's _run_pattern_files, under the GIL.
+std::vector<tidy::PatternResult> run_pattern_files(const std::vector<std::string>& files,
+                                                   const profiler::Trace& trace) {
+  py::gil_scoped_acquire acquire;
+  const py::object results =
+      py::module_::import("kiln.tidy")
+          .attr("_run_pattern_files")(files, py::cast(trace, py::return_value_policy::reference));
+  std::vector<tidy::PatternResult> converted;
+  for (const py::handle result : results) converted.push_back(pattern_result_from(result));
+  return converted;
+}
+
 }  // namespace
 
 void bind_tidy(py::module_& m) {
@@ -87,6 +106,9 @@ void bind_tidy(py::module_& m) {
                                  item["time_ms"] = match.time_ms;
                                  item["estimated_saving_ms"] = optional_number(match.estimated_saving_ms);
                                  item["fix"] = fix_dict(match.fix);
+                                 item["node"] = match.node;
+                                 item["reason"] = match.reason;
+                                 item["run_id"] = match.run_id;
                                  matches.append(item);
                                }
                                return matches;
@@ -130,9 +152,32 @@ void bind_tidy(py::module_& m) {
                                }
                                return estimates;
                              })
-      .def_property_readonly("total_estimated_saving_ms", &tidy::TidyReport::total_estimated_saving_ms)
+      .def_property_readonly(
+          "total_estimated_saving_ms",
+          [](const tidy::TidyReport& report) { return optional_number(report.total_estimated_saving_ms()); })
+      .def_property_readonly("groups",
+                             [](const tidy::TidyReport& report) {
+                               py::list groups;
+                               for (const tidy::MatchGroup& group : report.groups()) {
+                                 py::dict item;
+                                 item["pattern"] = group.pattern;
+                                 item["reason"] = group.reason;
+                                 item["node"] = group.node;
+                                 item["detail"] = group.detail;
+                                 item["matches"] = group.matches;
+                                 item["runs"] = group.runs;
+                                 item["time_ms"] = group.time_ms;
+                                 item["estimated_saving_ms"] = optional_number(group.saving_ms);
+                                 groups.append(item);
+                               }
+                               return groups;
+                             })
+      .def_property_readonly("failed",
+                             [](const tidy::TidyReport& report) { return notes(report.failed, "traceback"); })
+      .def_property_readonly("time",
+                             [](const tidy::TidyReport& report) { return json_value(report.time.json()); })
       .def("count", &tidy::TidyReport::count, py::arg("pattern"))
-      .def("text", &tidy::TidyReport::text)
+      .def("text", &tidy::TidyReport::text, py::arg("per_event") = false)
       .def("json", &tidy::TidyReport::json)
       .def(
           "write_torchtidy_json",
@@ -140,17 +185,39 @@ void bind_tidy(py::module_& m) {
             report.write_torchtidy_json(directory.string());
           },
           py::arg("directory"))
-      .def("__str__", &tidy::TidyReport::text);
+      .def("__str__", [](const tidy::TidyReport& report) { return report.text(); });
   t.def(
       "analyse",
       [](const profiler::Trace& trace, const std::string& name, const std::vector<std::string>& names,
-         bool corrected, int64_t tiny_step_us) {
+         bool corrected, int64_t tiny_step_us, const py::list& user_patterns) {
+        tidy::TidyOptions options;
+        options.name_patterns = names;
+        options.corrected = corrected;
+        options.tiny_step_us = tiny_step_us;
+        for (const py::handle result : user_patterns)
+          options.user_patterns.push_back(pattern_result_from(result));
         py::gil_scoped_release release;
-        return tidy::analyse(trace, name,
-                             {.name_patterns = names, .corrected = corrected, .tiny_step_us = tiny_step_us});
+        return tidy::analyse(trace, name, options);
       },
       py::arg("trace"), py::arg("name"), py::arg("names") = std::vector<std::string>{},
-      py::arg("corrected") = true, py::arg("tiny_step_us") = tidy::TidyOptions{}.tiny_step_us);
+      py::arg("corrected") = true, py::arg("tiny_step_us") = tidy::TidyOptions{}.tiny_step_us,
+      py::arg("user_patterns") = py::list());
+  t.def(
+      "diff",
+      [](const profiler::Trace& before, const std::string& before_name, const profiler::Trace& after,
+         const std::string& after_name) {
+        return json_value(tidy::diff_traces(before, before_name, after, after_name).json());
+      },
+      py::arg("before"), py::arg("before_name"), py::arg("after"), py::arg("after_name"));
+  t.def(
+      "diff_text",
+      [](const profiler::Trace& before, const std::string& before_name, const profiler::Trace& after,
+         const std::string& after_name) {
+        return tidy::diff_traces(before, before_name, after, after_name).text();
+      },
+      py::arg("before"), py::arg("before_name"), py::arg("after"), py::arg("after_name"));
+  bind_tidy_patterns(t);
+  tidy::set_pattern_file_runner(run_pattern_files);
   t.def("option_rows", [] {
     // tidy's options table (tidy/options.h), for kiln.tidy.report's defaults and checks.
     py::list rows;

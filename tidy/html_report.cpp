@@ -1,12 +1,15 @@
 #include "tidy/html_report.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "core/error.h"
 #include "profiler/key_averages.h"
+#include "tidy/markup.h"
 
 namespace kiln::tidy {
 namespace {
@@ -25,34 +28,10 @@ td.number { text-align: right; font-variant-numeric: tabular-nums; white-space: 
 .saving { color: #17693a; font-weight: 600; }
 .none { color: #888; }
 code { font-size: 0.95em; }
+.failed { color: #a61c00; font-weight: 600; }
+table.summary th { background: #e3f1e7; }
+pre { background: #f6f6f6; padding: 0.5em; overflow-x: auto; }
 )";
-
-std::string escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 std::string number(double value, int decimals = 3) {
   char text[48];
@@ -69,17 +48,20 @@ void time_table(std::ostringstream& out, const profiler::KeyAverages& averages, 
   out << "<table><tr><th>" << key_name << "</th><th>calls</th><th>self ms</th><th>share</th><th></th></tr>\n";
   for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(kTimeRows); ++i) {
     const double share = 100.0 * static_cast<double>(rows[i]->self_ns) / total;
-    out << "<tr><td><code>" << escape(rows[i]->key) << "</code></td><td class=\"number\">" << rows[i]->calls
-        << "</td><td class=\"number\">" << number(static_cast<double>(rows[i]->self_ns) * 1e-6)
-        << "</td><td class=\"number\">" << number(share, 1)
-        << "%</td><td style=\"width: 40%\"><span class=\"bar\" "
+    out << "<tr><td><code>" << escape_markup(rows[i]->key) << "</code></td><td class=\"number\">"
+        << rows[i]->calls << "</td><td class=\"number\">"
+        << number(static_cast<double>(rows[i]->self_ns) * 1e-6) << "</td><td class=\"number\">"
+        << number(share, 1) << "%</td><td style=\"width: 40%\"><span class=\"bar\" "
         << "style=\"width: " << number(share, 1) << "%\"></span></td></tr>\n";
   }
   out << "</table>\n";
 }
 
-std::string where(const TidyFinding& finding) {
-  return finding.detail.empty() ? finding.location.text() : finding.detail;
+// An id for a pattern's section: its name with anything but letters and digits as '-'.
+std::string anchor(const std::string& pattern) {
+  std::string id = "pattern-";
+  for (const char c : pattern) id += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
+  return id;
 }
 
 }  // namespace
@@ -88,56 +70,99 @@ std::string html_report(const TidyReport& report, const profiler::Trace& trace) 
   const bool kiln_trace = trace.source == "kiln" || trace.source == "kiln_json";
   std::ostringstream out;
   out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>kiln tidy: "
-      << escape(report.trace_name) << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n";
-  out << "<h1>kiln tidy</h1>\n<p class=\"facts\">" << escape(report.trace_name) << " ("
-      << escape(report.source) << ", " << report.events << " events";
+      << escape_markup(report.trace_name) << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n";
+  out << "<h1>kiln tidy</h1>\n<p class=\"facts\">" << escape_markup(report.trace_name) << " ("
+      << escape_markup(report.source) << ", " << report.events << " events";
   if (report.runs > 0) out << ", " << report.runs << " runs, " << number(report.run_ms) << " ms";
   out << ")";
   for (const char* fact : {"cpu", "cpu_capability", "framework_version", "kiln_version"}) {
     const auto found = trace.facts.find(fact);
-    if (found != trace.facts.end()) out << "<br>" << fact << ": " << escape(found->second);
+    if (found != trace.facts.end()) out << "<br>" << fact << ": " << escape_markup(found->second);
   }
   out << "</p>\n";
 
-  out << "<h2>Where the time went</h2>\n<h3>By op</h3>\n";
+  // The first screen: what to fix, savings first, one row per pattern.
+  const std::vector<MatchGroup> groups = report.groups();
+  out << "<h2 id=\"findings\">Findings</h2>\n";
+  if (groups.empty()) out << "<p class=\"none\">No anti-pattern matched.</p>\n";
+  std::vector<std::string> patterns;
+  for (const MatchGroup& group : groups) {
+    if (std::find(patterns.begin(), patterns.end(), group.pattern) == patterns.end())
+      patterns.push_back(group.pattern);
+  }
+  if (!groups.empty()) {
+    out << "<table class=\"summary\"><tr><th>pattern</th><th>matches</th><th>places</th><th>matched ms</th>"
+           "<th>estimated saving ms</th></tr>\n";
+    for (const std::string& pattern : patterns) {
+      size_t matches = 0;
+      size_t places = 0;
+      double time_ms = 0;
+      std::optional<double> saving_ms;
+      for (const MatchGroup& group : groups) {
+        if (group.pattern != pattern) continue;
+        matches += group.matches;
+        ++places;
+        time_ms += group.time_ms;
+        if (group.saving_ms) saving_ms = saving_ms.value_or(0) + *group.saving_ms;
+      }
+      const auto estimate = std::find_if(report.estimates.begin(), report.estimates.end(),
+                                         [&](const PatternEstimate& e) { return e.pattern == pattern; });
+      if (estimate != report.estimates.end() && estimate->saving_ms) saving_ms = estimate->saving_ms;
+      out << "<tr><td><a href=\"#" << escape_markup(anchor(pattern)) << "\">" << escape_markup(pattern)
+          << "</a></td><td class=\"number\">" << matches << "</td><td class=\"number\">" << places
+          << "</td><td class=\"number\">" << number(time_ms) << "</td><td class=\"number\">";
+      if (saving_ms) {
+        out << "<span class=\"saving\">" << number(*saving_ms) << "</span>";
+      } else {
+        out << "<span class=\"none\">not estimated</span>";
+      }
+      out << "</td></tr>\n";
+    }
+    out << "</table>\n";
+  }
+  for (const PatternNote& failure : report.failed) {
+    out << "<p class=\"failed\">" << escape_markup(failure.pattern) << " failed:</p><pre>"
+        << escape_markup(failure.text) << "</pre>\n";
+  }
+
+  out << "<h2 id=\"time\">Where the time went</h2>\n";
+  out << report.time.svg();
+  out << "<pre class=\"breakdown\">" << escape_markup(report.time.text()) << "</pre>\n";
+  out << "<h3>By op</h3>\n";
   time_table(out, profiler::key_averages(trace, profiler::GroupBy::op), "op");
   if (kiln_trace) {
     out << "<h3>By backend</h3>\n";
     time_table(out, profiler::key_averages(trace, profiler::GroupBy::backend), "backend");
   }
 
-  // One block per pattern: what to change once, then every place it was found.
-  out << "<h2 id=\"findings\">Findings</h2>\n";
-  if (report.findings.empty()) out << "<p class=\"none\">No anti-pattern matched.</p>\n";
-  std::vector<std::string> patterns;
-  for (const TidyFinding& finding : report.findings) {
-    if (std::find(patterns.begin(), patterns.end(), finding.pattern) == patterns.end())
-      patterns.push_back(finding.pattern);
-  }
+  // One block per pattern: what to change once, then its causes and places.
+  out << "<h2 id=\"details\">Findings in detail</h2>\n";
   for (const std::string& pattern : patterns) {
-    const auto first = std::find_if(report.findings.begin(), report.findings.end(),
-                                    [&](const TidyFinding& finding) { return finding.pattern == pattern; });
-    out << "<h3>" << escape(pattern) << " (" << report.count(pattern) << " matches)</h3>\n<p>"
-        << escape(first->description);
-    if (!first->url.empty()) out << " <a href=\"" << escape(first->url) << "\">more</a>";
-    out << "</p>\n<ul>\n";
-    for (const TidyFinding& finding : report.findings) {
-      if (finding.pattern == pattern) out << "<li><code>" << escape(where(finding)) << "</code></li>\n";
+    const auto first = std::find_if(report.matches.begin(), report.matches.end(),
+                                    [&](const TidyMatch& match) { return match.pattern == pattern; });
+    const auto finding = std::find_if(report.findings.begin(), report.findings.end(),
+                                      [&](const TidyFinding& f) { return f.pattern == pattern; });
+    out << "<h3 id=\"" << escape_markup(anchor(pattern)) << "\">" << escape_markup(pattern) << " ("
+        << report.count(pattern) << " matches)</h3>\n<p>" << escape_markup(first->message);
+    if (finding != report.findings.end() && !finding->url.empty())
+      out << " <a href=\"" << escape_markup(finding->url) << "\">more</a>";
+    out << "</p>\n<table><tr><th>because</th><th>where</th><th>matches</th><th>runs</th><th>ms</th>"
+           "<th>saving ms</th><th>first match</th></tr>\n";
+    for (const MatchGroup& group : groups) {
+      if (group.pattern != pattern) continue;
+      out << "<tr><td>" << escape_markup(group.reason) << "</td><td><code>" << escape_markup(group.node)
+          << "</code></td><td class=\"number\">" << group.matches << "</td><td class=\"number\">"
+          << group.runs << "</td><td class=\"number\">" << number(group.time_ms)
+          << "</td><td class=\"number\">" << (group.saving_ms ? number(*group.saving_ms) : std::string("-"))
+          << "</td><td><code>" << escape_markup(group.detail) << "</code></td></tr>\n";
     }
-    out << "</ul>\n";
+    out << "</table>\n";
   }
-  out << "<h2>Matches per pattern</h2>\n<table><tr><th>pattern</th><th>matches</th></tr>\n";
-  for (const auto& [name, count] : report.counts) {
-    if (count > 0)
-      out << "<tr><td>" << escape(name) << "</td><td class=\"number\">" << count << "</td></tr>\n";
-  }
-  out << "</table>\n";
-
   if (!report.estimates.empty()) {
     out << "<h2 id=\"estimates\">Estimated savings (measured on this machine)</h2>\n"
         << "<table><tr><th>pattern</th><th>matched ms</th><th>saving ms</th><th>how</th></tr>\n";
     for (const PatternEstimate& estimate : report.estimates) {
-      out << "<tr><td>" << escape(estimate.pattern) << "</td><td class=\"number\">"
+      out << "<tr><td>" << escape_markup(estimate.pattern) << "</td><td class=\"number\">"
           << number(estimate.matched_ms) << "</td><td class=\"number\">";
       if (estimate.saving_ms && *estimate.saving_ms < 0) {
         out << "<span class=\"none\">" << number(*estimate.saving_ms) << " (slower)</span>";
@@ -146,22 +171,26 @@ std::string html_report(const TidyReport& report, const profiler::Trace& trace) 
       } else {
         out << "<span class=\"none\">not estimated</span>";
       }
-      out << "</td><td>" << escape(estimate.basis) << "</td></tr>\n";
+      out << "</td><td>" << escape_markup(estimate.basis) << "</td></tr>\n";
     }
     out << "</table>\n";
-    if (report.run_ms > 0) {
-      out << "<p>Total estimated saving: <span class=\"saving\">"
-          << number(report.total_estimated_saving_ms()) << " ms</span> of " << number(report.run_ms)
-          << " ms over " << report.runs << " runs.</p>\n";
+    if (const std::optional<double> total = report.total_estimated_saving_ms(); !total) {
+      out << "<p>Total estimated saving: <span class=\"none\">not estimated</span> (no fix could be "
+             "measured; the reasons are above).</p>\n";
+    } else if (report.run_ms > 0) {
+      out << "<p>Total estimated saving: <span class=\"saving\">" << number(*total) << " ms</span> of "
+          << number(report.run_ms) << " ms over " << report.runs << " runs.</p>\n";
     }
   }
   if (!report.caveats.empty() || !report.not_evaluated.empty() || !report.assumed.empty()) {
     out << "<h2>What the trace could not tell</h2>\n<ul>\n";
     for (const PatternNote& caveat : report.caveats)
-      out << "<li>caveat: " << escape(caveat.pattern) << ": " << escape(caveat.text) << "</li>\n";
+      out << "<li>caveat: " << escape_markup(caveat.pattern) << ": " << escape_markup(caveat.text)
+          << "</li>\n";
     for (const PatternNote& note : report.not_evaluated)
-      out << "<li>not evaluated: " << escape(note.pattern) << ": " << escape(note.text) << "</li>\n";
-    for (const std::string& flag : report.assumed) out << "<li>assumed: " << escape(flag) << "</li>\n";
+      out << "<li>not evaluated: " << escape_markup(note.pattern) << ": " << escape_markup(note.text)
+          << "</li>\n";
+    for (const std::string& flag : report.assumed) out << "<li>assumed: " << escape_markup(flag) << "</li>\n";
     out << "</ul>\n";
   }
   out << "</body>\n</html>\n";

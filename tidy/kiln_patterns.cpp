@@ -92,10 +92,14 @@ class ReorderBetweenStepsPattern final : public KilnPattern {
     std::string readers;
     for (const EventIndex reader : context.flow.readers(event, 0))
       readers += str_cat(readers.empty() ? "" : ", ", step_text(context.tree.event(reader)));
+    return str_cat(step_text(reorder), " ", reason(context, event), " between ", step_text(producer), " and ",
+                   readers);
+  }
+  std::string reason(const TidyContext& context, EventIndex event) const override {
+    const TraceEvent& reorder = context.tree.event(event);
     const std::string from = reorder.input_layouts.empty() ? "?" : reorder.input_layouts[0];
     const std::string to = reorder.output_layouts.empty() ? "?" : reorder.output_layouts[0];
-    return str_cat(step_text(reorder), " converts ", from, " to ", to, " between ", step_text(producer),
-                   " and ", readers);
+    return str_cat("converts ", from, " to ", to);
   }
 };
 
@@ -138,12 +142,25 @@ class NativeFallbackPattern final : public KilnPattern {
     return std::any_of(step.refusals.begin(), step.refusals.end(), implements_op);
   }
   std::string detail(const TidyContext& context, EventIndex event) const override {
-    const TraceEvent& step = context.tree.event(event);
+    return str_cat(step_text(context.tree.event(event)), ": ", refusals_text(context, event, false));
+  }
+  // The refusals a setting makes (what the fix changes), else every refusal of a backend that
+  // implements the op.
+  std::string reason(const TidyContext& context, EventIndex event) const override {
+    std::string by_setting = refusals_text(context, event, true);
+    return by_setting.empty() ? refusals_text(context, event, false) : by_setting;
+  }
+
+ private:
+  static std::string refusals_text(const TidyContext& context, EventIndex event, bool settings_only) {
     std::string reasons;
-    for (const Refusal& refusal : step.refusals) {
-      if (implements_op(refusal)) reasons += str_cat(reasons.empty() ? "" : "; ", refusal.text());
+    for (const Refusal& refusal : context.tree.event(event).refusals) {
+      const bool by_setting =
+          refusal.kind == RefusalKind::disabled || refusal.kind == RefusalKind::deterministic;
+      if (implements_op(refusal) && (by_setting || !settings_only))
+        reasons += str_cat(reasons.empty() ? "" : "; ", refusal.text());
     }
-    return str_cat(step_text(step), ": ", reasons);
+    return reasons;
   }
 };
 
@@ -215,6 +232,11 @@ class UnfusedElementwisePattern final : public KilnPattern {
     const EventIndex head = unfused_head(context, event);
     if (head == kNoEvent) return step_text(step);
     return str_cat(step_text(step), " reads the only output of ", step_text(context.tree.event(head)));
+  }
+  std::string reason(const TidyContext& context, EventIndex event) const override {
+    const EventIndex head = unfused_head(context, event);
+    if (head == kNoEvent) return {};
+    return str_cat(context.tree.event(event).name, " after ", context.tree.event(head).name);
   }
 };
 

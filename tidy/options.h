@@ -35,9 +35,11 @@ inline constexpr TidyOptionRow kTidyOptions[] = {
      "leave out kiln's corrected versions of TorchTidy's patterns (kiln's runtime patterns stay)"},
     {"tiny_step_us", "tiny-step-us", TidyOptionType::integer, 20, 1, 1'000'000, false,
      "US: TinyOpMultithreadedPattern counts steps shorter than US microseconds as tiny"},
+    {"patterns", "patterns", TidyOptionType::list, 0, 0, 0, false,
+     "FILE.py: also run the kiln.tidy.Pattern classes FILE.py defines (repeatable; runs under Python)"},
     {"benchmark", "benchmark", TidyOptionType::boolean, 0, 0, 1, false,
-     "measure what fixing kiln's runtime patterns saves, on this machine (the model planned again at the "
-     "trace's shapes, under the settings given here and under each fix)"},
+     "measure what fixing the matched patterns saves, on this machine (the model planned again at the "
+     "trace's shapes, under the settings the trace records and under each fix)"},
     {"model", "model", TidyOptionType::text, 0, 0, 0, true,
      "MODEL: with --benchmark, the ONNX file the trace ran (default: the one it names)"},
     {"runs", "runs", TidyOptionType::integer, 20, 1, 1 << 20, true,

@@ -125,4 +125,13 @@ const char* fix_kind_name(Fix::Kind kind) {
   return "?";
 }
 
+Fix::Kind fix_kind_from_name(std::string_view name) {
+  for (const Fix::Kind kind : kFixKinds) {
+    if (name == fix_kind_name(kind)) return kind;
+  }
+  std::string known;
+  for (const Fix::Kind kind : kFixKinds) known += str_cat(known.empty() ? "" : ", ", fix_kind_name(kind));
+  fail(ErrorKind::invalid_argument, "'", name, "' is not a fix kind (", known, ")");
+}
+
 }  // namespace kiln::tidy

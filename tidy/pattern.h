@@ -74,7 +74,12 @@ struct Fix {
   std::string torch_fix;                                      // torch_benchmark
   std::string what;  // the fix in words (none: why there is no estimate), for the report's basis
 };
+inline constexpr Fix::Kind kFixKinds[] = {Fix::Kind::none,          Fix::Kind::settings,
+                                          Fix::Kind::step_removed,  Fix::Kind::planning_ahead,
+                                          Fix::Kind::thread_budget, Fix::Kind::torch_benchmark};
 const char* fix_kind_name(Fix::Kind kind);
+// The kind fix_kind_name names `name`; throws invalid_argument listing the kinds otherwise.
+Fix::Kind fix_kind_from_name(std::string_view name);
 
 class Pattern {
  public:
@@ -85,6 +90,8 @@ class Pattern {
   // Which traces the rule reads: PyTorch's operators and Python calls (TorchTidy's rules), or kiln's
   // runs and steps (kiln's runtime patterns). On the other kind it is not evaluated.
   virtual bool reads_kiln_steps() const { return false; }
+  // A rule that reads either kind (user patterns: they say themselves what they need).
+  virtual bool reads_any_trace() const { return false; }
 
   // TorchTidy's `name` (its summary's and JSON report's key) and `description` (its advice).
   virtual std::string name() const = 0;
@@ -106,6 +113,9 @@ class Pattern {
   // kiln's patterns: what this match is (the step or run, and why); empty for TorchTidy's rules,
   // whose message is the same for every match.
   virtual std::string detail(const TidyContext&, EventIndex) const { return {}; }
+  // Why this match is one, in words shared by every match with the same cause (a refusal, a layout
+  // change), so the report groups them; empty when the pattern has one cause.
+  virtual std::string reason(const TidyContext&, EventIndex) const { return {}; }
   // The message for one match: the description and where in the user's code (TorchTidy's format).
   virtual std::string report(const TidyContext& context, EventIndex event) const;
   virtual std::string summary(const TidyContext& context, std::span<const EventIndex> events) const;
@@ -113,7 +123,7 @@ class Pattern {
   virtual Fix fix(const TidyContext& context, EventIndex event) const;
 
   // The matches over the whole tree, in traversal order (none when skip() says why).
-  std::vector<EventIndex> matched_events(const TidyContext& context);
+  virtual std::vector<EventIndex> matched_events(const TidyContext& context);
 };
 
 }  // namespace kiln::tidy

@@ -13,6 +13,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/json_writer.h"
@@ -81,6 +82,73 @@ std::string speedup_text(double total_ms, double saving_ms) {
 
 }  // namespace
 
+namespace {
+
+// The run `index` happened in (its id), or 0 outside runs.
+uint64_t run_of(const EventTree& tree, EventIndex index) {
+  for (EventIndex at = index; at != kNoEvent; at = tree.parent(at)) {
+    if (tree.event(at).kind == EventKind::run) return tree.event(at).id;
+  }
+  return 0;
+}
+
+// Where a match is, for grouping: the step's node in a kiln trace, the user's line in a PyTorch trace
+// that records it, else the event's name.
+std::string node_of(const EventTree& tree, EventIndex index, const SourceLocation& location) {
+  const TraceEvent& event = tree.event(index);
+  if (!event.node.empty()) return event.node;
+  if (location.found()) return location.text();
+  return event.name;
+}
+
+// Runs `pattern` over the tree and adds what it found to `report`.
+void run_pattern(Pattern& pattern, const TidyContext& context, std::set<std::string>& reported,
+                 TidyReport& report) {
+  const EventTree& tree = context.tree;
+  const std::string name = pattern.name();
+  const bool readable = pattern.reads_any_trace() || pattern.reads_kiln_steps() != context.from_pytorch;
+  Reason not_evaluated;
+  if (!readable) {
+    not_evaluated = context.from_pytorch
+                        ? "a PyTorch trace: the pattern reads kiln's runs and plan steps"
+                        : "a kiln trace: the pattern looks for PyTorch's operators and Python calls";
+  } else if (Reason skipped = pattern.skip(context)) {
+    not_evaluated = skipped;
+  } else {
+    not_evaluated = pattern.cannot_see(context);
+  }
+  std::vector<EventIndex> matched;
+  if (readable) matched = pattern.matched_events(context);
+  if (not_evaluated) report.not_evaluated.push_back({name, *not_evaluated});
+  report.counts.emplace_back(name, matched.size());
+  if (matched.empty()) return;
+  if (Reason caveat = pattern.caveat(context)) report.caveats.push_back({name, *caveat});
+  report.summaries.push_back(pattern.summary(context, matched));
+  const std::string description = pattern.description();
+  for (const EventIndex event : matched) {
+    const SourceLocation location = context.location(event);
+    std::string detail = pattern.detail(context, event);
+    TidyMatch match;
+    match.pattern = name;
+    match.message = description;
+    match.location = location;
+    match.event_id = tree.event(event).id;
+    match.detail = detail;
+    match.time_ms = static_cast<double>(tree.event(event).duration_ns()) * 1e-6;
+    match.fix = pattern.fix(context, event);
+    match.node = node_of(tree, event, location);
+    match.reason = pattern.reason(context, event);
+    match.run_id = run_of(tree, event);
+    report.matches.push_back(std::move(match));
+    std::string message = pattern.report(context, event);
+    if (!reported.insert(message).second) continue;
+    report.findings.push_back(
+        {name, pattern.url(), description, std::move(message), location, std::move(detail)});
+  }
+}
+
+}  // namespace
+
 TidyReport analyse(const profiler::Trace& trace, const std::string& trace_name, const TidyOptions& options) {
   with_context("tidy", [&] { checked_tidy_option(find_tidy_option("tiny_step_us"), options.tiny_step_us); });
   std::vector<std::unique_ptr<Pattern>> patterns = patterns_for(options);
@@ -97,46 +165,28 @@ TidyReport analyse(const profiler::Trace& trace, const std::string& trace_name, 
     ++report.runs;
     report.run_ms += static_cast<double>(event.duration_ns()) * 1e-6;
   }
+  report.time = time_breakdown(trace);
   std::set<std::string> reported;
-  for (const std::unique_ptr<Pattern>& pattern : patterns) {
-    const std::string name = pattern->name();
-    const bool readable = pattern->reads_kiln_steps() != context.from_pytorch;
-    Reason not_evaluated;
-    if (!readable) {
-      not_evaluated = context.from_pytorch
-                          ? "a PyTorch trace: the pattern reads kiln's runs and plan steps"
-                          : "a kiln trace: the pattern looks for PyTorch's operators and Python calls";
-    } else if (Reason skipped = pattern->skip(context)) {
-      not_evaluated = skipped;
-    } else {
-      not_evaluated = pattern->cannot_see(context);
+  for (const std::unique_ptr<Pattern>& pattern : patterns) run_pattern(*pattern, context, reported, report);
+  for (const PatternResult& result : options.user_patterns) {
+    if (!result.failure.empty()) {
+      report.failed.push_back({result.name, result.failure});
+      continue;
     }
-    std::vector<EventIndex> matched;
-    if (readable) matched = pattern->matched_events(context);
-    if (not_evaluated) report.not_evaluated.push_back({name, *not_evaluated});
-    report.counts.emplace_back(name, matched.size());
-    if (matched.empty()) continue;
-    if (Reason caveat = pattern->caveat(context)) report.caveats.push_back({name, *caveat});
-    report.summaries.push_back(pattern->summary(context, matched));
-    const std::string description = pattern->description();
-    for (const EventIndex event : matched) {
-      const SourceLocation location = context.location(event);
-      std::string detail = pattern->detail(context, event);
-      report.matches.push_back({name, description, location, tree.event(event).id, detail,
-                                static_cast<double>(tree.event(event).duration_ns()) * 1e-6, std::nullopt,
-                                pattern->fix(context, event)});
-      std::string message = pattern->report(context, event);
-      if (!reported.insert(message).second) continue;
-      report.findings.push_back(
-          {name, pattern->url(), description, std::move(message), location, std::move(detail)});
+    for (const EventIndex event : result.matched) {
+      KILN_CHECK(event < tree.size(), invalid_argument, "tidy: user pattern '", result.name,
+                 "' matched event index ", event, ", the trace has ", tree.size(), " events");
     }
+    run_pattern(*recorded_pattern(result), context, reported, report);
   }
   return report;
 }
 
-double TidyReport::total_estimated_saving_ms() const {
-  double total = 0;
-  for (const PatternEstimate& estimate : estimates) total += estimate.saving_ms.value_or(0);
+std::optional<double> TidyReport::total_estimated_saving_ms() const {
+  std::optional<double> total;
+  for (const PatternEstimate& estimate : estimates) {
+    if (estimate.saving_ms) total = total.value_or(0) + *estimate.saving_ms;
+  }
   return total;
 }
 
@@ -147,18 +197,150 @@ size_t TidyReport::count(const std::string& pattern) const {
   return 0;
 }
 
-std::string TidyReport::text() const {
+std::vector<MatchGroup> TidyReport::groups() const {
+  struct Building {
+    MatchGroup group;
+    std::set<uint64_t> runs;
+  };
+  std::map<std::tuple<std::string, std::string, std::string>, Building> by_key;
+  std::map<std::string, std::pair<double, double>> pattern_order;  // pattern: saving, time
+  std::map<std::pair<std::string, std::string>, std::pair<double, double>> reason_order;  // likewise
+  for (const TidyMatch& match : matches) {
+    Building& building = by_key[{match.pattern, match.reason, match.node}];
+    MatchGroup& group = building.group;
+    if (group.matches == 0) {
+      group.pattern = match.pattern;
+      group.reason = match.reason;
+      group.node = match.node;
+      group.detail = match.detail;
+    }
+    ++group.matches;
+    group.time_ms += match.time_ms;
+    if (match.run_id != 0) building.runs.insert(match.run_id);
+    if (match.estimated_saving_ms) group.saving_ms = group.saving_ms.value_or(0) + *match.estimated_saving_ms;
+    for (auto* order : {&pattern_order[match.pattern], &reason_order[{match.pattern, match.reason}]}) {
+      order->first += match.estimated_saving_ms.value_or(0);
+      order->second += match.time_ms;
+    }
+  }
+  // A pattern estimated as a whole (not per match) ranks by its estimate.
+  for (const PatternEstimate& estimate : estimates) {
+    const auto found = pattern_order.find(estimate.pattern);
+    if (found != pattern_order.end() && estimate.saving_ms)
+      found->second.first = std::max(found->second.first, *estimate.saving_ms);
+  }
+  std::vector<MatchGroup> groups;
+  for (auto& [key, building] : by_key) {
+    building.group.runs = building.runs.size();
+    groups.push_back(std::move(building.group));
+  }
+  // Patterns by saving then time, ties by name; within one its reasons likewise, then its nodes.
+  const auto key = [&](const MatchGroup& group) {
+    return std::tuple{pattern_order.at(group.pattern), group.pattern,
+                      reason_order.at({group.pattern, group.reason}), group.reason,
+                      std::pair{group.saving_ms.value_or(0), group.time_ms}};
+  };
+  std::stable_sort(groups.begin(), groups.end(), [&](const MatchGroup& a, const MatchGroup& b) {
+    const auto ka = key(a);
+    const auto kb = key(b);
+    if (std::get<0>(ka) != std::get<0>(kb)) return std::get<0>(ka) > std::get<0>(kb);
+    if (std::get<1>(ka) != std::get<1>(kb)) return std::get<1>(ka) < std::get<1>(kb);
+    if (std::get<2>(ka) != std::get<2>(kb)) return std::get<2>(ka) > std::get<2>(kb);
+    if (std::get<3>(ka) != std::get<3>(kb)) return std::get<3>(ka) < std::get<3>(kb);
+    return std::get<4>(ka) > std::get<4>(kb);
+  });
+  return groups;
+}
+
+namespace {
+
+constexpr size_t kPlacesShown = 5;  // per reason in the grouped text; the JSON has every group
+
+std::string count_text(size_t n, const char* one, const char* many) {
+  return str_cat(n, " ", n == 1 ? one : many);
+}
+
+// The grouped findings: per pattern its totals and advice, per reason its places, largest first.
+void grouped_text(std::ostringstream& out, const TidyReport& report) {
+  const std::vector<MatchGroup> groups = report.groups();
+  out << "Findings (" << count_text(report.matches.size(), "match", "matches")
+      << ", estimated savings first; --per-event lists each):\n";
+  for (size_t begin = 0; begin < groups.size();) {
+    size_t end = begin;
+    size_t matches = 0;
+    double time_ms = 0;
+    std::optional<double> saving_ms;
+    while (end < groups.size() && groups[end].pattern == groups[begin].pattern) {
+      matches += groups[end].matches;
+      time_ms += groups[end].time_ms;
+      if (groups[end].saving_ms) saving_ms = saving_ms.value_or(0) + *groups[end].saving_ms;
+      ++end;
+    }
+    const std::string& pattern = groups[begin].pattern;
+    out << pattern << ": " << count_text(matches, "match", "matches") << " at "
+        << count_text(end - begin, "place", "places") << ", " << format_ms(time_ms) << " matched";
+    const auto estimate = std::find_if(report.estimates.begin(), report.estimates.end(),
+                                       [&](const PatternEstimate& e) { return e.pattern == pattern; });
+    if (estimate != report.estimates.end() && estimate->saving_ms) saving_ms = estimate->saving_ms;
+    if (saving_ms) {
+      out << ", estimated saving " << format_ms(*saving_ms);
+    } else if (estimate != report.estimates.end()) {
+      out << ", not estimated";
+    }
+    out << "\n";
+    const auto first = std::find_if(report.matches.begin(), report.matches.end(),
+                                    [&](const TidyMatch& match) { return match.pattern == pattern; });
+    if (first != report.matches.end()) out << "  " << first->message << "\n";
+    for (size_t reason_begin = begin; reason_begin < end;) {
+      size_t reason_end = reason_begin;
+      size_t reason_matches = 0;
+      while (reason_end < end && groups[reason_end].reason == groups[reason_begin].reason)
+        reason_matches += groups[reason_end++].matches;
+      const std::string indent = groups[reason_begin].reason.empty() ? "  " : "    ";
+      if (!groups[reason_begin].reason.empty()) {
+        out << "  because " << groups[reason_begin].reason << ": "
+            << count_text(reason_matches, "match", "matches") << " at "
+            << count_text(reason_end - reason_begin, "place", "places") << "\n";
+      }
+      for (size_t i = reason_begin; i < reason_end && i < reason_begin + kPlacesShown; ++i) {
+        const MatchGroup& group = groups[i];
+        out << indent << group.node << ": " << count_text(group.matches, "match", "matches");
+        if (group.runs > 0) out << " in " << count_text(group.runs, "run", "runs");
+        out << ", " << format_ms(group.time_ms);
+        if (group.saving_ms) out << ", saves " << format_ms(*group.saving_ms);
+        out << "\n";
+      }
+      if (reason_end - reason_begin > kPlacesShown) {
+        double rest_ms = 0;
+        for (size_t i = reason_begin + kPlacesShown; i < reason_end; ++i) rest_ms += groups[i].time_ms;
+        out << indent << "... and "
+            << count_text(reason_end - reason_begin - kPlacesShown, "more place", "more places") << " ("
+            << format_ms(rest_ms) << ")\n";
+      }
+      reason_begin = reason_end;
+    }
+    begin = end;
+  }
+}
+
+}  // namespace
+
+std::string TidyReport::text(bool per_event) const {
   const std::string rule(40, '-');
   std::ostringstream out;
   out << rule << "kiln tidy" << rule << "\n";
   out << "trace: " << trace_name << " (" << source << ", " << events << " events)\n";
-  out << "Matched Events:\n";
-  for (const TidyFinding& finding : findings) {
-    if (finding.detail.empty()) {
-      out << finding.location.text() << ": " << finding.pattern << ": " << finding.description << "\n";
-    } else {
-      out << finding.pattern << ": " << finding.detail << "\n";
+  if (per_event) {
+    out << "Matched Events:\n";
+    for (const TidyFinding& finding : findings) {
+      if (finding.detail.empty()) {
+        out << finding.location.text() << ": " << finding.pattern << ": " << finding.description << "\n";
+      } else {
+        out << finding.pattern << ": " << finding.detail << "\n";
+      }
     }
+  } else {
+    grouped_text(out, *this);
   }
   out << "Summary:\n";
   for (const std::string& summary : summaries) out << summary << "\n";
@@ -174,12 +356,17 @@ std::string TidyReport::text() const {
         out << "not estimated: " << estimate.basis << "\n";
       }
     }
-    if (run_ms > 0) {
-      const double saving = total_estimated_saving_ms();
-      out << "Total Estimated Speedup: " << format_ms(saving) << " of " << format_ms(run_ms) << " over "
-          << runs << " runs (" << speedup_text(run_ms, saving) << ")\n";
+    const std::optional<double> saving = total_estimated_saving_ms();
+    if (!saving) {
+      out << "Total Estimated Speedup: not estimated (no fix could be measured; the reasons are above)\n";
+    } else if (run_ms > 0) {
+      out << "Total Estimated Speedup: " << format_ms(*saving) << " of " << format_ms(run_ms) << " over "
+          << runs << " runs (" << speedup_text(run_ms, *saving) << ")\n";
     }
   }
+  for (const PatternNote& failure : failed)
+    out << "failed: " << failure.pattern << " raised:\n" << failure.text << "\n";
+  out << time.text();
   for (const PatternNote& caveat : caveats)
     out << "caveat: " << caveat.pattern << ": " << caveat.text << "\n";
   if (!not_evaluated.empty()) {
@@ -249,7 +436,33 @@ std::string TidyReport::json() const {
     json.member("time_ms", match.time_ms);
     if (match.estimated_saving_ms) json.member("estimated_saving_ms", *match.estimated_saving_ms);
     write_fix(json, match.fix);
+    json.member("node", match.node).member("reason", match.reason).member("run_id", match.run_id);
     json.end_object();
+  }
+  json.end_array();
+  json.key("groups").begin_array();
+  for (const MatchGroup& group : groups()) {
+    json.begin_object()
+        .member("pattern", group.pattern)
+        .member("reason", group.reason)
+        .member("node", group.node)
+        .member("detail", group.detail)
+        .member("matches", static_cast<uint64_t>(group.matches))
+        .member("runs", static_cast<uint64_t>(group.runs))
+        .member("time_ms", group.time_ms)
+        .key("estimated_saving_ms");
+    if (group.saving_ms) {
+      json.value(*group.saving_ms);
+    } else {
+      json.null();
+    }
+    json.end_object();
+  }
+  json.end_array();
+  json.key("time").raw(time.json());
+  json.key("failed").begin_array();
+  for (const PatternNote& failure : failed) {
+    json.begin_object().member("pattern", failure.pattern).member("traceback", failure.text).end_object();
   }
   json.end_array();
   json.key("not_evaluated").begin_array();
@@ -278,7 +491,12 @@ std::string TidyReport::json() const {
       json.member("basis", estimate.basis).end_object();
     }
     json.end_array();
-    json.member("total_estimated_saving_ms", total_estimated_saving_ms());
+    json.key("total_estimated_saving_ms");
+    if (const std::optional<double> total = total_estimated_saving_ms()) {
+      json.value(*total);
+    } else {
+      json.null();
+    }
   }
   json.end_object();
   return json.take();

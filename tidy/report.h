@@ -12,6 +12,8 @@
 #include "profiler/trace.h"
 #include "tidy/kiln_patterns.h"
 #include "tidy/source_location.h"
+#include "tidy/time_breakdown.h"
+#include "tidy/user_patterns.h"
 
 namespace kiln::tidy {
 
@@ -20,6 +22,8 @@ struct TidyOptions {
   bool corrected = true;                   // kiln's corrected patterns (corrected_patterns.h)
   // TinyOpMultithreadedPattern's threshold: steps shorter than this are tiny (tidy/options.h).
   int64_t tiny_step_us = tidy_option("tiny_step_us").default_value;
+  // User patterns run over the trace (tidy/user_patterns.h), reported after the built-ins.
+  std::vector<PatternResult> user_patterns{};
 };
 
 struct TidyMatch {
@@ -33,6 +37,22 @@ struct TidyMatch {
   // machine.
   std::optional<double> estimated_saving_ms;
   Fix fix;  // what fixing it changes, as its pattern declares it (Fix::steps index trace.events)
+  std::string node;     // the step's node (kiln traces), else the event's name
+  std::string reason;   // Pattern::reason: why, in words every match with this cause shares
+  uint64_t run_id = 0;  // the run it happened in (kiln traces), 0 outside one
+};
+
+// A pattern's matches with one reason at one node, what a person acts on once: TorchTidy's per-event
+// output folded (a fallback step matches once per run; the group says how many runs).
+struct MatchGroup {
+  std::string pattern;
+  std::string reason;
+  std::string node;
+  std::string detail;  // the first match's (Pattern::detail), an example of the group
+  size_t matches = 0;
+  size_t runs = 0;  // distinct runs among the matches (0: outside runs)
+  double time_ms = 0;
+  std::optional<double> saving_ms;  // estimate_savings, summed over the matches estimated
 };
 
 // What a pattern's fix saves over all its matches, TorchTidy's "Total Estimated Speedup".
@@ -73,16 +93,27 @@ struct TidyReport {
   double run_ms = 0;                       // kiln traces: the runs' time, what savings compare with
   int runs = 0;
   std::vector<PatternEstimate> estimates;  // estimate_savings: per matched pattern it can estimate
+  std::vector<PatternNote> failed;         // user patterns that raised: the traceback
+  TimeBreakdown time;                      // where the trace's time went
 
   size_t count(const std::string& pattern) const;
-  std::string text() const;
-  // The estimated savings over all patterns, ms (each event's saving counted once per pattern).
-  double total_estimated_saving_ms() const;
+  // The matches grouped by pattern, reason and node: the patterns by their estimated saving (then
+  // their matched time), largest first; within one, its groups likewise.
+  std::vector<MatchGroup> groups() const;
+  // The grouped findings, savings first; `per_event`: TorchTidy's per-event lines instead.
+  std::string text(bool per_event = false) const;
+  // The estimated savings over all patterns, ms (each event's saving counted once per pattern);
+  // nothing when no pattern's saving was estimated.
+  std::optional<double> total_estimated_saving_ms() const;
   // {"trace", "source", "events", "counts": {pattern: n}, "matches": [{"pattern", "message", "file",
-  // "line", "event_id", "detail", "time_ms", "estimated_saving_ms" where estimated}], "not_evaluated":
+  // "line", "event_id", "detail", "time_ms", "estimated_saving_ms" where estimated, "fix", "node",
+  // "reason", "run_id"}], "groups": [{"pattern", "reason", "node", "detail", "matches", "runs", "time_ms",
+  // "estimated_saving_ms"}], "failed": [{"pattern", "traceback"}], "time": TimeBreakdown::json(),
+  // "not_evaluated":
   // [{"pattern", "reason"}], "caveats": [{"pattern", "caveat"}], "assumed": [...], "exact_locations",
   // "runs", "run_ms", and after estimate_savings "estimates": [{"pattern", "matched_ms",
-  // "estimated_saving_ms" (null: not estimated), "basis"}] and "total_estimated_saving_ms"}.
+  // "estimated_saving_ms" (null: not estimated), "basis"}] and "total_estimated_saving_ms" (null:
+  // nothing estimated)}.
   std::string json() const;
   // TorchTidy's layout: {file: [{"line_number", "name", "url", "message"}]} for each distinct finding
   // with a location, merged into `directory`/torchtidy_report.json if it exists (its keys replaced,

@@ -208,13 +208,20 @@ class Bench {
     }
     unusable_ = unallocatable(typical->input_shapes);
     if (unusable_) return;
+    // The runs' own settings, as the trace records them: the fixes are measured against what ran.
+    try {
+      recorded_ = plan_settings_from_text(typical->settings);
+    } catch (const Error& error) {
+      unusable_ = str_cat("the trace's settings are not ones this kiln reads: ", error.what());
+      return;
+    }
     session_ = std::make_unique<Session>(model_);
     inputs_ = random_inputs(session_->inputs(), typical->input_shapes);
     base_ = measure(Settings{});
     if (base_.plan().settings_text() != typical->settings) {
       unusable_ = str_cat("most of the trace's runs were planned under '", typical->settings,
-                          "', this process plans under '", base_.plan().settings_text(),
-                          "': give the same settings (options) the trace ran with");
+                          "'; under those settings this kiln plans under '", base_.plan().settings_text(),
+                          "' (a backend not built here?)");
     }
   }
 
@@ -224,7 +231,7 @@ class Bench {
   int threads() const { return base_.plan().threads(); }
 
   Measured measure(const Settings& changes) {
-    const ScopedSettings fix(changes);
+    const ScopedSettings fix(with_recorded(changes));
     std::shared_ptr<const Plan> plan = session_->plan_for(inputs_.ordered);
     std::vector<double> step_ms = profile_steps(*session_, inputs_.by_name, *plan, runs_);
     return Measured(std::move(plan), std::move(step_ms));
@@ -240,7 +247,7 @@ class Bench {
     } restore;
     set_thread_budget(budget);
     {
-      const ScopedSettings fix(changes);
+      const ScopedSettings fix(with_recorded(changes));
       session_->run(inputs_.by_name);  // plans before timing
     }
     RunTimer timer;
@@ -250,7 +257,7 @@ class Bench {
     for (int t = 0; t < concurrent; ++t) {
       threads.emplace_back([&, t] {
         try {
-          const ScopedSettings fix(changes);
+          const ScopedSettings fix(with_recorded(changes));
           for (int r = 0; r < runs_; ++r) session_->run(inputs_.by_name);
         } catch (...) {
           failures[static_cast<size_t>(t)] = std::current_exception();
@@ -289,9 +296,17 @@ class Bench {
   }
 
  private:
+  // The trace's settings with a fix's changes over them.
+  Settings with_recorded(const Settings& changes) const {
+    Settings settings = recorded_;
+    settings.overlay(changes);
+    return settings;
+  }
+
   int runs_;
   std::string model_;
   Reason unusable_;
+  Settings recorded_;
   std::unique_ptr<Session> session_;
   RandomInputs inputs_;
   Measured base_;

@@ -143,8 +143,9 @@ def test_caveats_flag_torchtidys_rules_where_they_are_wrong(kiln, runs):
     assert "empty architecture list" in caveats["FP32 MatMul Pattern"]
     assert "never checks where the copy goes" in caveats["Extra CUDA Copy Pattern"]
     assert "report_all_anti_patterns leaves this pattern out" in caveats["For Loop Indexing Pattern"]
-    text = report.text()
+    text = report.text(per_event=True)
     assert "Matched Events:" in text and "Summary:" in text and "caveat: FP32 MatMul Pattern" in text
+    assert "Findings (" in report.text() and "Matched Events:" not in report.text()
     for summary in report.summaries:
         assert summary in text
 
@@ -258,7 +259,10 @@ def test_cli_tidy_text_json_and_torchtidy_json(kiln_bin, runs, tmp_path):
     _, path, matched = runs["mixed"]
     result = run_cli(kiln_bin, "tidy", path)
     assert result.returncode == 0, result.stderr
-    assert "Matched Events:" in result.stdout and "kineto_json" in result.stdout
+    assert "Findings (" in result.stdout and "kineto_json" in result.stdout
+    result = run_cli(kiln_bin, "tidy", path, "--per-event")
+    assert result.returncode == 0, result.stderr
+    assert "Matched Events:" in result.stdout
     result = run_cli(kiln_bin, "tidy", path, "--json", "--torchtidy-json", tmp_path, "--name", "aten::select")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -268,7 +272,8 @@ def test_cli_tidy_text_json_and_torchtidy_json(kiln_bin, runs, tmp_path):
     assert report["counts"]["aten::select"] > 0
     assert sum(report["counts"].values()) == len(report["matches"])
     for match in report["matches"]:
-        assert set(match) == {"pattern", "message", "file", "line", "event_id", "time_ms", "fix"}
+        assert set(match) == {"pattern", "message", "file", "line", "event_id", "time_ms", "fix", "node", "reason",
+                              "run_id"}
         # The fix each pattern declares: PyTorch's three benchmarked ones, nothing kiln measures else.
         expected = "torch_benchmark" if match["pattern"] in TORCH_BENCHMARKED else "none"
         assert match["fix"]["kind"] == expected and match["fix"]["what"], match

@@ -309,11 +309,13 @@ def test_benchmark_says_why_it_cannot_estimate(kiln, models):
     measurable = [e for e in report.estimates if e["pattern"] != "IdleGapPattern"]
     assert measurable and all(estimate["estimated_saving_ms"] is None for estimate in report.estimates)
     assert all("no model given" in estimate["basis"] for estimate in measurable)
-    # Other settings than the trace ran with would measure another plan.
+    # Other settings in force here: the fixes are still measured against the plan the trace ran, under
+    # the settings it records.
     with kiln.backends.settings(precision="fp32", threads=1):
         report = kiln.tidy.report(prof, benchmark=True, model=str(models["transpose"]), runs=2)
     measurable = [e for e in report.estimates if e["pattern"] != "IdleGapPattern"]
-    assert measurable and all("planned under" in estimate["basis"] for estimate in measurable)
+    assert measurable and not any("planned under" in estimate["basis"] for estimate in measurable)
+    assert any(estimate["estimated_saving_ms"] is not None for estimate in measurable)
     with pytest.raises(ValueError, match="model= applies to benchmark=True"):
         kiln.tidy.report(prof, model=str(models["transpose"]))
     with pytest.raises(ValueError, match="runs= applies to benchmark=True"):
@@ -331,10 +333,10 @@ def test_cli_profile_tidy_and_tidy_benchmark_json(kiln_bin, models, tmp_path):
     result = subprocess.run([str(kiln_bin), "profile", str(models["transpose"]), "--runs", "3", "--threads", "2",
                              "--trace", str(trace), "--tidy"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert "ReorderBetweenStepsPattern: step" in result.stdout
-    # The trace names its model, so --benchmark needs only the settings it ran with.
-    result = subprocess.run([str(kiln_bin), "tidy", str(trace), "--json", "--benchmark", "--runs", "3",
-                             "--threads", "2"], capture_output=True, text=True)
+    assert "ReorderBetweenStepsPattern: " in result.stdout and "because converts " in result.stdout
+    # The trace names its model and records its settings: --benchmark needs nothing more.
+    result = subprocess.run([str(kiln_bin), "tidy", str(trace), "--json", "--benchmark", "--runs", "3"],
+                            capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     reorders = [m for m in report["matches"] if m["pattern"] == "ReorderBetweenStepsPattern"]
@@ -365,8 +367,7 @@ def test_cli_tidy_decides_on_refusal_kinds_not_their_wording(kiln_bin, models, t
     reworded.write_text(json.dumps(document))
 
     def tidy(path):
-        result = subprocess.run([str(kiln_bin), "tidy", str(path), "--json", "--benchmark", "--runs", "2",
-                                 "--threads", "2", "--deterministic", "--conv-algorithm", "direct"],
+        result = subprocess.run([str(kiln_bin), "tidy", str(path), "--json", "--benchmark", "--runs", "2"],
                                 capture_output=True, text=True)
         assert result.returncode == 0, result.stderr
         report = json.loads(result.stdout)
@@ -388,7 +389,8 @@ def test_cli_tidy_decides_on_refusal_kinds_not_their_wording(kiln_bin, models, t
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--threads", "2"], "--threads applies to --benchmark"),
+    (["--runs", "2"], "--runs applies to --benchmark"),
+    (["--threads", "2"], "unknown option '--threads' for 'kiln tidy'"),  # the trace records its settings
     (["--model", "m.onnx"], "--model applies to --benchmark"),
     (["--tiny-step-us", "0"], "--tiny-step-us expects an integer in 1..1000000, got '0'"),
 ])
@@ -437,8 +439,8 @@ def html_report(kiln_bin, models, tmp_path, edit=None):
     if edit:
         trace.write_text(edit(trace.read_text()))
     page = tmp_path / "report.html"
-    result = subprocess.run([str(kiln_bin), "tidy", str(trace), "--html", str(page), "--benchmark", "--runs", "2",
-                             "--threads", "2"], capture_output=True, text=True)
+    result = subprocess.run([str(kiln_bin), "tidy", str(trace), "--html", str(page), "--benchmark", "--runs", "2"],
+                            capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     return page
 
@@ -451,8 +453,13 @@ def test_html_report_is_one_self_contained_page(kiln_bin, models, tmp_path):
     assert not checker.loads  # no script, no stylesheet or image fetched
     text = " ".join(checker.text)
     for expected in ("Where the time went", "By op", "By backend", "Conv", "Transpose", "Findings",
-                     "ReorderBetweenStepsPattern", "step 2", "Estimated savings", "Total estimated saving"):
+                     "ReorderBetweenStepsPattern", "converts", "Estimated savings", "Total estimated saving",
+                     "compute: onednn", "idle"):
         assert expected in text, expected
+    content = page.read_text()
+    # The first section is the grouped findings with their savings; then the time picture.
+    assert content.index('id="findings"') < content.index('class="summary"') < content.index('id="time"')
+    assert content.index('id="time"') < content.index('<svg') < content.index('id="details"')
 
 
 def test_html_report_escapes_what_the_trace_names(kiln_bin, models, tmp_path):
@@ -470,11 +477,32 @@ def test_html_report_renders_in_a_headless_browser(kiln_bin, models, tmp_path):
     dom = subprocess.run(command + ["--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr
     assert "ReorderBetweenStepsPattern" in dom.stdout and "By backend" in dom.stdout
-    screenshot = tmp_path / "report.png"
-    shot = subprocess.run(command + [f"--screenshot={screenshot}", "--window-size=1200,1600", page.as_uri()],
-                          capture_output=True, text=True, timeout=120)
-    assert shot.returncode == 0, shot.stderr
-    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 10_000
+    assert 'class="time-breakdown"' in dom.stdout and "estimated saving ms" in dom.stdout
+    # Screenshots: the first screen (1200x900) shows the grouped findings' table (its header's fill);
+    # the whole page shows the time picture (its background's fill) below it.
+    from PIL import Image
+
+    def screenshot(height):
+        path = tmp_path / f"report_{height}.png"
+        shot = subprocess.run(command + [f"--screenshot={path}", f"--window-size=1200,{height}", page.as_uri()],
+                              capture_output=True, text=True, timeout=120)
+        assert shot.returncode == 0, shot.stderr
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        return Image.open(path).convert("RGB")
+
+    def rows_of(image, colour):
+        """The rows holding at least 20 pixels of exactly `colour`."""
+        width, height = image.size
+        pixels = image.load()
+        return [y for y in range(height) if sum(pixels[x, y] == colour for x in range(0, width, 4)) >= 5]
+
+    summary_header, time_picture = (0xe3, 0xf1, 0xe7), (0xf8, 0xf5, 0xec)
+    first = screenshot(900)
+    assert rows_of(first, summary_header), "the grouped findings are not on the first screen"
+    whole = screenshot(4000)
+    header_rows, picture_rows = rows_of(whole, summary_header), rows_of(whole, time_picture)
+    assert header_rows and picture_rows and max(header_rows) < min(picture_rows), (header_rows[:3], picture_rows[:3])
+    assert len(picture_rows) >= 30  # a bar per thread and the legend
 
 
 @pytest.mark.slow

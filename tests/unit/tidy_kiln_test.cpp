@@ -4,6 +4,7 @@
 // measured estimates: tests/python/test_tidy_kiln.py.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <string>
@@ -13,6 +14,9 @@
 #include "tidy/kiln_patterns.h"
 #include "tidy/report.h"
 #include "tidy/step_flow.h"
+#include "tidy/time_breakdown.h"
+#include "tidy/trace_diff.h"
+#include "tidy/user_patterns.h"
 #include "tidy_runner/estimate.h"
 
 namespace kiln {
@@ -230,7 +234,7 @@ TEST(KilnPatterns, EstimatesSayWhyWhenTheyCannotMeasure) {
   ASSERT_TRUE(estimates.count(tidy::kReorderBetweenSteps));
   EXPECT_FALSE(estimates[tidy::kReorderBetweenSteps]->saving_ms.has_value());
   EXPECT_NE(estimates[tidy::kReorderBetweenSteps]->basis.find("no model given"), std::string::npos);
-  EXPECT_NEAR(report.total_estimated_saving_ms(), 0.4, 1e-9);
+  EXPECT_NEAR(report.total_estimated_saving_ms().value_or(-1), 0.4, 1e-9);
   const std::string json = report.json();
   EXPECT_NE(json.find(R"("estimated_saving_ms": null)"), std::string::npos) << json;
   EXPECT_NE(json.find(R"("total_estimated_saving_ms": 0.4)"), std::string::npos) << json;
@@ -293,6 +297,167 @@ TEST(KilnPatterns, EstimatesOfAModelThatCannotRunSayWhy) {
     EXPECT_NE(estimate.basis.find("could not run the model"), std::string::npos) << estimate.basis;
     EXPECT_NE(estimate.basis.find("/nonexistent/model.onnx"), std::string::npos) << estimate.basis;
   }
+}
+
+// The same fallback in three runs: one group (the pattern, its reason, the node) of three matches in
+// three runs; the reason is the refusal a setting makes, not the others.
+TEST(TidyReport, MatchesGroupByPatternReasonAndNode) {
+  TraceBuilder builder;
+  for (int r = 0; r < 3; ++r) {
+    const uint64_t run = builder.run(r * 1000, r * 1000 + 900);
+    TraceEvent& mul =
+        builder.step(run, "Mul", "mul", r * 1000, r * 1000 + 100, {"a", "b"}, {"m"}, "native:mul");
+    mul.refusals = {{"onednn", "", RefusalKind::disabled, "backend disabled"},
+                    {"blas", "", RefusalKind::unsupported_shape, "rank 5"}};
+  }
+  const tidy::TidyReport report = tidy::analyse(builder.trace(), "t");
+  std::vector<tidy::MatchGroup> fallbacks;
+  for (const tidy::MatchGroup& group : report.groups()) {
+    if (group.pattern == tidy::kNativeFallback) fallbacks.push_back(group);
+  }
+  ASSERT_EQ(fallbacks.size(), 1u);
+  EXPECT_EQ(fallbacks[0].node, "mul");
+  EXPECT_EQ(fallbacks[0].reason, "onednn: backend disabled");  // what the fix changes
+  EXPECT_EQ(fallbacks[0].matches, 3u);
+  EXPECT_EQ(fallbacks[0].runs, 3u);
+  EXPECT_NEAR(fallbacks[0].time_ms, 0.3, 1e-9);
+  EXPECT_NE(fallbacks[0].detail.find("blas: rank 5"), std::string::npos)
+      << fallbacks[0].detail;  // all of them
+  const std::string text = report.text();
+  EXPECT_NE(text.find("NativeFallbackPattern: 3 matches at 1 place, 0.300 ms matched"), std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find("  because onednn: backend disabled: 3 matches at 1 place\n    mul: 3 matches in 3 runs"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(report.json().find(R"("groups": [{"pattern": )"), std::string::npos);
+}
+
+// A user pattern's result enters the report as a built-in's does: counted, grouped, its fix kept; one
+// that failed is listed with its traceback; one that names an event the trace lacks is an error.
+TEST(TidyReport, UserPatternResultsAreReportedAsBuiltInsAre) {
+  TraceBuilder builder;
+  const uint64_t run = builder.run(0, 1000);
+  builder.step(run, "Conv", "conv", 0, 500, {"x", "w"}, {"y"}, "native:conv");
+  builder.step(run, "Relu", "relu", 500, 600, {"y"}, {"z"}, "native:relu");
+  tidy::PatternResult slow{
+      .name = "Slow Conv", .description = "A Conv over 0.4 ms", .url = "https://example.org"};
+  slow.matched = {1};  // the Conv's index
+  slow.messages = {"A Conv over 0.4 ms at conv"};
+  slow.reasons = {"native"};
+  slow.fixes = {{tidy::Fix::Kind::settings, {{"onednn_enabled", "1"}}, {}, {}, "oneDNN on"}};
+  slow.summary = "Slow Conv: 1 events matched.";
+  tidy::PatternResult broken{.name = "Broken"};
+  broken.failure = "Traceback ...\nZeroDivisionError: division by zero";
+  tidy::PatternResult skipped{.name = "Skipped", .skip = "no GPU in this trace"};
+  tidy::TidyOptions options;
+  options.user_patterns = {slow, broken, skipped};
+  const tidy::TidyReport report = tidy::analyse(builder.trace(), "t", options);
+  EXPECT_EQ(report.count("Slow Conv"), 1u);
+  const auto match = std::find_if(report.matches.begin(), report.matches.end(),
+                                  [](const tidy::TidyMatch& m) { return m.pattern == "Slow Conv"; });
+  ASSERT_NE(match, report.matches.end());
+  EXPECT_EQ(match->event_id, 2u);
+  EXPECT_EQ(match->reason, "native");
+  EXPECT_EQ(match->node, "conv");
+  EXPECT_EQ(match->fix.kind, tidy::Fix::Kind::settings);
+  EXPECT_EQ(match->fix.what, "oneDNN on");
+  ASSERT_EQ(report.failed.size(), 1u);
+  EXPECT_EQ(report.failed[0].pattern, "Broken");
+  EXPECT_NE(report.text().find("failed: Broken raised:\nTraceback ...\nZeroDivisionError"),
+            std::string::npos);
+  EXPECT_NE(report.json().find(R"("failed": [{"pattern": "Broken", "traceback": )"), std::string::npos);
+  bool skip_noted = false;
+  for (const tidy::PatternNote& note : report.not_evaluated)
+    skip_noted = skip_noted || (note.pattern == "Skipped" && note.text == "no GPU in this trace");
+  EXPECT_TRUE(skip_noted);
+  options.user_patterns = {slow};
+  options.user_patterns[0].matched = {99};
+  try {
+    tidy::analyse(builder.trace(), "t", options);
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("'Slow Conv' matched event index 99, the trace has 3 events"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+// Two runs of one model before and after a backend was disabled: the switched step and the Reorder
+// that appeared, largest change first; the plans' settings and step counts.
+TEST(TraceDiff, SwitchesAppearancesAndPlanChangesLargestFirst) {
+  TraceBuilder before;
+  for (int r = 0; r < 2; ++r) {
+    const uint64_t run = before.run(r * 1000, r * 1000 + 900);
+    before.trace().events[run - 1].plan_steps = 2;
+    before.step(run, "Conv", "conv", r * 1000, r * 1000 + 100, {"x", "w"}, {"y"}, "onednn:conv");
+    before.step(run, "Relu", "relu", r * 1000 + 100, r * 1000 + 110, {"y"}, {"z"}, "onednn:eltwise");
+  }
+  TraceBuilder after;
+  const uint64_t run = after.run(0, 900);
+  after.trace().events[run - 1].settings = "blas,native;threads=2";
+  after.trace().events[run - 1].plan_steps = 3;
+  after.step(run, "Conv", "conv", 0, 400, {"x", "w"}, {"y"}, "native:conv");
+  after.step(run, "Reorder", "y:to_plain", 400, 420, {"y"}, {"y:plain"}, "native:reorder");
+  after.step(run, "Relu", "relu", 420, 430, {"y:plain"}, {"z"}, "onednn:eltwise");
+  const tidy::TraceDiff diff = tidy::diff_traces(before.trace(), "a.json", after.trace(), "b.json");
+  ASSERT_EQ(diff.rows.size(), 3u);
+  EXPECT_EQ(diff.rows[0].node, "conv");  // +0.3 ms per run (two runs before, one after)
+  EXPECT_EQ(diff.rows[0].change, "backend switched");
+  EXPECT_EQ(diff.rows[0].before.backend, "onednn");
+  EXPECT_EQ(diff.rows[0].after.backend, "native");
+  EXPECT_NEAR(diff.rows[0].delta_ms(), 0.3, 1e-9);
+  EXPECT_EQ(diff.rows[1].node, "y:to_plain");
+  EXPECT_EQ(diff.rows[1].change, "appeared");
+  EXPECT_EQ(diff.rows[2].change, "");  // Relu: same kernel, same time
+  EXPECT_EQ(diff.before.runs, 2);
+  EXPECT_NEAR(diff.before.ms, 0.11, 1e-9);
+  EXPECT_EQ(diff.plan_changes,
+            (std::vector<std::string>{"settings: onednn,blas,native;threads=2 -> blas,native;threads=2",
+                                      "plan steps: 2 -> 3"}));
+  EXPECT_NE(diff.json().find(R"("change": "backend switched", "delta_ms": 0.3)"), std::string::npos)
+      << diff.json();
+  EXPECT_NE(diff.text().find("[backend switched: onednn -> native]"), std::string::npos) << diff.text();
+  // A kiln trace against a PyTorch one: nothing to pair.
+  Trace torch;
+  torch.source = "kineto_json";
+  EXPECT_THROW(tidy::diff_traces(before.trace(), "a.json", torch, "t.json"), Error);
+}
+
+// Per thread: compute by backend, data movement, waiting (a run's own time) and idle; a run whose
+// steps ran on two threads has a critical path through the data flow; two runs at once overlap.
+TEST(TimeBreakdown, ThreadsCriticalPathAndOverlap) {
+  TraceBuilder builder;
+  const uint64_t run = builder.run(0, 1000);
+  builder.step(run, "Conv", "a", 0, 300, {"x"}, {"a"}, "onednn:conv");
+  TraceEvent& b = builder.step(run, "Conv", "b", 0, 600, {"x"}, {"b"}, "native:conv");
+  b.thread = 1;  // a branch on the pool's thread
+  builder.step(run, "Reorder", "a:plain", 300, 350, {"a"}, {"a:plain"}, "onednn:reorder");
+  builder.step(run, "Add", "sum", 600, 700, {"a:plain", "b"}, {"y"}, "onednn:binary");
+  builder.run(500, 1500, 1);  // another caller's run, overlapping the first by 500 us
+  const tidy::TimeBreakdown breakdown = tidy::time_breakdown(builder.trace());
+  EXPECT_NEAR(breakdown.span_ms, 1.5, 1e-9);
+  ASSERT_EQ(breakdown.threads.size(), 2u);
+  const tidy::ThreadTime& main = breakdown.threads[0];
+  EXPECT_EQ(main.name, "main");
+  const auto category = [](const tidy::ThreadTime& thread, const std::string& name) {
+    for (const auto& [category, ms] : thread.categories) {
+      if (category == name) return ms;
+    }
+    return -1.0;
+  };
+  EXPECT_NEAR(category(main, "compute: onednn"), 0.4, 1e-9);
+  EXPECT_NEAR(category(main, "data movement"), 0.05, 1e-9);
+  EXPECT_NEAR(category(main, "waiting"), 0.55, 1e-9);  // the run less its steps on its own thread
+  EXPECT_NEAR(main.idle_ms, 0.5, 1e-9);
+  EXPECT_NEAR(category(breakdown.threads[1], "compute: native"), 0.6, 1e-9);
+  ASSERT_EQ(breakdown.critical_path.size(), 1u);
+  EXPECT_NEAR(breakdown.critical_path[0].path_ms, 0.7, 1e-9);  // b (0.6) then sum (0.1)
+  EXPECT_EQ(breakdown.critical_path[0].steps, (std::vector<std::string>{"b", "sum"}));
+  EXPECT_EQ(breakdown.overlap.most_at_once, 2);
+  EXPECT_NEAR(breakdown.overlap.overlapped_ms, 0.5, 1e-9);
+  EXPECT_NEAR(breakdown.overlap.mean_in_flight, 2.0 / 1.5, 1e-9);
+  EXPECT_NE(breakdown.svg().find("<title>compute: native: 0.600 ms</title>"), std::string::npos);
 }
 
 }  // namespace

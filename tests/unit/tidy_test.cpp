@@ -292,9 +292,20 @@ TEST(TidyReport, TextJsonAndTorchTidyJson) {
   const tidy::TidyReport report = tidy::analyse(kineto(events), "t.json");
   EXPECT_EQ(report.count("Extra CUDA Copy Pattern"), 2u);
   ASSERT_EQ(report.findings.size(), 1u);  // one distinct message
+  const std::string per_event = report.text(/*per_event=*/true);
+  EXPECT_NE(per_event.find("train.py:1: Extra CUDA Copy Pattern: Filled a CPU tensor"), std::string::npos)
+      << per_event;
+  // Grouped (the default): the pattern once, its place with the number of matches there.
   const std::string text = report.text();
-  EXPECT_NE(text.find("train.py:1: Extra CUDA Copy Pattern: Filled a CPU tensor"), std::string::npos) << text;
+  EXPECT_EQ(text.find("Matched Events:"), std::string::npos) << text;
+  EXPECT_NE(text.find("Extra CUDA Copy Pattern: 2 matches at 1 place"), std::string::npos) << text;
+  EXPECT_NE(text.find("  train.py:1: 2 matches, "), std::string::npos) << text;
   EXPECT_NE(text.find("Extra CUDA Copy Pattern: 2 events matched."), std::string::npos) << text;
+  const std::vector<tidy::MatchGroup> groups = report.groups();
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0].node, "train.py:1");
+  EXPECT_EQ(groups[0].matches, 2u);
+  EXPECT_EQ(groups[0].runs, 0u);  // a PyTorch trace has no runs
   const std::string json = report.json();
   EXPECT_NE(json.find(R"("counts": {"Extra CUDA Copy Pattern": 2)"), std::string::npos) << json;
   EXPECT_NE(json.find(R"("file": "train.py", "line": 1, "event_id": )"), std::string::npos) << json;
