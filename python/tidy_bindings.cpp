@@ -69,13 +69,21 @@ py::object json_value(const std::string& text) {
 // The command line's `--patterns` runner: python/kiln/tidy.py's _run_pattern_files, under the GIL.
 std::vector<tidy::PatternResult> run_pattern_files(const std::vector<std::string>& files,
                                                    const profiler::Trace& trace) {
+  // The trace is the command's, on its stack: a pattern that keeps its events past the run (a
+  // global) must not use them after the command returns (`kiln tidy` runs in a process of its own).
   py::gil_scoped_acquire acquire;
-  const py::object results =
-      py::module_::import("kiln.tidy")
-          .attr("_run_pattern_files")(files, py::cast(trace, py::return_value_policy::reference));
-  std::vector<tidy::PatternResult> converted;
-  for (const py::handle result : results) converted.push_back(pattern_result_from(result));
-  return converted;
+  try {
+    const py::object results =
+        py::module_::import("kiln.tidy")
+            .attr("_run_pattern_files")(files, py::cast(trace, py::return_value_policy::reference));
+    std::vector<tidy::PatternResult> converted;
+    for (const py::handle result : results) converted.push_back(pattern_result_from(result));
+    return converted;
+  } catch (py::error_already_set& error) {
+    // The message alone (a pattern's own failures are reported with their tracebacks, not here).
+    const std::string message = py::str(error.value());
+    fail(ErrorKind::invalid_argument, message);
+  }
 }
 
 }  // namespace

@@ -49,6 +49,17 @@ EventTree::EventTree(const Trace& trace) : trace_(trace) {
       children_[child_end[parent_[i]]++] = index;
     }
   }
+  // Parents come first (ids are in start order), so a parent's root is known before its children's.
+  root_.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    EventIndex at = static_cast<EventIndex>(i);
+    if (parent_[i] != kNoEvent && parent_[i] < i) {
+      at = root_[parent_[i]];
+    } else {
+      while (parent_[at] != kNoEvent) at = parent_[at];  // a root, or a trace not numbered in order
+    }
+    root_[i] = at;
+  }
 }
 
 std::span<const EventIndex> EventTree::siblings(EventIndex index) const {
@@ -65,11 +76,6 @@ EventIndex EventTree::next(EventIndex index) const {
 
 EventIndex EventTree::previous(EventIndex index) const {
   return position_[index] > 0 ? siblings(index)[position_[index] - 1] : kNoEvent;
-}
-
-EventIndex EventTree::root(EventIndex index) const {
-  while (parent_[index] != kNoEvent) index = parent_[index];
-  return index;
 }
 
 std::vector<EventIndex> EventTree::depth_first(std::span<const EventIndex> from) const {

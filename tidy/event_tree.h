@@ -1,6 +1,6 @@
 // The event tree as a pattern walks it: TorchTidy's traversal (torch/profiler/_pattern_matcher.py and
 // _utils.py in PyTorch 1.13) over kiln's trace model. Built once per analysis in O(events): children
-// and each thread's roots are index ranges, so parent, siblings, next and previous are O(1).
+// and each thread's roots are index ranges, so parent, root, siblings, next and previous are O(1).
 #pragma once
 
 #include <cstdint>
@@ -44,7 +44,7 @@ class EventTree {
   EventIndex next(EventIndex index) const;
   EventIndex previous(EventIndex index) const;
   // The root above it (itself for a root).
-  EventIndex root(EventIndex index) const;
+  EventIndex root(EventIndex index) const { return root_[index]; }
 
   // Pre-order from the roots (TorchTidy's traverse_dfs), or from `from` (each with its subtree).
   std::vector<EventIndex> depth_first() const { return depth_first(roots_); }
@@ -61,6 +61,7 @@ class EventTree {
   std::vector<uint32_t> thread_root_begin_;  // roots of thread t, in start order, likewise
   std::vector<EventIndex> thread_roots_;
   std::vector<uint32_t> position_;
+  std::vector<EventIndex> root_;
 };
 
 }  // namespace kiln::tidy

@@ -95,13 +95,16 @@ std::string html_report(const TidyReport& report, const profiler::Trace& trace) 
            "<th>estimated saving ms</th></tr>\n";
     for (const std::string& pattern : patterns) {
       size_t matches = 0;
-      size_t places = 0;
+      size_t begin = groups.size();
+      size_t end = 0;
       double time_ms = 0;
       std::optional<double> saving_ms;
-      for (const MatchGroup& group : groups) {
+      for (size_t i = 0; i < groups.size(); ++i) {
+        const MatchGroup& group = groups[i];
         if (group.pattern != pattern) continue;
+        begin = std::min(begin, i);
+        end = i + 1;
         matches += group.matches;
-        ++places;
         time_ms += group.time_ms;
         if (group.saving_ms) saving_ms = saving_ms.value_or(0) + *group.saving_ms;
       }
@@ -109,8 +112,9 @@ std::string html_report(const TidyReport& report, const profiler::Trace& trace) 
                                          [&](const PatternEstimate& e) { return e.pattern == pattern; });
       if (estimate != report.estimates.end() && estimate->saving_ms) saving_ms = estimate->saving_ms;
       out << "<tr><td><a href=\"#" << escape_markup(anchor(pattern)) << "\">" << escape_markup(pattern)
-          << "</a></td><td class=\"number\">" << matches << "</td><td class=\"number\">" << places
-          << "</td><td class=\"number\">" << number(time_ms) << "</td><td class=\"number\">";
+          << "</a></td><td class=\"number\">" << matches << "</td><td class=\"number\">"
+          << distinct_places(groups, begin, end) << "</td><td class=\"number\">" << number(time_ms)
+          << "</td><td class=\"number\">";
       if (saving_ms) {
         out << "<span class=\"saving\">" << number(*saving_ms) << "</span>";
       } else {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <tuple>
 
 #include "core/error.h"
@@ -177,6 +178,13 @@ TidyReport analyse(const profiler::Trace& trace, const std::string& trace_name, 
       KILN_CHECK(event < tree.size(), invalid_argument, "tidy: user pattern '", result.name,
                  "' matched event index ", event, ", the trace has ", tree.size(), " events");
     }
+    for (const Fix& fix : result.fixes) {
+      for (const EventIndex step : fix.steps) {
+        KILN_CHECK(step < tree.size(), invalid_argument, "tidy: user pattern '", result.name,
+                   "' declared a fix removing event index ", step, ", the trace has ", tree.size(),
+                   " events");
+      }
+    }
     run_pattern(*recorded_pattern(result), context, reported, report);
   }
   return report;
@@ -256,6 +264,16 @@ namespace {
 
 constexpr size_t kPlacesShown = 5;  // per reason in the grouped text; the JSON has every group
 
+}  // namespace
+
+size_t distinct_places(const std::vector<MatchGroup>& groups, size_t begin, size_t end) {
+  std::set<std::string_view> places;
+  for (size_t i = begin; i < end; ++i) places.insert(groups[i].node);
+  return places.size();
+}
+
+namespace {
+
 std::string count_text(size_t n, const char* one, const char* many) {
   return str_cat(n, " ", n == 1 ? one : many);
 }
@@ -278,7 +296,8 @@ void grouped_text(std::ostringstream& out, const TidyReport& report) {
     }
     const std::string& pattern = groups[begin].pattern;
     out << pattern << ": " << count_text(matches, "match", "matches") << " at "
-        << count_text(end - begin, "place", "places") << ", " << format_ms(time_ms) << " matched";
+        << count_text(distinct_places(groups, begin, end), "place", "places") << ", " << format_ms(time_ms)
+        << " matched";
     const auto estimate = std::find_if(report.estimates.begin(), report.estimates.end(),
                                        [&](const PatternEstimate& e) { return e.pattern == pattern; });
     if (estimate != report.estimates.end() && estimate->saving_ms) saving_ms = estimate->saving_ms;

@@ -121,6 +121,9 @@ struct TidyReport {
   void write_torchtidy_json(const std::string& directory) const;
 };
 
+// The places (nodes) of groups[begin, end): a node matched for two reasons is one place.
+size_t distinct_places(const std::vector<MatchGroup>& groups, size_t begin, size_t end);
+
 TidyReport analyse(const profiler::Trace& trace, const std::string& trace_name,
                    const TidyOptions& options = {});
 

@@ -204,8 +204,26 @@ std::string TraceDiff::text(size_t rows_shown) const {
     }
     out << "\n";
   }
-  if (rows.size() > rows_shown)
-    out << "... and " << rows.size() - rows_shown << " more places (--json lists all)\n";
+  // Every switch, appearance and disappearance, even past the table.
+  size_t unchanged_left = 0;
+  bool header = false;
+  for (size_t i = rows_shown; i < rows.size(); ++i) {
+    const DiffRow& row = rows[i];
+    if (row.change.empty()) {
+      ++unchanged_left;
+      continue;
+    }
+    if (!header) out << "other changes, largest first:\n";
+    header = true;
+    out << "  " << (row.delta_ms() >= 0 ? "+" : "") << number(row.delta_ms()) << " ms  " << row.kind << " "
+        << row.op;
+    if (!row.node.empty()) out << " '" << row.node << "'";
+    out << "  [" << row.change;
+    if (row.change == "backend switched") out << ": " << row.before.backend << " -> " << row.after.backend;
+    out << "]\n";
+  }
+  if (unchanged_left > 0)
+    out << "... and " << unchanged_left << " more places whose time alone changed (--json lists all)\n";
   return out.str();
 }
 

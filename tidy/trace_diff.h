@@ -49,7 +49,8 @@ struct TraceDiff {
   std::vector<std::string> plan_changes;  // "settings: A -> B", "plan steps: 60 -> 75"
   std::vector<DiffRow> rows;              // largest |delta_ms| first; switches before equal deltas
 
-  // A table of the largest changes (at most `rows_shown` rows) after the totals and plan changes.
+  // A table of the largest changes (at most `rows_shown` rows) after the totals and plan changes, then
+  // every other switch, appearance and disappearance, one line each.
   std::string text(size_t rows_shown = 30) const;
   // {"before": {"trace", "source", "runs", "ms", "settings", "plan_steps"}, "after": {...},
   // "plan_changes": [...], "rows": [{"kind", "op", "node", "shapes", "change", "delta_ms",

@@ -173,7 +173,8 @@ Reason unallocatable(const std::vector<Shape>& shapes) {
   return std::nullopt;
 }
 
-// Plans and times the trace's model at its shapes under the current settings plus a fix's changes.
+// Plans and times the trace's model at its shapes under the settings the trace records plus a fix's
+// changes (the settings in force in the process do not matter).
 class Bench {
  public:
   Bench(const profiler::Trace& trace, const EstimateOptions& options)
@@ -277,6 +278,7 @@ class Bench {
   // arena, pages touched for the first time).
   double miss_ms(const std::vector<Shape>& shapes) {
     std::vector<double> times;
+    const ScopedSettings recorded(with_recorded(Settings{}));
     for (int round = 0; round < kPlanningRounds; ++round) {
       // A new session each time: a session keeps its plans, and releases the weights they packed.
       Session fresh(model_);

@@ -206,8 +206,12 @@ void estimate_torch_savings(TidyReport& report, const profiler::Trace& trace, co
   for (const auto& [name, count] : report.counts) {  // in the order the patterns ran
     const auto found = by_pattern.find(name);
     if (found == by_pattern.end()) continue;
-    const Fix& fix = found->second.front()->fix;
-    if (fix.kind != Fix::Kind::torch_benchmark) continue;
+    // Each match's own fix (a user pattern may declare several, or none for some matches).
+    const auto timed = std::find_if(found->second.begin(), found->second.end(), [](const TidyMatch* match) {
+      return match->fix.kind == Fix::Kind::torch_benchmark;
+    });
+    if (timed == found->second.end()) continue;
+    const Fix& fix = (*timed)->fix;
     PatternEstimate estimate{name, 0, std::nullopt, fix.what};
     for (const TidyMatch* match : found->second) estimate.matched_ms += match->time_ms;
     if (unusable) {
@@ -216,8 +220,9 @@ void estimate_torch_savings(TidyReport& report, const profiler::Trace& trace, co
       estimate.basis = str_cat("this CPU has no bf16 arithmetic (extensions: ", extensions, ")");
     } else {
       for (const TidyMatch* match : found->second) {
+        if (match->fix.kind != Fix::Kind::torch_benchmark) continue;  // stays not estimated
         const TraceEvent& event = trace.events[match->event_id - 1];
-        Case one{fix.torch_fix, event.name, event.input_shapes, event.input_dtypes};
+        Case one{match->fix.torch_fix, event.name, event.input_shapes, event.input_dtypes};
         auto it = case_ids.find(one);
         if (it == case_ids.end()) {
           if (cases.size() >= kMaxCases) continue;  // this match stays not estimated

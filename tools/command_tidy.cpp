@@ -53,7 +53,7 @@ constexpr const char* kUnderPython = "KILN_TIDY_UNDER_PYTHON";
   for (std::string& text : argv_text) argv.push_back(text.data());
   argv.push_back(nullptr);
   std::fflush(stdout);
-  execv(python.c_str(), argv.data());
+  execvp(python.c_str(), argv.data());
   fail(ErrorKind::invalid_argument, "kiln tidy --patterns runs the patterns under Python: cannot run ",
        python, " (", std::strerror(errno), "; KILN_PYTHON names another)");
 }

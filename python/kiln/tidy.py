@@ -36,6 +36,7 @@ import importlib.util as _importlib_util
 import operator as _operator
 import os as _os
 import re as _re
+import sys as _sys
 import traceback as _traceback
 import weakref as _weakref
 
@@ -100,30 +101,43 @@ def _traversal(tree, order):
     return cached[order]
 
 
-_TREES = []  # the last few (source, EventTree): patterns made over one profile share its tree
-_TREES_KEPT = 4
+_FILE_TREES = []  # the last few ((path, mtime, size), EventTree): patterns over one file load it once
+_FILE_TREES_KEPT = 4
+_OBJECT_TREES = _weakref.WeakKeyDictionary()  # a PyTorch profile: its EventTree, while the profile lives
 
 
 def event_tree(prof_or_path, *, max_bytes=_profiler.DEFAULT_MAX_TRACE_BYTES):
-    """The EventTree patterns walk, for anything report() accepts; built once per source (the last
-    few are kept, so several patterns over one profile load it once)."""
+    """The EventTree patterns walk, for anything report() accepts; a file (the last few) or a PyTorch
+    profile (while it lives) is read once for every pattern over it."""
     if isinstance(prof_or_path, EventTree):
         return prof_or_path
-    key = prof_or_path
     if isinstance(prof_or_path, (str, bytes, _os.PathLike)):
         path = _os.fsdecode(prof_or_path)
         try:
             stat = _os.stat(path)
-            key = (_os.path.realpath(path), stat.st_mtime_ns, stat.st_size)
         except OSError:
-            key = None  # load_trace names the problem
-    for source, tree in _TREES:
-        if source is key or (isinstance(key, tuple) and source == key):
-            return tree
+            return EventTree(_trace_of(prof_or_path, max_bytes)[0])  # load_trace names the problem
+        key = (_os.path.realpath(path), stat.st_mtime_ns, stat.st_size)
+        for cached_key, tree in _FILE_TREES:
+            if cached_key == key:
+                return tree
+        tree = EventTree(_trace_of(prof_or_path, max_bytes)[0])
+        _FILE_TREES.insert(0, (key, tree))
+        del _FILE_TREES[_FILE_TREES_KEPT:]
+        return tree
+    if isinstance(prof_or_path, (_kiln.profiler.Trace, _profiler.profile)):
+        # Already a Trace (a kiln profile's is its current recording): the tree is quick to build,
+        # and a cache keyed by the Trace would keep it alive (the tree holds it).
+        return EventTree(_trace_of(prof_or_path, max_bytes)[0])
+    try:  # PyTorch's profile: reading its tree is the slow part, done once per profile
+        return _OBJECT_TREES[prof_or_path]
+    except (KeyError, TypeError):  # TypeError: an object without weak references is not kept
+        pass
     tree = EventTree(_trace_of(prof_or_path, max_bytes)[0])
-    if key is not None:
-        _TREES.insert(0, (key, tree))
-        del _TREES[_TREES_KEPT:]
+    try:
+        _OBJECT_TREES[prof_or_path] = tree
+    except TypeError:
+        pass
     return tree
 
 
@@ -169,7 +183,12 @@ class Fix:
     def __repr__(self):
         return f"Fix({self.kind!r}, what={self.what!r})"
 
-    def _as_dict(self):
+    def _as_dict(self, tree):
+        if self.kind not in _FIX_KINDS:
+            raise ValueError(f"Fix: kind must be one of {', '.join(_FIX_KINDS)}, got {self.kind!r}")
+        for step in self.steps:
+            if not isinstance(step, Event) or step != tree.event(step.index):
+                raise ValueError(f"Fix: step {step!r} is not an event of the trace reported on")
         return {"kind": self.kind, "what": self.what, "settings": self.settings,
                 "steps": [step.index for step in self.steps], "torch_fix": self.torch_fix}
 
@@ -384,7 +403,7 @@ def _run_user_pattern(pattern, tree, should_benchmark):
         if skip:
             result["skip"] = skip if isinstance(skip, str) else "its skip says so"
             return result
-        events = instance.matched_events()
+        events = list(instance.matched_events())
         for event in events:
             if not isinstance(event, Event) or event != tree.event(event.index):
                 raise TypeError(f"{label}.matched_events() returned {event!r}, not an event of this trace")
@@ -400,7 +419,7 @@ def _run_user_pattern(pattern, tree, should_benchmark):
                 fix = instance.fix(event)
                 if fix is not None and not isinstance(fix, Fix):
                     raise TypeError(f"{label}.fix(event) returned {fix!r}: a kiln.tidy.Fix or None")
-                fixes.append(None if fix is None else fix._as_dict())
+                fixes.append(None if fix is None else fix._as_dict(tree))
             result["fixes"] = fixes
         result["summary"] = str(instance.summary(events))
         return result
@@ -423,13 +442,17 @@ def _unique_names(results):
 
 
 def _patterns_in(path):
-    """The patterns a file defines: its PATTERNS list, else every Pattern subclass it defines."""
-    if not _os.path.isfile(path):
-        raise FileNotFoundError(f"--patterns: no file {path}")
+    """The patterns a file defines: its PATTERNS list, else every Pattern subclass it defines whose
+    name does not start with "_" (a base class of its own patterns: name it _Base)."""
     name = "kiln_user_patterns_" + _re.sub(r"\W", "_", _os.path.abspath(path))
     spec = _importlib_util.spec_from_file_location(name, path)
     module = _importlib_util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    _sys.modules[name] = module  # as an import would: dataclasses and pickling look it up
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del _sys.modules[name]
+        raise
     if hasattr(module, "PATTERNS"):
         return list(module.PATTERNS)
     return [value for key, value in vars(module).items()
@@ -497,12 +520,13 @@ def report(prof_or_path, *, names=(), corrected=True, max_bytes=_profiler.DEFAUL
 def report_all_anti_patterns(prof, should_benchmark=False, print_enable=True, json_report_dir=None, *,
                              patterns=()):
     """TorchTidy's report_all_anti_patterns(prof, ...): every built-in pattern (and `patterns`) over
-    `prof`; prints the report, writes json_report_dir/torchtidy_report.json; returns the report."""
+    `prof`; prints the report (TorchTidy's per-event form), writes json_report_dir/torchtidy_report.json;
+    returns the report."""
     analysed = report(prof, benchmark=should_benchmark, patterns=patterns)
     if json_report_dir is not None:
         analysed.write_torchtidy_json(json_report_dir)
     if print_enable:
-        print(analysed.text())
+        print(analysed.text(per_event=True))
     return analysed
 
 

@@ -135,13 +135,13 @@ TEST(SettingsTable, EverySettingThroughTheCli) {
   }
 }
 
-// Two threads' scopes overlap: each sees its own count, in the setting and in the count kernels
-// read, and a run inside a scope uses it.
 // The plan settings a trace records read back as the settings that plan the same way.
 TEST(PlanSettingsText, ReadsBackWhatPlansDescribe) {
   Settings settings = Settings::defaults();
   settings.set(SettingKey("threads"), 3).set(SettingKey("deterministic"), 1);
   settings.set(BackendSettingKey("enabled"), backend_position("onednn"), 0);
+  set_setting_from_text(settings, "conv_algorithm", "direct", "test");  // a choice, as text
+  set_setting_from_text(settings, "conv_precision", "bf16", "test");
   const std::string text = settings.describe_plan_settings();
   EXPECT_EQ(plan_settings_from_text(text).describe_plan_settings(), text);
   Settings defaults = Settings::defaults();
@@ -153,6 +153,8 @@ TEST(PlanSettingsText, ReadsBackWhatPlansDescribe) {
   EXPECT_THROW(plan_settings_from_text("native;deterministic=maybe"), Error);
 }
 
+// Two threads' scopes overlap: each sees its own count, in the setting and in the count kernels
+// read, and a run inside a scope uses it.
 TEST(RunScope, OverlappingThreadScopesEachSeeTheirOwnCount) {
   std::promise<void> first_open, second_checked;
   std::shared_future<void> first_opened = first_open.get_future().share();
