@@ -12,6 +12,12 @@ shifted in time, until the file holds at least --events events. `kiln tidy --jso
 TorchTidy's own counts on the live run fix. The target (docs/tidy.md): 1 million events in under
 10 s and 2 GB. First, TorchTidy and kiln.tidy.report are timed side by side on the live profile of
 one copy (TorchTidy reads only live profiles). Needs Debian's /usr/bin/python3 with torch.
+
+Then user patterns (kiln.tidy.Pattern in Python): TorchTidy's patterns rewritten as user patterns
+(examples/tidy/torchtidy_patterns.py) against the built-ins, end to end, the load included: each
+pattern alone in a fresh process (the file loaded, its tree built, matched_events()), and
+`kiln tidy --patterns` with all eight against `kiln tidy` without. The target (docs/tidy.md): a user
+pattern at most 2x the built-in's wall time.
 """
 import argparse
 import json
@@ -98,6 +104,79 @@ def write_copies(events, target, path):
     return copies
 
 
+EXAMPLE = REPO / "examples" / "tidy" / "torchtidy_patterns.py"
+ONE_PATTERN = """
+import importlib.util, sys, time
+start = time.monotonic()
+import kiln
+kind, name, path = sys.argv[1:4]
+if kind == "user":
+    spec = importlib.util.spec_from_file_location("torchtidy_patterns", sys.argv[4])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    pattern = getattr(module, name)(path)
+else:
+    pattern = getattr(kiln.tidy, name)(path)
+matched = len(pattern.matched_events())
+print(matched, time.monotonic() - start)
+"""
+
+
+def timed_process(command, env=None):
+    """(wall seconds, peak RSS MiB, stdout) of one process."""
+    start = time.monotonic()
+    with tempfile.TemporaryFile("w+") as errors:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True, env=env)
+        stdout = process.stdout.read()
+        process.stdout.close()
+        # wait4 gives this child's own peak RSS (getrusage would give the largest child so far).
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.monotonic() - start
+        if process.returncode != 0:
+            errors.seek(0)
+            sys.exit(f"{' '.join(command[:3])} failed: {errors.read()}")
+    return seconds, usage.ru_maxrss / 1024, stdout
+
+
+def user_pattern_rounds(path, args, counts, copies):
+    """User patterns against the built-ins, each end to end in its own process."""
+    env = dict(os.environ, PYTHONPATH=args.pythonpath)
+    print("\nEach pattern alone, end to end in a fresh process (python3 starts, kiln loads the file, builds "
+          "the tree, matched_events()), median of the rounds:\n")
+    print("| pattern | matches | built-in s | user s | user / built-in |\n|---|---:|---:|---:|---:|")
+    sys.path.insert(0, str(EXAMPLE.parent))
+    import torchtidy_patterns  # noqa: E402: the example, for its class names
+    worst = 0.0
+    for cls in torchtidy_patterns.PATTERNS:
+        seconds = {}
+        for kind in ("builtin", "user"):
+            samples = []
+            for _ in range(args.rounds):
+                wall, _, out = timed_process(["/usr/bin/python3", "-c", ONE_PATTERN, kind, cls.__name__, str(path),
+                                              str(EXAMPLE)], env)
+                matched = int(out.split()[0])
+                samples.append(wall)
+            if matched != copies * counts[cls.name]:
+                sys.exit(f"{kind} {cls.__name__}: {matched} matches, expected {copies} x {counts[cls.name]}")
+            seconds[kind] = sorted(samples)[len(samples) // 2]
+        ratio = seconds["user"] / seconds["builtin"]
+        worst = max(worst, ratio)
+        print(f"| {cls.__name__} | {matched} | {seconds['builtin']:.2f} | {seconds['user']:.2f} | {ratio:.2f} |")
+    print(f"\nworst user / built-in: {worst:.2f}")
+    print("\n`kiln tidy --json` with and without `--patterns` (the eight user patterns after every built-in):\n")
+    print("| round | without s | with s | with / without | peak RSS MiB with |\n|---:|---:|---:|---:|---:|")
+    for round_index in range(args.rounds):
+        without, _, _ = timed_process([args.kiln, "tidy", str(path), "--json"])
+        with_, rss, stdout = timed_process([args.kiln, "tidy", str(path), "--json", "--patterns", str(EXAMPLE)], env)
+        report = json.loads(stdout)
+        for pattern, count in counts.items():
+            if report["counts"][f"{pattern} (user)"] != report["counts"][pattern]:
+                sys.exit(f"{pattern} (user): {report['counts'][f'{pattern} (user)']} matches, "
+                         f"the built-in {report['counts'][pattern]}")
+        print(f"| {round_index + 1} | {without:.2f} | {with_:.2f} | {with_ / without:.2f} | {rss:.0f} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -140,6 +219,8 @@ def main():
             print(f"| {round_index + 1} | {seconds:.2f} | {usage.ru_maxrss / 1024:.0f} |")
         print(f"\nevery pattern's count is {copies} x TorchTidy's on one copy: "
               + ", ".join(f"{pattern} {count}" for pattern, count in counts.items() if count))
+        if kiln_module is not None:
+            user_pattern_rounds(path, args, counts, copies)
 
 
 if __name__ == "__main__":
