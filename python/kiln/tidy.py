@@ -161,7 +161,8 @@ _FIX_KINDS = tuple(_kiln.tidy.fix_kinds())
 
 
 class Fix:
-    """What fixing a match changes, so benchmark=True can measure it (docs/tidy.md, "Fixes"):
+    """What fixing a match changes, so benchmark=True can measure it (docs/tidy.md, "Write your own
+    pattern"):
     Fix("settings", settings={"deterministic": "0"}): the model planned again with settings changed;
     Fix("step_removed", steps=[event, ...]): the cheapest of those steps no longer runs;
     Fix("planning_ahead"), Fix("thread_budget"); Fix("torch_benchmark", torch_fix=NAME): PyTorch
