@@ -141,9 +141,10 @@ def test_unfused_elementwise(kiln, models):
     assert report.counts["UnfusedElementwisePattern"] == 23 * 5
 
 
-def tiny_step_profile(kiln, models, at_least):
+def tiny_step_profile(kiln, models, at_least, tiny_step_us=1000):
     """A 2-thread profile of the elementwise chain and its TinyOpMultithreadedPattern matches (1 ms
-    threshold): the first of up to three profiles with at least `at_least` matches, else the last.
+    threshold by default): the first of up to three profiles with at least `at_least` matches, else
+    the last.
 
     The chain's steps take a few microseconds alone; beside the other tests a step waiting for a core
     can take longer than the default 20 us (a cold-clone run of the suite once matched none), so the
@@ -152,7 +153,7 @@ def tiny_step_profile(kiln, models, at_least):
     beside another busy process a step can wait past even 1 ms for its second thread."""
     for _ in range(3):
         prof = profile_runs(kiln, models["elementwise"], shape=(1, 64), threads=2)
-        tiny = matched(kiln.tidy.report(prof, tiny_step_us=1000), "TinyOpMultithreadedPattern")
+        tiny = matched(kiln.tidy.report(prof, tiny_step_us=tiny_step_us), "TinyOpMultithreadedPattern")
         if len(tiny) >= at_least:
             break
     return prof, tiny
@@ -285,10 +286,14 @@ def test_benchmark_estimates_every_estimable_pattern(kiln, models):
     # HardSigmoid after a Conv: its own time (a post-op would cost next to nothing).
     unfused = estimates["UnfusedElementwisePattern"]
     assert unfused["estimated_saving_ms"] > 0 and "post-op" in unfused["basis"]
-    # Tiny steps: each timed on 1 thread as well (the saving may be either sign; it is measured).
-    prof, _ = tiny_step_profile(kiln, models, at_least=1)
+    # Tiny steps: each timed on 1 thread as well (the saving may be either sign; it is measured). What
+    # is checked here is the measurement, not the rule (test_tiny_ops_multithreaded): a 100 ms threshold
+    # makes every 2-thread step tiny however loaded the machine is (the slow tier's neighbours once
+    # stretched every step past 1 ms in all three tries).
+    prof, _ = tiny_step_profile(kiln, models, at_least=1, tiny_step_us=100_000)
     with kiln.backends.settings(threads=2):
-        tiny = kiln.tidy.report(prof, benchmark=True, model=str(models["elementwise"]), runs=5, tiny_step_us=1000)
+        tiny = kiln.tidy.report(prof, benchmark=True, model=str(models["elementwise"]), runs=5,
+                                tiny_step_us=100_000)
     tiny_estimate = next(e for e in tiny.estimates if e["pattern"] == "TinyOpMultithreadedPattern")
     assert all(m["fix"] == {"kind": "settings", "what": "planned on 1 thread", "settings": {"threads": "1"}}
                for m in matched(tiny, "TinyOpMultithreadedPattern"))
