@@ -166,7 +166,7 @@ TidyReport analyse(const profiler::Trace& trace, const std::string& trace_name, 
     ++report.runs;
     report.run_ms += static_cast<double>(event.duration_ns()) * 1e-6;
   }
-  report.time = time_breakdown(trace);
+  report.time = time_breakdown(tree, context.flow);
   std::set<std::string> reported;
   for (const std::unique_ptr<Pattern>& pattern : patterns) run_pattern(*pattern, context, reported, report);
   for (const PatternResult& result : options.user_patterns) {

@@ -41,8 +41,7 @@ std::string category_of(const profiler::TraceEvent& event) {
 }
 
 // The slowest parallel-mode run's longest chain of dependent steps (by the data flow).
-std::vector<CriticalPath> critical_path(const EventTree& tree) {
-  const StepFlow flow(tree);
+std::vector<CriticalPath> critical_path(const EventTree& tree, const StepFlow& flow) {
   std::vector<int64_t> chain_ns(tree.size(), 0);
   std::vector<EventIndex> previous(tree.size(), kNoEvent);
   std::map<EventIndex, std::pair<EventIndex, std::vector<uint32_t>>> runs;  // run: (its chain's end, threads)
@@ -127,10 +126,10 @@ const char* colour_of(const std::string& category) {
 
 }  // namespace
 
-TimeBreakdown time_breakdown(const profiler::Trace& trace) {
+TimeBreakdown time_breakdown(const EventTree& tree, const StepFlow& flow) {
+  const profiler::Trace& trace = tree.trace();
   TimeBreakdown breakdown;
   if (trace.events.empty()) return breakdown;
-  const EventTree tree(trace);
   int64_t first = trace.events.front().start_ns;
   int64_t last = first;
   for (const profiler::TraceEvent& event : trace.events) {
@@ -168,7 +167,7 @@ TimeBreakdown time_breakdown(const profiler::Trace& trace) {
     thread.idle_ms = std::max(0.0, breakdown.span_ms - thread.busy_ms);
     breakdown.threads.push_back(std::move(thread));
   }
-  breakdown.critical_path = critical_path(tree);
+  breakdown.critical_path = critical_path(tree, flow);
   breakdown.overlap = overlap_of(trace);
   return breakdown;
 }

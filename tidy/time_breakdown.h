@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "profiler/trace.h"
+#include "tidy/event_tree.h"
+#include "tidy/step_flow.h"
 
 namespace kiln::tidy {
 
@@ -53,6 +55,7 @@ struct TimeBreakdown {
   std::string svg() const;
 };
 
-TimeBreakdown time_breakdown(const profiler::Trace& trace);
+// Over the tree and data flow the patterns already read (tidy/pattern.h's TidyContext).
+TimeBreakdown time_breakdown(const EventTree& tree, const StepFlow& flow);
 
 }  // namespace kiln::tidy

@@ -435,7 +435,8 @@ TEST(TimeBreakdown, ThreadsCriticalPathAndOverlap) {
   builder.step(run, "Reorder", "a:plain", 300, 350, {"a"}, {"a:plain"}, "onednn:reorder");
   builder.step(run, "Add", "sum", 600, 700, {"a:plain", "b"}, {"y"}, "onednn:binary");
   builder.run(500, 1500, 1);  // another caller's run, overlapping the first by 500 us
-  const tidy::TimeBreakdown breakdown = tidy::time_breakdown(builder.trace());
+  const tidy::EventTree tree(builder.trace());
+  const tidy::TimeBreakdown breakdown = tidy::time_breakdown(tree, tidy::StepFlow(tree));
   EXPECT_NEAR(breakdown.span_ms, 1.5, 1e-9);
   ASSERT_EQ(breakdown.threads.size(), 2u);
   const tidy::ThreadTime& main = breakdown.threads[0];
