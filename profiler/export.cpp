@@ -10,6 +10,7 @@
 #include "core/json_writer.h"
 #include "profiler/fields.h"
 #include "profiler/key_averages.h"
+#include "profiler/roofline.h"
 
 namespace kiln::profiler {
 namespace {
@@ -125,7 +126,7 @@ void export_chrome_trace(const Trace& trace, const std::filesystem::path& path) 
   KILN_CHECK(file.good(), runtime, "writing the trace to '", path.string(), "' failed");
 }
 
-std::string summary_json(const Trace& trace, const std::string& group_by) {
+std::string summary_json(const Trace& trace, const std::string& group_by, const Roofline* roofline, Isa isa) {
   const std::vector<double> times = run_times_ms(trace);
   int64_t arena = 0, peak = 0, allocated = 0;
   for (const TraceEvent& event : trace.events) {
@@ -156,7 +157,11 @@ std::string summary_json(const Trace& trace, const std::string& group_by) {
     json.member("max_allocated_bytes", allocated);
   }
   json.end_object();
-  json.key("key_averages").raw(key_averages(trace, parse_group_by(group_by)).json());
+  json.key("key_averages").raw(key_averages(trace, parse_group_by(group_by), roofline, isa).json());
+  if (roofline != nullptr) {
+    json.key("roofline");
+    write_bound_totals(json, trace_bound_totals(trace, *roofline, isa), *roofline, isa, trace_threads(trace));
+  }
   json.end_object();
   return json.take();
 }

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "profiler/trace.h"
+#include "runtime/roofline.h"
 
 namespace kiln::profiler {
 
@@ -23,8 +24,11 @@ std::string chrome_trace_json(const Trace& trace);
 void export_chrome_trace(const Trace& trace, const std::filesystem::path& path);
 
 // {"facts": {...}, "events": N, "runs": {"count", "median_ms", "min_ms", "max_ms", "arena_bytes",
-// "peak_bytes", "allocated_bytes_per_run"}, "key_averages": key_averages(trace, group).json()}.
-std::string summary_json(const Trace& trace, const std::string& group_by = "op");
+// "peak_bytes", "allocated_bytes_per_run"}, "key_averages": key_averages(trace, group).json()}; with
+// `roofline` (a trace recorded here), the rows' bounds and "roofline": the per-run totals
+// (profiler/roofline.h's write_bound_totals).
+std::string summary_json(const Trace& trace, const std::string& group_by = "op",
+                         const Roofline* roofline = nullptr, Isa isa = Isa::baseline);
 
 // "runs: 20, median 3.412 ms (min 3.301, max 4.020); peak memory 12.25 MiB (arena 12.00 MiB)".
 std::string runs_text(const Trace& trace);

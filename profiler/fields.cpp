@@ -329,6 +329,8 @@ std::vector<EventField> make_fields() {
                        "multiply-adds x 2 of the op itself (0 for ops without products)"),
       KILN_EVENT_FIELD("bytes", kStepKinds, always, "integer", bytes, read_integer,
                        "bytes its inputs and outputs occupy as stored"),
+      KILN_EVENT_FIELD("weight_bytes", kStepKinds, always, "integer", weight_bytes, read_integer,
+                       "of those bytes, what its constant inputs (weights, biases) occupy"),
       KILN_EVENT_FIELD("inputs", kStepKinds, always, "[string]", inputs, read_strings,
                        "the values it reads, by name (\"\" for an absent input or a constant in the kernel)"),
       KILN_EVENT_FIELD("outputs", kStepKinds, always, "[string]", outputs, read_strings,

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/json_writer.h"
+#include "profiler/roofline.h"
 
 namespace kiln::profiler {
 namespace {
@@ -122,12 +123,12 @@ std::string input_shapes_text(const TraceEvent& event) {
   return text;
 }
 
-KeyAverages::KeyAverages(std::vector<KeyAverage> rows, GroupBy group, bool memory_recorded)
-    : rows_(std::move(rows)), group_(group), memory_recorded_(memory_recorded) {
+KeyAverages::KeyAverages(std::vector<KeyAverage> rows, GroupBy group, bool memory_recorded, bool bounds)
+    : rows_(std::move(rows)), group_(group), memory_recorded_(memory_recorded), bounds_(bounds) {
   for (const KeyAverage& row : rows_) self_ns_total_ += row.self_ns;
 }
 
-KeyAverages key_averages(const Trace& trace, GroupBy group) {
+KeyAverages key_averages(const Trace& trace, GroupBy group, const Roofline* roofline, Isa isa) {
   const size_t count = trace.events.size();
   std::vector<int64_t> child_ns(count + 1, 0);  // by id: time of children on the same thread
   std::vector<int64_t> self_memory(count + 1, 0);
@@ -143,6 +144,7 @@ KeyAverages key_averages(const Trace& trace, GroupBy group) {
     if (parent != nullptr && parent->thread == event.thread) child_ns[parent->id] += event.duration_ns();
   }
 
+  const int64_t model_weight_bytes = roofline != nullptr ? weight_bytes_per_run(trace) : 0;
   std::map<std::string, KeyAverage> by_key;
   for (const TraceEvent& event : trace.events) {
     if (event.kind == EventKind::memory) continue;
@@ -166,11 +168,18 @@ KeyAverages key_averages(const Trace& trace, GroupBy group) {
     row.flops += event.flops;
     row.self_memory += self_memory[event.id];
     row.memory += memory[event.id];
+    if (is_step && roofline != nullptr) {
+      const StepBound bound =
+          step_bound(*roofline, isa, event_work(event), model_weight_bytes, std::max(event.threads, 1),
+                     static_cast<double>(event.duration_ns()) * 1e-6);
+      row.bound_ns += static_cast<int64_t>(bound.bound_ms * 1e6);
+      row.compute_bound_calls += bound.compute_bound ? 1 : 0;
+    }
   }
   std::vector<KeyAverage> rows;
   rows.reserve(by_key.size());
   for (auto& entry : by_key) rows.push_back(std::move(entry.second));
-  return KeyAverages(std::move(rows), group, trace.memory_recorded);
+  return KeyAverages(std::move(rows), group, trace.memory_recorded, roofline != nullptr);
 }
 
 std::vector<const KeyAverage*> KeyAverages::sorted(std::string_view sort_by) const {
@@ -220,12 +229,17 @@ std::string KeyAverages::table(std::string_view sort_by, int row_limit) const {
   const int width = static_cast<int>(name_width);
   const auto row_text = [&](const std::string& name, const std::string& self_pct, const std::string& self,
                             const std::string& total_pct, const std::string& total, const std::string& avg,
-                            const std::string& calls, const std::string& gflops, const std::string& self_mem,
-                            const std::string& mem, const std::string& kernel) {
+                            const std::string& calls, const std::string& gflops, const std::string& bound,
+                            const std::string& of_bound, const std::string& self_mem, const std::string& mem,
+                            const std::string& kernel) {
     std::snprintf(line, sizeof line, "%-*s  %8s  %12s  %8s  %12s  %12s  %6s  %8s", width, name.c_str(),
                   self_pct.c_str(), self.c_str(), total_pct.c_str(), total.c_str(), avg.c_str(),
                   calls.c_str(), gflops.c_str());
     std::string result = line;
+    if (bounds_) {
+      std::snprintf(line, sizeof line, "  %5s  %8s", bound.c_str(), of_bound.c_str());
+      result += line;
+    }
     if (memory_recorded_) {
       std::snprintf(line, sizeof line, "  %11s  %11s", self_mem.c_str(), mem.c_str());
       result += line;
@@ -233,20 +247,26 @@ std::string KeyAverages::table(std::string_view sort_by, int row_limit) const {
     return result + (kernel.empty() ? "" : "  " + kernel) + "\n";
   };
   const std::string kernel_heading = group_ == GroupBy::kernel ? "Backend" : "Kernel";
-  const std::string header = row_text("Name", "Self %", "Self time", "Total %", "Total time", "Avg time",
-                                      "Calls", "GFLOP/s", "Self mem", "Mem", kernel_heading);
+  const std::string header =
+      row_text("Name", "Self %", "Self time", "Total %", "Total time", "Avg time", "Calls", "GFLOP/s",
+               "Bound", "Of bound", "Self mem", "Mem", kernel_heading);
   const std::string rule(header.size() - 1, '-');
   text += rule + "\n" + header + rule + "\n";
   for (const KeyAverage* row : order) {
     char gflops[32] = "";
     if (row->flops > 0) std::snprintf(gflops, sizeof gflops, "%.1f", row->gflops_per_s());
-    const std::string kernel = row->kind == "step" || row->kind == "reorder" || row->kind == "(several)"
-                                   ? (group_ == GroupBy::kernel ? row->backend : row->kernel)
-                                   : "";
+    const bool is_step = row->kind == "step" || row->kind == "reorder" || row->kind == "(several)";
+    const std::string kernel = is_step ? (group_ == GroupBy::kernel ? row->backend : row->kernel) : "";
+    std::string bound;
+    std::string of_bound;
+    if (bounds_ && is_step && row->total_ns > 0) {
+      bound = row->compute_bound_calls == row->calls ? "C" : row->compute_bound_calls == 0 ? "M" : "C+M";
+      of_bound = percent_text(row->bound_ns, row->total_ns);
+    }
     text += row_text(name_cell(row->key), percent_text(row->self_ns, self_ns_total_), time_text(row->self_ns),
                      percent_text(row->total_ns, self_ns_total_), time_text(row->total_ns),
                      time_text(row->total_ns / std::max<int64_t>(row->calls, 1)), std::to_string(row->calls),
-                     gflops, bytes_text(row->self_memory), bytes_text(row->memory), kernel);
+                     gflops, bound, of_bound, bytes_text(row->self_memory), bytes_text(row->memory), kernel);
   }
   text += rule + "\n";
   text += str_cat("Self time total: ", time_text(self_ns_total_), " (grouped by ", group_by_name(group_),
@@ -274,6 +294,10 @@ std::string KeyAverages::json(std::string_view sort_by) const {
     json.member("memory_bytes", row->memory);
     json.member("backend", row->backend);
     json.member("kernel", row->kernel);
+    if (bounds_) {
+      json.member("bound_ns", row->bound_ns);
+      json.member("compute_bound_calls", row->compute_bound_calls);
+    }
     json.end_object();
   }
   json.end_array();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "profiler/trace.h"
+#include "runtime/roofline.h"
 
 namespace kiln::profiler {
 
@@ -30,6 +31,9 @@ struct KeyAverage {
   int64_t flops = 0;        // summed over calls
   int64_t self_memory = 0;  // net bytes allocated by the events themselves
   int64_t memory = 0;       // ... and by their descendants
+  // With a roofline: the steps' time at their bounds, summed, and how many calls were compute-bound.
+  int64_t bound_ns = 0;
+  int64_t compute_bound_calls = 0;
   std::string backend;      // steps: their backend and kernel when every call agrees, else "(several)"
   std::string kernel;
   double gflops_per_s() const {
@@ -39,13 +43,14 @@ struct KeyAverage {
 
 class KeyAverages {
  public:
-  KeyAverages(std::vector<KeyAverage> rows, GroupBy group, bool memory_recorded);
+  KeyAverages(std::vector<KeyAverage> rows, GroupBy group, bool memory_recorded, bool bounds = false);
 
   const std::vector<KeyAverage>& rows() const { return rows_; }
   GroupBy group() const { return group_; }
   int64_t self_ns_total() const { return self_ns_total_; }
 
-  // A fixed-width table sorted by `sort_by` (descending, "name" ascending): self_time, total_time,
+  // A fixed-width table (with bounds: each step row's bound, C compute, M memory or C+M, and the
+  // fraction of it reached) sorted by `sort_by` (descending, "name" ascending): self_time, total_time,
   // avg_time, calls, gflops, self_memory, memory or name, or PyTorch's self_cpu_time_total,
   // cpu_time_total, cpu_time, count, self_cpu_memory_usage, cpu_memory_usage. At most `row_limit`
   // rows (0 or less: all). Throws kiln::Error (invalid_argument) for an unknown sort key.
@@ -60,10 +65,14 @@ class KeyAverages {
   std::vector<KeyAverage> rows_;
   GroupBy group_;
   bool memory_recorded_;
+  bool bounds_;
   int64_t self_ns_total_ = 0;
 };
 
-KeyAverages key_averages(const Trace& trace, GroupBy group = GroupBy::op);
+// With `roofline`, each step's bound on this machine's `isa` tier (profiler/roofline.h) is summed
+// into its row: only for a trace recorded here.
+KeyAverages key_averages(const Trace& trace, GroupBy group = GroupBy::op, const Roofline* roofline = nullptr,
+                         Isa isa = Isa::baseline);
 
 // A step event's input shapes, "[1, 3, 224, 224] [64, 3, 7, 7]" ("" when shapes were not recorded).
 std::string input_shapes_text(const TraceEvent& event);

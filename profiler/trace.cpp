@@ -90,6 +90,7 @@ void resolve_step(TraceEvent& event, const Plan& plan, int64_t index, const Trac
   event.threads = described.threads;
   event.flops = described.flops;
   event.bytes = described.bytes;
+  event.weight_bytes = described.weight_bytes;
   event.inputs = described.inputs;
   event.outputs = described.outputs;
   set_step_record(event, described.record, options.record_shapes);
@@ -224,6 +225,15 @@ std::vector<TraceEvent> plan_step_events(const Plan& plan) {
     event.flops = step_flops(record);
     event.bytes = stored_bytes(record.input_shapes, record.input_dtypes, record.input_layouts) +
                   stored_bytes(record.output_shapes, record.output_dtypes, record.output_layouts);
+    // Constants: packed into the kernel (no slot) or a constant slot the kernel reads.
+    for (size_t i = 0;
+         i < step.inputs.size() && i < record.input_shapes.size() && i < record.input_dtypes.size(); ++i) {
+      const int slot = step.inputs[i];
+      if (slot >= 0 && plan.slots()[static_cast<size_t>(slot)].origin != SlotOrigin::constant) continue;
+      event.weight_bytes +=
+          stored_bytes({record.input_shapes[i]}, {record.input_dtypes[i]},
+                       {i < record.input_layouts.size() ? record.input_layouts[i] : Layout::plain});
+    }
     event.inputs = inputs[s];
     event.outputs = outputs[s];
     set_step_record(event, std::make_shared<const StepRecord>(record), true);

@@ -69,6 +69,7 @@ struct TraceEvent {
   std::vector<std::string> output_layouts;
   int64_t flops = 0;  // multiply-adds x 2 (convolutions and products; 0 for other ops)
   int64_t bytes = 0;  // bytes its inputs and outputs occupy as stored
+  int64_t weight_bytes = 0;  // of those, what its constant inputs (weights, biases) occupy
   int threads = 0;    // steps: intra-op threads its kernel runs with; runs and plans: the plan's
   // Steps: the values it reads and writes, by name (the plan's data flow between the steps that run:
   // a view step's output is named by the value it views; "" for an absent optional input or a

@@ -176,7 +176,12 @@ void bind_profiler(py::module_& m) {
           py::arg("group_by") = "op")
       .def("export_chrome_trace", &profiler::export_chrome_trace, py::arg("path"))
       .def("chrome_trace_json", &profiler::chrome_trace_json)
-      .def("summary_json", &profiler::summary_json, py::arg("group_by") = "op")
+      .def(
+          "summary_json",
+          [](const profiler::Trace& trace, const std::string& group_by) {
+            return profiler::summary_json(trace, group_by);
+          },
+          py::arg("group_by") = "op")
       .def("runs_text", &profiler::runs_text)
       .def_readonly("facts", &profiler::Trace::facts)
       .def_readonly("shapes_recorded", &profiler::Trace::shapes_recorded)

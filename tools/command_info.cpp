@@ -9,6 +9,7 @@
 #include "graph/onnx_import.h"
 #include "ops/op_schema.h"
 #include "runtime/cpu_info.h"
+#include "runtime/roofline.h"
 #include "runtime/threads.h"
 #include "runtime/topology.h"
 #include "tools/cli_args.h"
@@ -60,11 +61,16 @@ int command_info(const std::vector<std::string>& args) {
        {"parallel", false,
         "print parallel_info(): thread counts and their sources, the budget, OpenMP, BLAS, "
         "the environment variables read"},
+       {"roofline", false,
+        "print this machine's roofline: fp32 peak per ISA tier and read bandwidth from cache to memory "
+        "(measured once per CPU and thread count, then read from the cache file)"},
+       {"remeasure", false, "with --roofline, measure again and rewrite the cache file"},
        {"help", false, "show this help"}});
   const ParsedArgs parsed = parse_args("info", args, specs);
   if (parsed.has("help")) {
     std::printf(
-        "usage: kiln info [--settings] [--parallel] [settings options]\n\nPrints kiln's version, build "
+        "usage: kiln info [--settings] [--parallel] [--roofline [--remeasure]] [settings options]\n\nPrints "
+        "kiln's version, build "
         "configuration, "
         "backends, "
         "CPU capability, the ISA tier kernels use (KILN_ISA=baseline|avx2|avx512|avx512_bf16|amx caps it) "
@@ -73,6 +79,8 @@ int command_info(const std::vector<std::string>& args) {
         options_help(specs).c_str());
     return 0;
   }
+  KILN_CHECK(parsed.has("roofline") || !parsed.has("remeasure"), invalid_argument,
+             "--remeasure applies to --roofline");
   apply_setting_options(parsed);
   const Settings settings = current_settings();
   const CpuCapability& cpu = cpu_capability();
@@ -130,6 +138,8 @@ int command_info(const std::vector<std::string>& args) {
     }
   }
   if (parsed.has("settings")) print_settings();
+  if (parsed.has("roofline"))
+    std::fputs(roofline_text(machine_roofline(parsed.has("remeasure"))).c_str(), stdout);
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "profiler/export.h"
 #include "profiler/key_averages.h"
 #include "profiler/profile.h"
+#include "profiler/roofline.h"
 #include "profiler/trace_load.h"
 #include "tidy/report.h"
 #include "tidy_runner/estimate.h"
@@ -47,6 +48,8 @@ int command_profile(const std::vector<std::string>& args) {
       {"row-limit", true, "N: at most N rows (default 25; 0: all)"},
       {"no-shapes", false, "record no shapes, dtypes or layouts"},
       {"no-memory", false, "record no allocations (and no memory columns)"},
+      {"no-roofline", false,
+       "leave out each step's bound on this machine (measured once per CPU, see kiln info --roofline)"},
       {"json", false, "print the summary as one JSON object instead of the table"},
       {"tidy", false,
        "after the table, report kiln's runtime anti-patterns in the recorded runs (kiln tidy)"},
@@ -126,14 +129,22 @@ int command_profile(const std::vector<std::string>& args) {
   trace.facts["model"] = std::filesystem::absolute(parsed.positional[0]).string();
   if (parsed.has("trace")) profiler::export_chrome_trace(trace, parsed.value("trace"));
 
+  const Roofline* roofline = parsed.has("no-roofline") ? nullptr : &machine_roofline();
+  const Isa isa = isa_in_effect();
   if (parsed.has("json")) {
-    std::printf("%s\n", profiler::summary_json(trace, group_by).c_str());
+    std::printf("%s\n", profiler::summary_json(trace, group_by, roofline, isa).c_str());
     return 0;
   }
   std::printf("model: %s (batch %d, plan settings %s)\n", parsed.positional[0].c_str(), batch,
               settings_summary().c_str());
   std::fputs(profiler::runs_text(trace).c_str(), stdout);
-  std::fputs(profiler::key_averages(trace, group).table(sort_by, row_limit).c_str(), stdout);
+  std::fputs(profiler::key_averages(trace, group, roofline, isa).table(sort_by, row_limit).c_str(), stdout);
+  if (roofline != nullptr) {
+    std::fputs(profiler::bound_totals_text(profiler::trace_bound_totals(trace, *roofline, isa), *roofline,
+                                           isa, profiler::trace_threads(trace))
+                   .c_str(),
+               stdout);
+  }
   if (parsed.has("trace")) {
     std::printf("trace: %s (%zu events; open it in https://ui.perfetto.dev or chrome://tracing)\n",
                 parsed.value("trace").c_str(), trace.events.size());

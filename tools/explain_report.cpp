@@ -9,6 +9,7 @@
 #include "core/json_writer.h"
 #include "graph/flops.h"
 #include "profiler/fields.h"
+#include "profiler/roofline.h"
 #include "runtime/thread_budget.h"
 
 namespace kiln {
@@ -27,6 +28,28 @@ std::string format(const char* pattern, Args... args) {
 std::string refusal_line(const std::string& who, const Refusal& refusal) {
   return format("      %s: %s [%s]\n", who.c_str(), refusal.detail.c_str(),
                 std::string(refusal_kind_name(refusal.kind)).c_str());
+}
+
+// Each step's bound on this machine, from its plan record and measured time.
+std::vector<profiler::StepBound> step_bounds(const Plan& plan, const std::vector<double>& step_ms) {
+  const Roofline& roofline = machine_roofline();
+  std::vector<profiler::StepBound> bounds;
+  const std::vector<profiler::TraceEvent> steps = profiler::plan_step_events(plan);
+  int64_t weight_bytes = 0;
+  for (const profiler::TraceEvent& step : steps) weight_bytes += step.weight_bytes;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    bounds.push_back(profiler::step_bound(roofline, isa_in_effect(), profiler::event_work(steps[s]),
+                                          weight_bytes, std::max(steps[s].threads, 1), step_ms[s]));
+  }
+  return bounds;
+}
+
+// "  54% of the compute bound (12.3 FLOP/B)" or
+// "  31% of the memory bound (0.5 FLOP/B; activations <= 256 KiB, weights from memory)".
+std::string bound_text(const profiler::StepBound& bound) {
+  return format("  %.0f%% of the %s bound (%.1f FLOP/B%s%s)", 100 * bound.fraction,
+                bound.compute_bound ? "compute" : "memory", bound.flops_per_byte,
+                bound.level.empty() ? "" : "; ", bound.level.c_str());
 }
 
 }  // namespace
@@ -79,6 +102,8 @@ std::string threads_text(const Plan& plan) {
 std::string explain_text(const Plan& plan, const std::string& title, const std::vector<double>& step_ms,
                          int runs) {
   const bool profiled = step_ms.size() == plan.steps().size() && !step_ms.empty();
+  const std::vector<profiler::StepBound> bounds =
+      profiled ? step_bounds(plan, step_ms) : std::vector<profiler::StepBound>{};
   std::string text = title + "\n";
   text += format("%zu steps; %d nodes fused, %d folded, %d removed; %d reorders; %.3f GFLOP per run\n\n",
                  plan.steps().size(), plan.fused_nodes(), plan.folded_nodes(), plan.removed_nodes(),
@@ -96,6 +121,7 @@ std::string explain_text(const Plan& plan, const std::string& title, const std::
       const int64_t flops = step_flops(r);
       if (flops > 0 && step_ms[s] > 0)
         text += format("  %.1f GFLOP/s", static_cast<double>(flops) * 1e-6 / step_ms[s]);
+      text += bound_text(bounds[s]);
     }
     text += "\n";
     for (const FusedNode& fused : r.fused) text += format("      fused: %s\n", fused.text().c_str());
@@ -151,21 +177,30 @@ std::string explain_text(const Plan& plan, const std::string& title, const std::
   std::vector<size_t> order(step_ms.size());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return step_ms[a] > step_ms[b]; });
-  text += format("\nmost expensive steps (median of %d runs; steps sum to %.3f ms):\n", runs, total);
+  text += format(
+      "\nmost expensive steps (median of %d runs; steps sum to %.3f ms; bound: C compute, M memory, then "
+      "FLOP per byte and the fraction of the bound reached):\n",
+      runs, total);
+  profiler::BoundTotals totals;
+  for (size_t s = 0; s < step_ms.size(); ++s) totals.add(bounds[s], step_ms[s]);
   for (size_t i = 0; i < std::min<size_t>(order.size(), 15); ++i) {
     const size_t s = order[i];
     const StepRecord& r = plan.steps()[s].record;
     const double ms = step_ms[s];
     const double gflops = ms > 0 ? static_cast<double>(step_flops(r)) * 1e-6 / ms : 0;
-    text += format("  %3zu %-10s %-32s %8.3f ms %5.1f%%  %7.1f GFLOP/s  %s\n", s, r.op_type.c_str(),
-                   r.node_name.c_str(), ms, total > 0 ? 100 * ms / total : 0, gflops, r.kernel.c_str());
+    text += format("  %3zu %-10s %-32s %8.3f ms %5.1f%%  %7.1f GFLOP/s  %s  %s\n", s, r.op_type.c_str(),
+                   r.node_name.c_str(), ms, total > 0 ? 100 * ms / total : 0, gflops,
+                   profiler::bound_cell(bounds[s]).c_str(), r.kernel.c_str());
   }
+  text += "\n" + profiler::bound_totals_text(totals, machine_roofline(), isa_in_effect(), plan.threads());
   return text;
 }
 
 std::string explain_json(const Plan& plan, const std::string& model, int batch,
                          const std::vector<double>& step_ms, int runs) {
   const bool profiled = step_ms.size() == plan.steps().size() && !step_ms.empty();
+  const std::vector<profiler::StepBound> bounds =
+      profiled ? step_bounds(plan, step_ms) : std::vector<profiler::StepBound>{};
   JsonWriter json;
   json.begin_object();
   json.member("schema_version", profiler::kTraceSchemaVersion);
@@ -200,9 +235,27 @@ std::string explain_json(const Plan& plan, const std::string& model, int batch,
     } else {
       json.null();
     }
+    // The roofline (profiler/roofline.h): null without --profile.
+    if (profiled) {
+      json.key("flops_per_byte").value(bounds[s].flops_per_byte, 4);
+      json.member("bound", bounds[s].compute_bound ? "compute" : "memory");
+      json.key("bound_ms").value(bounds[s].bound_ms, 9);
+      json.key("fraction_of_bound").value(bounds[s].fraction, 4);
+    } else {
+      for (const char* key : {"flops_per_byte", "bound", "bound_ms", "fraction_of_bound"})
+        json.key(key).null();
+    }
     json.end_object();
   }
   json.end_array();
+  json.key("roofline");
+  if (profiled) {
+    profiler::BoundTotals totals;
+    for (size_t s = 0; s < step_ms.size(); ++s) totals.add(bounds[s], step_ms[s]);
+    profiler::write_bound_totals(json, totals, machine_roofline(), isa_in_effect(), plan.threads());
+  } else {
+    json.null();
+  }
   json.end_object();
   return json.take();
 }

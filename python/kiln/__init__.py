@@ -140,8 +140,9 @@ class Session:
         `kiln explain --json` (docs/record_schema.md lists them): op, node, backend, kernel, shapes,
         dtypes and layouts, fused nodes, notes, quantization, the rule that chose the kernel, every
         refusal ({backend, kernel, kind, detail}; `kind` one of kiln.backends.refusal_kinds()) and
-        what autotune timed; with profile=N, "ms" (the median over N runs) and "gflops_per_s", else
-        None."""
+        what autotune timed; with profile=N, "ms" (the median over N runs), "gflops_per_s" and the
+        step's place on this machine's roofline ("flops_per_byte", "bound": "compute" or "memory",
+        "bound_ms", "fraction_of_bound"; docs/profiler.md#the-roofline), else None."""
         return self._session.explain(inputs, profile)
 
     def explain_text(self, inputs, profile=0):

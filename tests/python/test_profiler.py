@@ -82,7 +82,7 @@ def test_explain_and_trace_steps_have_the_same_fields_and_values(kiln, kiln_bin,
     assert steps
     placement = {"id", "parent_id", "kind", "name", "tid", "thread_name", "start_ns", "end_ns"}
     source = {"category", "file", "line", "attributes"}  # what any loaded trace's source said
-    measured = {"ms", "gflops_per_s"}
+    measured = {"ms", "gflops_per_s", "flops_per_byte", "bound", "bound_ms", "fraction_of_bound"}
     record_fields = set(plan[0]) - measured
     for step in steps:
         assert set(step) - placement - source == record_fields

@@ -1,8 +1,11 @@
 """`kiln profile`, `kiln bench --profile` and `kiln explain --json`: tables, Chrome traces that pass
-the format validator, JSON for scripts, and errors naming the option; and the validator itself,
-which must catch each kind of broken trace."""
+the format validator, JSON for scripts, and errors naming the option; the validator itself, which
+must catch each kind of broken trace; and the roofline: `kiln info --roofline`, its cache file, and
+each step's bound in explain and profile."""
 import copy
 import json
+import os
+import subprocess
 
 import pytest
 
@@ -159,3 +162,109 @@ def test_profile_load_errors_name_the_option_and_the_cap(kiln_bin, tmp_path):
     truncated.write_text((SEEDS / "kineto.json").read_text()[:300])
     result = run(kiln_bin, "profile", "--load", truncated)
     assert result.returncode != 0 and "truncated" in result.stderr and str(truncated) in result.stderr
+
+
+def run_with_cache(kiln_bin, cache, *args):
+    """`kiln ARGS...` keeping its roofline in `cache` (KILN_CACHE_DIR)."""
+    env = dict(os.environ, KILN_CACHE_DIR=str(cache))
+    return subprocess.run([str(kiln_bin), *map(str, args)], capture_output=True, text=True, timeout=600, env=env)
+
+
+def roofline_rows(text):
+    """{"avx512": (one thread, per thread all busy), "256 KiB": (one, all), ...} from `kiln info --roofline`."""
+    rows = {}
+    for line in text.split("roofline: ", 1)[1].splitlines()[1:]:
+        if not line.startswith("    "):
+            continue
+        fields = line.split()
+        name = " ".join(fields[:-2]).replace(" (memory)", "")
+        rows[name] = (float(fields[-2]), float(fields[-1]))
+    return rows
+
+
+def test_info_roofline_is_measured_once_then_read_from_its_cache(kiln_bin, tmp_path):
+    cache = tmp_path / "cache"
+    first = run_with_cache(kiln_bin, cache, "info", "--roofline", "--threads", 1)
+    assert first.returncode == 0, first.stderr
+    files = list(cache.glob("roofline-*-1t.txt"))
+    assert len(files) == 1 and f"roofline: measured now, kept in {files[0]}" in first.stdout
+    rows = roofline_rows(first.stdout)
+    assert rows["baseline"][0] > 0 and "512 MiB" in rows and "256 KiB" in rows
+    assert all(one > 0 and all_busy > 0 for one, all_busy in rows.values())
+    assert "ridge point" in first.stdout
+
+    second = run_with_cache(kiln_bin, cache, "info", "--roofline", "--threads", 1)
+    assert f"roofline: read from {files[0]}" in second.stdout
+    assert roofline_rows(second.stdout) == rows  # the same figures, not a new measurement
+
+    files[0].write_text("kiln roofline 1\ncpu another machine\n")
+    third = run_with_cache(kiln_bin, cache, "info", "--roofline", "--threads", 1)
+    assert third.returncode == 0, third.stderr
+    assert f"kept in {files[0]} ({files[0]} did not hold a roofline of this CPU)" in third.stdout
+    assert "read from" in run_with_cache(kiln_bin, cache, "info", "--roofline", "--threads", 1).stdout
+    remeasured = run_with_cache(kiln_bin, cache, "info", "--roofline", "--remeasure", "--threads", 1)
+    assert "measured now, kept in" in remeasured.stdout
+
+    not_a_directory = tmp_path / "file"
+    not_a_directory.write_text("")
+    unwritable = run_with_cache(kiln_bin, not_a_directory, "info", "--roofline", "--threads", 1)
+    assert unwritable.returncode == 0 and "measured now (not kept: cannot write" in unwritable.stdout
+
+    refused = run(kiln_bin, "info", "--remeasure")
+    assert refused.returncode != 0 and "--remeasure applies to --roofline" in refused.stderr
+
+
+def test_explain_profile_places_every_step_against_the_roofline(kiln_bin, demo_model, tmp_path):
+    cache = tmp_path / "cache"
+    result = run_with_cache(kiln_bin, cache, "explain", demo_model, "--json", "--profile", 3, "--threads", 1)
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    steps = plan["steps"]
+    for step in steps:
+        assert step["bound"] in ("compute", "memory")
+        if step["flops"] == 0:
+            assert step["bound"] == "memory" and step["flops_per_byte"] == 0
+        else:
+            assert step["flops_per_byte"] == pytest.approx(step["flops"] / step["bytes"], rel=1e-3)
+        if step["ms"] > 0:
+            assert step["fraction_of_bound"] == pytest.approx(step["bound_ms"] / step["ms"], rel=1e-2, abs=1e-3)
+    totals = plan["roofline"]
+    assert totals["measured_ms"] == pytest.approx(sum(step["ms"] for step in steps), rel=1e-6)
+    assert totals["bound_ms"] == pytest.approx(sum(step["bound_ms"] for step in steps), rel=1e-5)
+    assert totals["compute_steps"] + totals["memory_steps"] == len(steps)
+    for side in ("compute", "memory"):
+        saving = sum(max(0.0, step["ms"] - step["bound_ms"]) for step in steps if step["bound"] == side)
+        assert totals[f"{side}_saving_ms"] == pytest.approx(saving, rel=1e-5, abs=1e-6)
+    assert totals["threads"] == 1 and totals["peak_gflops_per_s"] > 0 and totals["memory_gb_per_s"] > 0
+    assert totals["source"].startswith("measured now, kept in ")
+
+    unprofiled = json.loads(run(kiln_bin, "explain", demo_model, "--json").stdout)
+    assert unprofiled["roofline"] is None and all(step["bound"] is None for step in unprofiled["steps"])
+
+    text = run_with_cache(kiln_bin, cache, "explain", demo_model, "--profile", 2, "--threads", 1).stdout
+    assert "of the compute bound" in text or "of the memory bound" in text
+    assert "roofline: at their bounds the steps would take" in text and "read from" in text
+
+
+def test_profile_shows_each_rows_bound_unless_asked_not_to(kiln_bin, demo_model, tmp_path):
+    cache = tmp_path / "cache"
+    result = run_with_cache(kiln_bin, cache, "profile", demo_model, "--runs", 3, "--threads", 1)
+    assert result.returncode == 0, result.stderr
+    header = next(line for line in result.stdout.splitlines() if line.startswith("Name"))
+    assert "Bound" in header and "Of bound" in header
+    conv = next(line for line in result.stdout.splitlines() if line.startswith("Conv "))
+    assert " C " in conv or " M " in conv or " C+M " in conv
+    assert "roofline: at their bounds the steps would take" in result.stdout
+
+    summary = json.loads(run_with_cache(kiln_bin, cache, "profile", demo_model, "--runs", 3, "--json").stdout)
+    rows = {row["key"]: row for row in summary["key_averages"]["rows"]}
+    assert 0 <= rows["Conv"]["compute_bound_calls"] <= rows["Conv"]["calls"] and rows["Conv"]["bound_ns"] > 0
+    steps_per_run = sum(row["calls"] for row in rows.values() if row["kind"] in ("step", "reorder")) / 3
+    assert summary["roofline"]["compute_steps"] + summary["roofline"]["memory_steps"] == steps_per_run
+    assert summary["roofline"]["measured_ms"] > summary["roofline"]["compute_saving_ms"]
+
+    plain = run_with_cache(kiln_bin, cache, "profile", demo_model, "--runs", 2, "--no-roofline")
+    assert "Bound" not in plain.stdout and "roofline:" not in plain.stdout
+    plain_json = json.loads(run_with_cache(kiln_bin, cache, "profile", demo_model, "--runs", 2, "--json",
+                                           "--no-roofline").stdout)
+    assert "roofline" not in plain_json and "bound_ns" not in plain_json["key_averages"]["rows"][0]

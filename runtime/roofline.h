@@ -1,0 +1,71 @@
+// What this machine can do at most, measured: the fp32 multiply-add peak of a core on each ISA tier,
+// and read bandwidth over working sets from one core's cache to main memory, on one thread and on
+// every thread kiln uses. A step's roofline time is the larger of its FLOPs at the peak and its
+// bytes at the bandwidth for a working set its size (profiler/roofline.h); how far a step is from
+// it says whether a faster kernel could help.
+//
+// Measuring takes about two seconds, so the result is kept in a file per CPU (the CPU's name and
+// extensions, the logical CPUs and the threads measured with) under $KILN_CACHE_DIR, else
+// $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln, and read from there afterwards.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/cpu_info.h"
+
+namespace kiln {
+
+// Read bandwidth over a working set of `bytes` (split between the threads that read it).
+struct BandwidthLevel {
+  int64_t bytes = 0;
+  double gb_per_s_one = 0;  // one thread
+  double gb_per_s_all = 0;  // Roofline::threads threads
+};
+
+// The ISA tiers an fp32 peak is measured for: SSE2 (mul then add), AVX2 FMA, AVX-512 FMA. The
+// bf16 and AMX tiers compute fp32 with AVX-512.
+inline constexpr int kPeakTiers = 3;
+
+struct Roofline {
+  std::string cpu;  // CpuCapability::description() and extensions: what the cache file is for
+  int threads = 1;  // the "all threads" measurements used this many
+  // GFLOP/s of fp32 multiply-adds per tier (0: the CPU lacks it), one thread alone and per thread
+  // while every thread computes (clocks drop when all cores are busy).
+  std::array<double, kPeakTiers> gflops_one{};
+  std::array<double, kPeakTiers> gflops_per_thread_all{};
+  std::vector<BandwidthLevel> levels;  // by working set, smallest first; the last is main memory
+  std::string source;                  // "measured now", "measured now, kept in FILE", "read from FILE"
+
+  // The fp32 peak for `threads` threads on `isa`'s tier.
+  double peak_gflops(Isa isa, int threads) const;
+  // The bandwidth for a step touching `bytes` on `threads` threads: the smallest measured working
+  // set holding them, read on that many threads (between one and all, at most all).
+  double bandwidth_gb_per_s(int64_t bytes, int threads) const;
+  // The working set bandwidth_gb_per_s() uses for `bytes`, e.g. "<= 1 MiB" or "memory".
+  std::string level_name(int64_t bytes) const;
+};
+
+// Measures this machine now, on `threads` threads for the "all" figures (kiln's thread count).
+Roofline measure_roofline(int threads);
+
+// This machine's roofline: read from the cache file, or measured and kept there; once per process.
+// `remeasure` measures again and rewrites the file. Never throws for a bad or unwritable cache:
+// it measures instead and `source` says why.
+const Roofline& machine_roofline(bool remeasure = false);
+
+// The cache file's path for this CPU and thread count ("" when no cache directory can be found).
+std::string roofline_cache_path(int threads);
+
+// Text form kept in the cache file, and back; parse_roofline returns nothing for text it cannot
+// read as a complete roofline of `cpu`.
+std::string roofline_file_text(const Roofline& roofline);
+std::optional<Roofline> parse_roofline(const std::string& text, const std::string& cpu);
+
+// Lines for `kiln info --roofline`, each ending in '\n'.
+std::string roofline_text(const Roofline& roofline);
+
+}  // namespace kiln
