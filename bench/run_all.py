@@ -3,7 +3,7 @@
 
     /usr/bin/python3 bench/run_all.py [--models resnet18,transformer|seed|dense|recurrent] [--configs b1t1,b1t2,b16t2]
         [--batches 1,64 --threads 1,2,4] [--warmup W] [--iters N] [--rounds R] [--kiln build/kiln] [--kiln-args "..."]
-        [--peak-gflops-per-core 225] [--out-md bench/results/latest.md] [--out-json bench/results/latest.json]
+        [--peak-gflops-per-core G] [--out-md bench/results/latest.md] [--out-json bench/results/latest.json]
         [--bf16] [--int8] [--no-pytorch]
 
 Models are exported (opset 13, dynamic batch) by tests/python/export_models.py into its cache. A
@@ -85,9 +85,9 @@ def parse_args():
                         help="do not time PyTorch (its column reads n/a): the int8 rows compare kiln with ORT")
     parser.add_argument("--int8", action="store_true",
                         help="also time kiln and ONNX Runtime on each model's int8 QDQ file")
-    parser.add_argument("--peak-gflops-per-core", type=float, default=225.0,
-                        help="f32 FMA peak per core, for kiln's %% of peak (default 225, the Intel Xeon's in "
-                             "docs/performance.md; another CPU needs its own)")
+    parser.add_argument("--peak-gflops-per-core", type=float, default=None,
+                        help="f32 FMA peak per core, for kiln's %% of peak (default: this machine's, measured by "
+                             "`kiln info --roofline` for each thread count)")
     parser.add_argument("--out-md", default=str(REPO / "bench" / "results" / "latest.md"))
     parser.add_argument("--out-json", default=str(REPO / "bench" / "results" / "latest.json"))
     args = parser.parse_args()
@@ -129,6 +129,22 @@ def export_models(names):
     # One line per model, in order: "PATH (SIZE MB, SECONDS s)".
     paths = [line.rsplit(" (", 1)[0] for line in output.splitlines() if line.strip()]
     return dict(zip(names, paths))
+
+
+MEASURED_PEAKS = {}  # threads -> GFLOP/s, from `kiln info --roofline --json`
+
+
+def peak_gflops(args, threads):
+    """The fp32 peak on `threads` threads: --peak-gflops-per-core x threads, else this machine's roofline
+    for kiln's ISA in effect (None when kiln cannot say)."""
+    if args.peak_gflops_per_core:
+        return args.peak_gflops_per_core * threads
+    if threads not in MEASURED_PEAKS:
+        roofline = run_json([args.kiln, "info", "--roofline", "--json", "--threads", str(threads)])
+        MEASURED_PEAKS[threads] = roofline.get("peak_gflops_per_s_all")
+        if MEASURED_PEAKS[threads]:
+            log(f"fp32 peak on {threads} thread(s): {MEASURED_PEAKS[threads]:.1f} GFLOP/s ({roofline['source']})")
+    return MEASURED_PEAKS[threads]
 
 
 def run_json(command):
@@ -218,7 +234,8 @@ def measure(name, path, config, args):
         median_ms = summary["runtimes"][runtime]["median_ms"]
         summary["runtimes"][runtime]["gflops"] = flops / (median_ms * 1e6) if flops and median_ms else None
     kiln_gflops = summary["runtimes"]["kiln"]["gflops"]
-    summary["kiln_peak_fraction"] = kiln_gflops / (args.peak_gflops_per_core * threads) if kiln_gflops else None
+    peak = peak_gflops(args, threads)
+    summary["kiln_peak_fraction"] = kiln_gflops / peak if kiln_gflops and peak else None
     return summary
 
 
@@ -265,12 +282,19 @@ def markdown(rows, header, args):
             return number(median_ms)
         return number(1000.0 * row["batch"] / median_ms, 1, " /s")
 
+    if args.peak_gflops_per_core:
+        peak_text = f"{args.peak_gflops_per_core:g} GFLOP/s per core x threads"
+    else:
+        measured = ", ".join(f"{peak:.1f} GFLOP/s on {threads} thread{'s' if threads > 1 else ''}"
+                             for threads, peak in sorted(MEASURED_PEAKS.items()) if peak)
+        peak_text = f"this machine's fp32 peak (`kiln info --roofline`): {measured or 'not measured'}"
+
     lines = [f"# kiln vs PyTorch vs ONNX Runtime ({header['date']})", "",
              "```", *header["machine"], "```", "",
              f"- command: `{header['command']}`",
              f"- CPU: {header['cpu']}; load average at start {header['loadavg_start']}, end {header['loadavg_end']}",
              f"- versions: {header['versions']}",
-             f"- % peak: kiln GFLOP/s / ({args.peak_gflops_per_core:g} GFLOP/s per core x threads); FLOPs counted "
+             f"- % peak: kiln GFLOP/s / ({peak_text}); FLOPs counted "
              "by kiln (conv/matmul), also used for ORT GFLOP/s",
              "- batch 1 rows: median latency in ms, ratio = kiln ms / peer ms (**< 1: kiln faster**); larger batches' "
              "rows: throughput in samples/s, ratio = kiln /s / peer /s (**> 1: kiln faster**)", "",

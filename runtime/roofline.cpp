@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_writer.h"
 #include "runtime/parallel.h"
 #include "runtime/threads.h"
 
@@ -30,7 +31,7 @@ constexpr int kChains = 12;
 // Each measurement runs at least this long, and the best of kTrials is kept: a shared machine
 // only ever makes a loop slower than the hardware.
 constexpr double kMeasureSeconds = 0.03;
-constexpr int kTrials = 3;
+constexpr int kTrials = 5;
 // Working sets read for bandwidth: a core's L2 on every current x86 core, then sizes that end up
 // in a shared L3 or beyond, then main memory (far beyond any L3). Cache sizes are not read from
 // the system: virtual machines report them wrongly, and what matters is the measured curve.
@@ -365,8 +366,9 @@ const Roofline& machine_roofline(bool remeasure) {
 
 std::string roofline_text(const Roofline& roofline) {
   std::string text = str_cat("roofline: ", roofline.source, "\n");
+  const char* plural = roofline.threads == 1 ? "" : "s";
   text += str_cat("  fp32 multiply-add peak, GFLOP/s (one thread; per thread with ", roofline.threads,
-                  " threads busy):\n");
+                  " thread", plural, " busy):\n");
   char line[160];
   for (int tier = 0; tier < kPeakTiers; ++tier) {
     if (roofline.gflops_one[tier] <= 0) continue;
@@ -374,7 +376,8 @@ std::string roofline_text(const Roofline& roofline) {
                   roofline.gflops_per_thread_all[tier]);
     text += line;
   }
-  text += str_cat("  read bandwidth, GB/s (working set: one thread; ", roofline.threads, " threads):\n");
+  text += str_cat("  read bandwidth, GB/s (working set: one thread; ", roofline.threads, " thread", plural,
+                  "):\n");
   for (size_t i = 0; i < roofline.levels.size(); ++i) {
     const BandwidthLevel& level = roofline.levels[i];
     const std::string name = i + 1 == roofline.levels.size() ? str_cat(bytes_text(level.bytes), " (memory)")
@@ -390,6 +393,38 @@ std::string roofline_text(const Roofline& roofline) {
                 ridge / roofline.levels.back().gb_per_s_one);
   text += line;
   return text;
+}
+
+std::string roofline_json(const Roofline& roofline, Isa isa) {
+  JsonWriter json;
+  json.begin_object();
+  json.member("source", roofline.source);
+  json.member("cpu", roofline.cpu);
+  json.member("threads", roofline.threads);
+  json.member("isa", std::string(isa_name(isa)));
+  json.key("peak_gflops_per_s_one").value(roofline.peak_gflops(isa, 1), 3);
+  json.key("peak_gflops_per_s_all").value(roofline.peak_gflops(isa, roofline.threads), 3);
+  json.key("tiers").begin_array();
+  for (int tier = 0; tier < kPeakTiers; ++tier) {
+    if (roofline.gflops_one[tier] <= 0) continue;
+    json.begin_object();
+    json.member("tier", kTierNames[tier]);
+    json.key("gflops_per_s_one").value(roofline.gflops_one[tier], 3);
+    json.key("gflops_per_s_per_thread_all").value(roofline.gflops_per_thread_all[tier], 3);
+    json.end_object();
+  }
+  json.end_array();
+  json.key("bandwidth").begin_array();
+  for (const BandwidthLevel& level : roofline.levels) {
+    json.begin_object();
+    json.member("bytes", level.bytes);
+    json.key("gb_per_s_one").value(level.gb_per_s_one, 3);
+    json.key("gb_per_s_all").value(level.gb_per_s_all, 3);
+    json.end_object();
+  }
+  json.end_array();
+  json.end_object();
+  return json.take();
 }
 
 }  // namespace kiln

@@ -67,5 +67,10 @@ std::optional<Roofline> parse_roofline(const std::string& text, const std::strin
 
 // Lines for `kiln info --roofline`, each ending in '\n'.
 std::string roofline_text(const Roofline& roofline);
+// The same as one JSON object for scripts, with the peak kernels on `isa` reach on one thread and on
+// all: {"source", "cpu", "threads", "isa", "peak_gflops_per_s_one", "peak_gflops_per_s_all",
+// "tiers": [{"tier", "gflops_per_s_one", "gflops_per_s_per_thread_all"}],
+// "bandwidth": [{"bytes", "gb_per_s_one", "gb_per_s_all"}]}.
+std::string roofline_json(const Roofline& roofline, Isa isa);
 
 }  // namespace kiln

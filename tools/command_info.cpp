@@ -65,11 +65,13 @@ int command_info(const std::vector<std::string>& args) {
         "print this machine's roofline: fp32 peak per ISA tier and read bandwidth from cache to memory "
         "(measured once per CPU and thread count, then read from the cache file)"},
        {"remeasure", false, "with --roofline, measure again and rewrite the cache file"},
+       {"json", false, "with --roofline, print only the roofline, as one JSON object"},
        {"help", false, "show this help"}});
   const ParsedArgs parsed = parse_args("info", args, specs);
   if (parsed.has("help")) {
     std::printf(
-        "usage: kiln info [--settings] [--parallel] [--roofline [--remeasure]] [settings options]\n\nPrints "
+        "usage: kiln info [--settings] [--parallel] [--roofline [--remeasure] [--json]] [settings "
+        "options]\n\nPrints "
         "kiln's version, build "
         "configuration, "
         "backends, "
@@ -79,9 +81,15 @@ int command_info(const std::vector<std::string>& args) {
         options_help(specs).c_str());
     return 0;
   }
-  KILN_CHECK(parsed.has("roofline") || !parsed.has("remeasure"), invalid_argument,
-             "--remeasure applies to --roofline");
+  for (const char* option : {"remeasure", "json"}) {
+    KILN_CHECK(parsed.has("roofline") || !parsed.has(option), invalid_argument, "--", option,
+               " applies to --roofline");
+  }
   apply_setting_options(parsed);
+  if (parsed.has("json")) {
+    std::printf("%s\n", roofline_json(machine_roofline(parsed.has("remeasure")), isa_in_effect()).c_str());
+    return 0;
+  }
   const Settings settings = current_settings();
   const CpuCapability& cpu = cpu_capability();
   std::printf("kiln %s\n", std::string(kiln_version()).c_str());

@@ -197,6 +197,13 @@ def test_info_roofline_is_measured_once_then_read_from_its_cache(kiln_bin, tmp_p
     assert f"roofline: read from {files[0]}" in second.stdout
     assert roofline_rows(second.stdout) == rows  # the same figures, not a new measurement
 
+    as_json = json.loads(run_with_cache(kiln_bin, cache, "info", "--roofline", "--json", "--threads", 1).stdout)
+    assert as_json["threads"] == 1 and as_json["source"] == f"read from {files[0]}"
+    for tier in as_json["tiers"]:
+        assert abs(tier["gflops_per_s_one"] - rows[tier["tier"]][0]) <= 0.051
+    assert as_json["peak_gflops_per_s_one"] == as_json["peak_gflops_per_s_all"] > 0
+    assert [level["bytes"] for level in as_json["bandwidth"]][-1] == 512 << 20
+
     files[0].write_text("kiln roofline 1\ncpu another machine\n")
     third = run_with_cache(kiln_bin, cache, "info", "--roofline", "--threads", 1)
     assert third.returncode == 0, third.stderr
@@ -210,8 +217,9 @@ def test_info_roofline_is_measured_once_then_read_from_its_cache(kiln_bin, tmp_p
     unwritable = run_with_cache(kiln_bin, not_a_directory, "info", "--roofline", "--threads", 1)
     assert unwritable.returncode == 0 and "measured now (not kept: cannot write" in unwritable.stdout
 
-    refused = run(kiln_bin, "info", "--remeasure")
-    assert refused.returncode != 0 and "--remeasure applies to --roofline" in refused.stderr
+    for option in ("--remeasure", "--json"):
+        refused = run(kiln_bin, "info", option)
+        assert refused.returncode != 0 and f"{option} applies to --roofline" in refused.stderr
 
 
 def test_explain_profile_places_every_step_against_the_roofline(kiln_bin, demo_model, tmp_path):
