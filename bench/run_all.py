@@ -140,7 +140,11 @@ def peak_gflops(args, threads):
     if args.peak_gflops_per_core:
         return args.peak_gflops_per_core * threads
     if threads not in MEASURED_PEAKS:
-        roofline = run_json([args.kiln, "info", "--roofline", "--json", "--threads", str(threads)])
+        command = [args.kiln, "info", "--roofline", "--json", "--threads", str(threads)]
+        # --kiln-args' settings (an ISA cap, say) change the peak; options only bench takes fail here.
+        roofline = run_json(command + shlex.split(args.kiln_args))
+        if "error" in roofline:
+            roofline = run_json(command)
         MEASURED_PEAKS[threads] = roofline.get("peak_gflops_per_s_all")
         if MEASURED_PEAKS[threads]:
             log(f"fp32 peak on {threads} thread(s): {MEASURED_PEAKS[threads]:.1f} GFLOP/s ({roofline['source']})")

@@ -173,7 +173,11 @@ KeyAverages key_averages(const Trace& trace, GroupBy group, const Roofline* roof
           step_bound(*roofline, isa, event_work(event), model_weight_bytes, std::max(event.threads, 1),
                      static_cast<double>(event.duration_ns()) * 1e-6);
       row.bound_ns += static_cast<int64_t>(bound.bound_ms * 1e6);
-      row.compute_bound_calls += bound.compute_bound ? 1 : 0;
+      row.compute_bound_calls += bound.bounded && bound.compute_bound ? 1 : 0;
+      if (!bound.bounded) {
+        ++row.unbounded_calls;
+        row.unbounded_ns += event.duration_ns();
+      }
     }
   }
   std::vector<KeyAverage> rows;
@@ -259,9 +263,11 @@ std::string KeyAverages::table(std::string_view sort_by, int row_limit) const {
     const std::string kernel = is_step ? (group_ == GroupBy::kernel ? row->backend : row->kernel) : "";
     std::string bound;
     std::string of_bound;
-    if (bounds_ && is_step && row->total_ns > 0) {
-      bound = row->compute_bound_calls == row->calls ? "C" : row->compute_bound_calls == 0 ? "M" : "C+M";
-      of_bound = percent_text(row->bound_ns, row->total_ns);
+    const int64_t bounded_calls = row->calls - row->unbounded_calls;
+    const int64_t bounded_ns = row->total_ns - row->unbounded_ns;
+    if (bounds_ && is_step && bounded_calls > 0 && bounded_ns > 0) {
+      bound = row->compute_bound_calls == bounded_calls ? "C" : row->compute_bound_calls == 0 ? "M" : "C+M";
+      of_bound = percent_text(row->bound_ns, bounded_ns);
     }
     text += row_text(name_cell(row->key), percent_text(row->self_ns, self_ns_total_), time_text(row->self_ns),
                      percent_text(row->total_ns, self_ns_total_), time_text(row->total_ns),
@@ -297,6 +303,7 @@ std::string KeyAverages::json(std::string_view sort_by) const {
     if (bounds_) {
       json.member("bound_ns", row->bound_ns);
       json.member("compute_bound_calls", row->compute_bound_calls);
+      json.member("unbounded_calls", row->unbounded_calls);
     }
     json.end_object();
   }

@@ -34,6 +34,8 @@ struct KeyAverage {
   // With a roofline: the steps' time at their bounds, summed, and how many calls were compute-bound.
   int64_t bound_ns = 0;
   int64_t compute_bound_calls = 0;
+  int64_t unbounded_calls = 0;  // bf16 and int8 products: no fp32 bound
+  int64_t unbounded_ns = 0;
   std::string backend;      // steps: their backend and kernel when every call agrees, else "(several)"
   std::string kernel;
   double gflops_per_s() const {
@@ -50,8 +52,8 @@ class KeyAverages {
   int64_t self_ns_total() const { return self_ns_total_; }
 
   // A fixed-width table (with bounds: each step row's bound, C compute, M memory or C+M, and the
-  // fraction of it reached) sorted by `sort_by` (descending, "name" ascending): self_time, total_time,
-  // avg_time, calls, gflops, self_memory, memory or name, or PyTorch's self_cpu_time_total,
+  // fraction of it its bounded calls reached) sorted by `sort_by` (descending, "name" ascending): self_time,
+  // total_time, avg_time, calls, gflops, self_memory, memory or name, or PyTorch's self_cpu_time_total,
   // cpu_time_total, cpu_time, count, self_cpu_memory_usage, cpu_memory_usage. At most `row_limit`
   // rows (0 or less: all). Throws kiln::Error (invalid_argument) for an unknown sort key.
   std::string table(std::string_view sort_by = "self_time", int row_limit = 0) const;

@@ -8,6 +8,10 @@ namespace kiln::profiler {
 StepBound step_bound(const Roofline& roofline, Isa isa, const StepWork& work, int64_t model_weight_bytes,
                      int threads, double measured_ms) {
   StepBound bound;
+  if (work.flops > 0 && !work.fp32) {
+    bound.bounded = false;
+    return bound;
+  }
   const double peak = roofline.peak_gflops(isa, threads);
   const int64_t weights = std::clamp<int64_t>(work.weight_bytes, 0, work.bytes);
   const int64_t activations = work.bytes - weights;
@@ -36,10 +40,61 @@ StepBound step_bound(const Roofline& roofline, Isa isa, const StepWork& work, in
 }
 
 StepWork event_work(const TraceEvent& event) {
-  return {event.flops, event.bytes, event.weight_bytes};
+  StepWork work{event.flops, event.bytes, event.weight_bytes};
+  if (const StepRecord* record = event.record.get()) {
+    // bf16 precision asked and taken (a CPU without a bf16 tier runs float32 under the setting).
+    for (const std::string& setting : record->settings) {
+      if (setting.find("precision=bf16") != std::string::npos &&
+          record->kernel.find("bf16") != std::string::npos)
+        work.fp32 = false;
+    }
+    for (const DType dtype : record->input_dtypes) {
+      if (dtype != DType::f32 && dtype != DType::undefined && dtype != DType::i64 && dtype != DType::i32)
+        work.fp32 = false;
+    }
+  }
+  return work;
+}
+
+namespace {
+
+// Whether `event` (a step or run) runs at the top level: no step encloses it (an If's or Loop's
+// body runs, with its steps, inside the If or Loop step).
+bool top_level(const Trace& trace, const TraceEvent& event) {
+  for (const TraceEvent* parent = trace.find(event.parent_id); parent != nullptr;
+       parent = trace.find(parent->parent_id)) {
+    if (parent->kind == EventKind::step || parent->kind == EventKind::reorder) return false;
+  }
+  return true;
+}
+
+bool is_step(const TraceEvent& event) {
+  return event.kind == EventKind::step || event.kind == EventKind::reorder;
+}
+
+int64_t top_level_runs(const Trace& trace) {
+  int64_t runs = 0;
+  for (const TraceEvent& event : trace.events)
+    runs += event.kind == EventKind::run && top_level(trace, event);
+  return std::max<int64_t>(runs, 1);
+}
+
+}  // namespace
+
+int64_t weight_bytes_per_run(const Trace& trace) {
+  int64_t weight_bytes = 0;
+  for (const TraceEvent& event : trace.events) {
+    if (is_step(event) && top_level(trace, event)) weight_bytes += event.weight_bytes;
+  }
+  return weight_bytes / top_level_runs(trace);
 }
 
 void BoundTotals::add(const StepBound& bound, double step_ms) {
+  if (!bound.bounded) {
+    ++unbounded_steps;
+    unbounded_ms += step_ms;
+    return;
+  }
   measured_ms += step_ms;
   bound_ms += bound.bound_ms;
   const double saving = std::max(0.0, step_ms - bound.bound_ms);
@@ -60,33 +115,22 @@ int trace_threads(const Trace& trace) {
   return threads;
 }
 
-int64_t weight_bytes_per_run(const Trace& trace) {
-  int64_t runs = 0;
-  int64_t weight_bytes = 0;
-  for (const TraceEvent& event : trace.events) {
-    if (event.kind == EventKind::run) ++runs;
-    if (event.kind == EventKind::step || event.kind == EventKind::reorder) weight_bytes += event.weight_bytes;
-  }
-  return weight_bytes / std::max<int64_t>(runs, 1);
-}
-
 BoundTotals trace_bound_totals(const Trace& trace, const Roofline& roofline, Isa isa) {
-  int runs = 0;
-  for (const TraceEvent& event : trace.events) runs += event.kind == EventKind::run ? 1 : 0;
-  runs = std::max(runs, 1);
+  const int64_t runs = top_level_runs(trace);
   const int64_t weight_bytes = weight_bytes_per_run(trace);
   BoundTotals totals;
   for (const TraceEvent& event : trace.events) {
-    if (event.kind != EventKind::step && event.kind != EventKind::reorder) continue;
+    if (!is_step(event) || !top_level(trace, event)) continue;
     const double ms = static_cast<double>(event.duration_ns()) * 1e-6;
     totals.add(step_bound(roofline, isa, event_work(event), weight_bytes, std::max(event.threads, 1), ms),
                ms);
   }
-  for (double* ms :
-       {&totals.measured_ms, &totals.bound_ms, &totals.compute_saving_ms, &totals.memory_saving_ms})
-    *ms /= runs;
-  totals.compute_steps /= runs;
-  totals.memory_steps /= runs;
+  for (double* ms : {&totals.measured_ms, &totals.bound_ms, &totals.compute_saving_ms,
+                     &totals.memory_saving_ms, &totals.unbounded_ms})
+    *ms /= static_cast<double>(runs);
+  totals.compute_steps = static_cast<int>(totals.compute_steps / runs);
+  totals.memory_steps = static_cast<int>(totals.memory_steps / runs);
+  totals.unbounded_steps = static_cast<int>(totals.unbounded_steps / runs);
   return totals;
 }
 
@@ -102,7 +146,14 @@ std::string bound_totals_text(const BoundTotals& totals, const Roofline& rooflin
                 roofline.peak_gflops(isa, threads), threads, threads == 1 ? "" : "s",
                 std::string(isa_name(isa)).c_str(), roofline.bandwidth_gb_per_s(int64_t{1} << 62, threads),
                 roofline.source.c_str());
-  return text;
+  std::string result = text;
+  if (totals.unbounded_steps > 0) {
+    std::snprintf(text, sizeof text,
+                  "  %d bf16 or int8 steps (%.3f ms) have no bound: the peak measured is fp32's\n",
+                  totals.unbounded_steps, totals.unbounded_ms);
+    result += text;
+  }
+  return result;
 }
 
 void write_bound_totals(JsonWriter& json, const BoundTotals& totals, const Roofline& roofline, Isa isa,
@@ -114,6 +165,8 @@ void write_bound_totals(JsonWriter& json, const BoundTotals& totals, const Roofl
   json.key("memory_saving_ms").value(totals.memory_saving_ms, 9);
   json.member("compute_steps", totals.compute_steps);
   json.member("memory_steps", totals.memory_steps);
+  json.member("unbounded_steps", totals.unbounded_steps);
+  json.key("unbounded_ms").value(totals.unbounded_ms, 6);
   json.key("peak_gflops_per_s").value(roofline.peak_gflops(isa, threads), 3);
   json.key("memory_gb_per_s").value(roofline.bandwidth_gb_per_s(int64_t{1} << 62, threads), 3);
   json.member("isa", std::string(isa_name(isa)));
@@ -123,6 +176,7 @@ void write_bound_totals(JsonWriter& json, const BoundTotals& totals, const Roofl
 }
 
 std::string bound_cell(const StepBound& bound) {
+  if (!bound.bounded) return "-      -     -";
   char text[48];
   std::snprintf(text, sizeof text, "%s %6.1f %4.0f%%", bound.compute_bound ? "C" : "M", bound.flops_per_byte,
                 100 * bound.fraction);

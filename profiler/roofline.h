@@ -28,9 +28,13 @@ struct StepWork {
   int64_t flops = 0;
   int64_t bytes = 0;         // inputs and outputs as stored
   int64_t weight_bytes = 0;  // of those, the constant inputs
+  // Its products are float32. bf16 and int8 products run on other units at other peaks, which the
+  // roofline does not measure: such steps get no bound.
+  bool fp32 = true;
 };
 
 struct StepBound {
+  bool bounded = true;        // false for bf16 and int8 products (StepWork::fp32); the rest is then 0
   double flops_per_byte = 0;  // arithmetic intensity (0 without counted FLOPs)
   bool compute_bound = false;
   double bound_ms = 0;  // the time at the roofline
@@ -45,8 +49,11 @@ StepBound step_bound(const Roofline& roofline, Isa isa, const StepWork& work, in
 
 // A model's steps summed: their measured time, their time at the roofline, and what the steps on
 // each side of the ridge could still save (measured minus bound, over steps slower than their bound).
+// Steps without a bound are counted apart.
 struct BoundTotals {
-  double measured_ms = 0;
+  int unbounded_steps = 0;
+  double unbounded_ms = 0;
+  double measured_ms = 0;  // of the bounded steps
   double bound_ms = 0;
   double compute_saving_ms = 0;
   double memory_saving_ms = 0;
@@ -57,13 +64,15 @@ struct BoundTotals {
 
 // A step event's work.
 StepWork event_work(const TraceEvent& event);
-// The weights a trace's runs read per run: its step events' weight_bytes over its runs.
+// The weights a trace's runs read per run: its top-level step events' weight_bytes over its
+// top-level runs (an If or Loop body's runs and steps are inside a step already).
 int64_t weight_bytes_per_run(const Trace& trace);
 
 // The threads a trace's plan ran with (its runs' most; 1 without runs).
 int trace_threads(const Trace& trace);
 
-// The step events of a trace recorded here, summed per run (divided by the number of runs).
+// The top-level step events of a trace recorded here, summed per run (divided by the number of
+// top-level runs).
 BoundTotals trace_bound_totals(const Trace& trace, const Roofline& roofline, Isa isa);
 
 // "roofline: steps at their bound would take X of Y ms; compute-bound steps (N) could save A ms,
@@ -71,11 +80,13 @@ BoundTotals trace_bound_totals(const Trace& trace, const Roofline& roofline, Isa
 std::string bound_totals_text(const BoundTotals& totals, const Roofline& roofline, Isa isa, int threads);
 
 // The same as a JSON object: {"measured_ms", "bound_ms", "compute_saving_ms", "memory_saving_ms",
-// "compute_steps", "memory_steps", "peak_gflops_per_s", "memory_gb_per_s", "isa", "threads", "source"}.
+// "compute_steps", "memory_steps", "unbounded_steps", "unbounded_ms", "peak_gflops_per_s",
+// "memory_gb_per_s", "isa", "threads", "source"}.
 void write_bound_totals(JsonWriter& json, const BoundTotals& totals, const Roofline& roofline, Isa isa,
                         int threads);
 
-// "C 12.3 45%": the bound (C compute, M memory), intensity and fraction, for tables.
+// "C 12.3 45%": the bound (C compute, M memory), intensity and fraction, for tables; dashes
+// without a bound.
 std::string bound_cell(const StepBound& bound);
 
 }  // namespace kiln::profiler

@@ -8,9 +8,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -19,6 +21,7 @@
 #include "core/json_writer.h"
 #include "runtime/parallel.h"
 #include "runtime/threads.h"
+#include "runtime/topology.h"
 
 namespace kiln {
 namespace {
@@ -33,14 +36,17 @@ constexpr int kChains = 12;
 constexpr double kMeasureSeconds = 0.03;
 constexpr int kTrials = 5;
 // Working sets read for bandwidth: a core's L2 on every current x86 core, then sizes that end up
-// in a shared L3 or beyond, then main memory (far beyond any L3). Cache sizes are not read from
-// the system: virtual machines report them wrongly, and what matters is the measured curve.
+// in a shared L3 or beyond, then main memory (beyond any one L3: 96 MiB on AMD's largest CCDs,
+// 105 MiB on a whole Sapphire Rapids socket). Cache sizes are not read from the system: virtual
+// machines report them wrongly, and what matters is the measured curve.
 constexpr int64_t kWorkingSets[] = {int64_t{256} << 10, int64_t{2} << 20, int64_t{8} << 20, int64_t{32} << 20,
-                                    int64_t{512} << 20};
+                                    int64_t{256} << 20};
+// Each thread reads at least this many 8-byte words of a working set.
+constexpr int64_t kMinSliceWords = 16;
 constexpr const char* kTierNames[kPeakTiers] = {"baseline", "avx2", "avx512"};
 
-// Keeps loop results alive so the compiler cannot drop the loops.
-volatile float g_sink = 0;
+// Keeps loop results alive so the compiler cannot drop the loops; one per thread, as they all write.
+thread_local volatile float g_sink = 0;
 
 float multiply_add_baseline(int64_t iterations) {
   __m128 chain[kChains];
@@ -110,16 +116,17 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Runs `work(repeats)` on `threads` threads at once (each its own call), growing `repeats` until a
-// call lasts kMeasureSeconds; returns the best seconds per repeat over kTrials.
-double best_seconds_per_repeat(int threads, const std::function<void(int64_t)>& work) {
+// Runs `work(thread, repeats)` on `threads` threads at once (thread 0..threads-1, each its own
+// call), growing `repeats` until a call lasts kMeasureSeconds; returns the best seconds per repeat
+// over kTrials.
+double best_seconds_per_repeat(int threads, const std::function<void(int, int64_t)>& work) {
   const auto run = [&](int64_t repeats) {
     const auto start = std::chrono::steady_clock::now();
     if (threads == 1) {
-      work(repeats);
+      work(0, repeats);
     } else {
       parallel_for(0, threads, int64_t{1} << 40, [&](int64_t begin, int64_t end) {
-        for (int64_t t = begin; t < end; ++t) work(repeats);
+        for (int64_t t = begin; t < end; ++t) work(static_cast<int>(t), repeats);
       });
     }
     return seconds_since(start);
@@ -143,7 +150,7 @@ double measure_peak(int tier, int threads) {
   constexpr int64_t kIterationsPerRepeat = 1024;
   const int lanes = tier == 0 ? 4 : tier == 1 ? 8 : 16;
   const double flops_per_repeat = static_cast<double>(kIterationsPerRepeat) * kChains * lanes * 2;
-  const double seconds = best_seconds_per_repeat(threads, [tier](int64_t repeats) {
+  const double seconds = best_seconds_per_repeat(threads, [tier](int, int64_t repeats) {
     const int64_t iterations = repeats * kIterationsPerRepeat;
     g_sink = tier == 0   ? multiply_add_baseline(iterations)
              : tier == 1 ? multiply_add_avx2(iterations)
@@ -152,20 +159,20 @@ double measure_peak(int tier, int threads) {
   return flops_per_repeat / seconds * 1e-9;
 }
 
-// GB/s reading `bytes` split between `threads` threads, each its own slice, repeatedly.
+// GB/s reading `bytes` split between `threads` threads (fewer when a slice would be tiny), each
+// reading its own slice repeatedly, so a slice that fits a core's cache stays in it.
 double measure_bandwidth(const uint64_t* data, int64_t bytes, int threads, bool avx2) {
   const int64_t words = bytes / 8;
-  const int64_t slice = words / threads / 16 * 16;  // whole 128-byte blocks
-  std::atomic<int> next{0};
-  const double seconds = best_seconds_per_repeat(threads, [&](int64_t repeats) {
-    const int rank = threads == 1 ? 0 : next.fetch_add(1) % threads;
+  const int readers = static_cast<int>(std::clamp<int64_t>(words / kMinSliceWords, 1, threads));
+  const int64_t slice = words / readers / kMinSliceWords * kMinSliceWords;  // whole 128-byte blocks
+  const double seconds = best_seconds_per_repeat(readers, [&](int rank, int64_t repeats) {
     const uint64_t* begin = data + rank * slice;
     uint64_t sum = 0;
     for (int64_t r = 0; r < repeats; ++r)
       sum |= avx2 ? read_avx2(begin, begin + slice) : read_baseline(begin, begin + slice);
     g_sink = static_cast<float>(sum & 1);
   });
-  return static_cast<double>(slice * 8) * threads / seconds * 1e-9;
+  return static_cast<double>(slice * 8) * readers / seconds * 1e-9;
 }
 
 std::string cpu_key() {
@@ -184,10 +191,6 @@ std::string cache_directory() {
     return str_cat(value, "/.cache/kiln");
   }
   return "";
-}
-
-std::string bytes_text(int64_t bytes) {
-  return bytes >= (int64_t{1} << 20) ? str_cat(bytes >> 20, " MiB") : str_cat(bytes >> 10, " KiB");
 }
 
 }  // namespace
@@ -216,11 +219,14 @@ double Roofline::bandwidth_gb_per_s(int64_t bytes, int thread_count) const {
 
 std::string Roofline::level_name(int64_t bytes) const {
   for (size_t i = 0; i + 1 < levels.size(); ++i) {
-    if (bytes <= levels[i].bytes) return str_cat("<= ", bytes_text(levels[i].bytes));
+    if (bytes <= levels[i].bytes) return str_cat("<= ", size_text(levels[i].bytes));
   }
   return "memory";
 }
 
+namespace {
+
+// Measures this machine now, on `threads` threads for the "all" figures.
 Roofline measure_roofline(int threads) {
   threads = std::max(threads, 1);
   const ScopedIntraOpThreads scoped(threads);
@@ -255,6 +261,7 @@ Roofline measure_roofline(int threads) {
   return roofline;
 }
 
+// The cache file's path for this CPU and thread count ("" when no cache directory can be found).
 std::string roofline_cache_path(int threads) {
   const std::string directory = cache_directory();
   if (directory.empty()) return "";
@@ -263,6 +270,8 @@ std::string roofline_cache_path(int threads) {
   std::snprintf(name, sizeof name, "roofline-%016zx-%dt.txt", hash, threads);
   return (fs::path(directory) / name).string();
 }
+
+}  // namespace
 
 std::string roofline_file_text(const Roofline& roofline) {
   std::ostringstream text;
@@ -277,32 +286,34 @@ std::string roofline_file_text(const Roofline& roofline) {
   return text.str();
 }
 
-std::optional<Roofline> parse_roofline(const std::string& text, const std::string& cpu) {
+std::optional<Roofline> parse_roofline(const std::string& text, const std::string& cpu, int threads) {
   std::istringstream lines(text);
   std::string line;
   if (!std::getline(lines, line) || line != "kiln roofline 1") return std::nullopt;
   Roofline roofline;
-  int peaks = 0;
+  roofline.threads = 0;
+  unsigned tiers_read = 0;  // a bit per tier
   while (std::getline(lines, line)) {
     std::istringstream fields(line);
     std::string key;
     fields >> key;
     if (key == "cpu") {
-      roofline.cpu = line.substr(4);
+      std::getline(fields >> std::ws, roofline.cpu);
     } else if (key == "threads") {
-      if (!(fields >> roofline.threads) || roofline.threads < 1 || roofline.threads > kMaxThreads)
-        return std::nullopt;
+      if (!(fields >> roofline.threads)) return std::nullopt;
     } else if (key == "peak") {
       std::string tier;
       double one = -1, all = -1;
-      if (!(fields >> tier >> one >> all) || !(one >= 0 && one < 1e6) || !(all >= 0 && all < 1e6))
+      if (!(fields >> tier >> one >> all) || !(one >= 0 && one < 1e6) || !(all >= 0 && all < 1e6) ||
+          (one > 0) != (all > 0))
         return std::nullopt;
       const auto* found = std::find(std::begin(kTierNames), std::end(kTierNames), tier);
       if (found == std::end(kTierNames)) return std::nullopt;
       const size_t index = static_cast<size_t>(found - std::begin(kTierNames));
+      if (tiers_read & (1u << index)) return std::nullopt;
+      tiers_read |= 1u << index;
       roofline.gflops_one[index] = one;
       roofline.gflops_per_thread_all[index] = all;
-      ++peaks;
     } else if (key == "bandwidth") {
       BandwidthLevel level;
       if (!(fields >> level.bytes >> level.gb_per_s_one >> level.gb_per_s_all) || level.bytes <= 0 ||
@@ -315,17 +326,22 @@ std::optional<Roofline> parse_roofline(const std::string& text, const std::strin
       return std::nullopt;
     }
   }
-  if (roofline.cpu != cpu || peaks != kPeakTiers || roofline.levels.empty() || roofline.gflops_one[0] <= 0)
+  if (roofline.cpu != cpu || roofline.threads != threads || tiers_read != (1u << kPeakTiers) - 1 ||
+      roofline.levels.empty() || roofline.gflops_one[0] <= 0)
     return std::nullopt;
   return roofline;
 }
 
-const Roofline& machine_roofline(bool remeasure) {
+const Roofline& machine_roofline(int threads, bool remeasure) {
+  threads = std::clamp(threads, 1, kMaxThreads);
   static std::mutex mutex;
-  static std::unique_ptr<Roofline> cached;
+  // Every roofline handed out stays alive: callers keep references, and a remeasured one replaces
+  // an older one only for later callers.
+  static std::deque<Roofline> kept;
+  static std::map<int, const Roofline*> by_threads;
   std::lock_guard lock(mutex);
-  if (cached && !remeasure) return *cached;
-  const int threads = std::max(intra_op_threads(), 1);
+  if (const auto found = by_threads.find(threads); found != by_threads.end() && !remeasure)
+    return *found->second;
   const std::string path = roofline_cache_path(threads);
   std::string why_measured;
   if (!remeasure && !path.empty()) {
@@ -333,12 +349,12 @@ const Roofline& machine_roofline(bool remeasure) {
     if (file) {
       std::stringstream text;
       text << file.rdbuf();
-      if (std::optional<Roofline> read = parse_roofline(text.str(), cpu_key())) {
+      if (std::optional<Roofline> read = parse_roofline(text.str(), cpu_key(), threads)) {
         read->source = str_cat("read from ", path);
-        cached = std::make_unique<Roofline>(std::move(*read));
-        return *cached;
+        by_threads[threads] = &kept.emplace_back(std::move(*read));
+        return *by_threads[threads];
       }
-      why_measured = str_cat(" (", path, " did not hold a roofline of this CPU)");
+      why_measured = str_cat(" (", path, " did not hold a roofline of this CPU and thread count)");
     }
   }
   Roofline roofline = measure_roofline(threads);
@@ -360,8 +376,8 @@ const Roofline& machine_roofline(bool remeasure) {
       roofline.source = str_cat("measured now, kept in ", path, why_measured);
     }
   }
-  cached = std::make_unique<Roofline>(std::move(roofline));
-  return *cached;
+  by_threads[threads] = &kept.emplace_back(std::move(roofline));
+  return *by_threads[threads];
 }
 
 std::string roofline_text(const Roofline& roofline) {
@@ -380,8 +396,8 @@ std::string roofline_text(const Roofline& roofline) {
                   "):\n");
   for (size_t i = 0; i < roofline.levels.size(); ++i) {
     const BandwidthLevel& level = roofline.levels[i];
-    const std::string name = i + 1 == roofline.levels.size() ? str_cat(bytes_text(level.bytes), " (memory)")
-                                                             : bytes_text(level.bytes);
+    const std::string name = i + 1 == roofline.levels.size() ? str_cat(size_text(level.bytes), " (memory)")
+                                                             : size_text(level.bytes);
     std::snprintf(line, sizeof line, "    %-16s %8.1f  %8.1f\n", name.c_str(), level.gb_per_s_one,
                   level.gb_per_s_all);
     text += line;

@@ -4,9 +4,9 @@
 // bytes at the bandwidth for a working set its size (profiler/roofline.h); how far a step is from
 // it says whether a faster kernel could help.
 //
-// Measuring takes about two seconds, so the result is kept in a file per CPU (the CPU's name and
-// extensions, the logical CPUs and the threads measured with) under $KILN_CACHE_DIR, else
-// $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln, and read from there afterwards.
+// Measuring takes a few seconds, so the result is kept in a file per CPU (the CPU's name and
+// extensions, the logical CPUs) and thread count under $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln,
+// else $HOME/.cache/kiln, and read from there afterwards.
 #pragma once
 
 #include <array>
@@ -49,21 +49,16 @@ struct Roofline {
   std::string level_name(int64_t bytes) const;
 };
 
-// Measures this machine now, on `threads` threads for the "all" figures (kiln's thread count).
-Roofline measure_roofline(int threads);
-
-// This machine's roofline: read from the cache file, or measured and kept there; once per process.
-// `remeasure` measures again and rewrites the file. Never throws for a bad or unwritable cache:
-// it measures instead and `source` says why.
-const Roofline& machine_roofline(bool remeasure = false);
-
-// The cache file's path for this CPU and thread count ("" when no cache directory can be found).
-std::string roofline_cache_path(int threads);
+// This machine's roofline with its "all threads" figures measured on `threads` threads: read from
+// the cache file, or measured and kept there; once per process and thread count. `remeasure`
+// measures again and rewrites the file. Never throws for a bad or unwritable cache: it measures
+// instead and `source` says why. The reference stays valid for the life of the process.
+const Roofline& machine_roofline(int threads, bool remeasure = false);
 
 // Text form kept in the cache file, and back; parse_roofline returns nothing for text it cannot
-// read as a complete roofline of `cpu`.
+// read as a complete roofline of `cpu` measured on `threads` threads.
 std::string roofline_file_text(const Roofline& roofline);
-std::optional<Roofline> parse_roofline(const std::string& text, const std::string& cpu);
+std::optional<Roofline> parse_roofline(const std::string& text, const std::string& cpu, int threads);
 
 // Lines for `kiln info --roofline`, each ending in '\n'.
 std::string roofline_text(const Roofline& roofline);

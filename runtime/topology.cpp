@@ -84,11 +84,6 @@ std::string two_places(double value) {
   return error == std::errc{} ? std::string(text, end) : std::string("?");
 }
 
-std::string bytes_text(int64_t bytes) {
-  if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) return str_cat(bytes >> 20, " MiB");
-  return str_cat(bytes >> 10, " KiB");
-}
-
 std::vector<int> affinity_of_calling_thread() {
   cpu_set_t set;
   std::vector<int> cpus;
@@ -201,6 +196,11 @@ std::optional<CpuQuota> read_quota(const fs::path& root) {
 }
 
 }  // namespace
+
+std::string size_text(int64_t bytes) {
+  if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) return str_cat(bytes >> 20, " MiB");
+  return str_cat(bytes >> 10, " KiB");
+}
 
 std::string format_cpu_list(const std::vector<int>& ids) {
   std::string text;
@@ -365,8 +365,9 @@ std::string Topology::describe() const {
   std::string summary;
   for (const auto& [kind, instances] : by_kind) {
     const char* letter = kind.second == "Data" ? "d" : kind.second == "Instruction" ? "i" : "";
-    summary += str_cat(summary.empty() ? "" : "; ", "L", kind.first, letter, " ", bytes_text(instances[0]->bytes),
-                       " x", instances.size(), " (", instances[0]->cpus.size(), " CPUs each)");
+    summary +=
+        str_cat(summary.empty() ? "" : "; ", "L", kind.first, letter, " ", size_text(instances[0]->bytes),
+                " x", instances.size(), " (", instances[0]->cpus.size(), " CPUs each)");
   }
   if (!summary.empty()) text += str_cat("caches: ", summary, "\n");
   const DefaultThreads threads = default_threads(allowed);

@@ -92,6 +92,9 @@ const Topology& process_topology();
 // "default (local node)", for `kiln info`: what `kiln launch` set shows here.
 std::string memory_policy();
 
+// "1 MiB", "48 KiB": a cache's or working set's size (KiB unless a whole number of MiB).
+std::string size_text(int64_t bytes);
+
 // "0-3,8,10-11" from ascending ids, and back. parse_cpu_list throws kiln::Error
 // (invalid_argument) naming `what` on bad text.
 std::string format_cpu_list(const std::vector<int>& ids);

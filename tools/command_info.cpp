@@ -87,7 +87,9 @@ int command_info(const std::vector<std::string>& args) {
   }
   apply_setting_options(parsed);
   if (parsed.has("json")) {
-    std::printf("%s\n", roofline_json(machine_roofline(parsed.has("remeasure")), isa_in_effect()).c_str());
+    std::printf("%s\n",
+                roofline_json(machine_roofline(intra_op_threads(), parsed.has("remeasure")), isa_in_effect())
+                    .c_str());
     return 0;
   }
   const Settings settings = current_settings();
@@ -147,7 +149,7 @@ int command_info(const std::vector<std::string>& args) {
   }
   if (parsed.has("settings")) print_settings();
   if (parsed.has("roofline"))
-    std::fputs(roofline_text(machine_roofline(parsed.has("remeasure"))).c_str(), stdout);
+    std::fputs(roofline_text(machine_roofline(intra_op_threads(), parsed.has("remeasure"))).c_str(), stdout);
   return 0;
 }
 

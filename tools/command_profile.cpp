@@ -129,7 +129,8 @@ int command_profile(const std::vector<std::string>& args) {
   trace.facts["model"] = std::filesystem::absolute(parsed.positional[0]).string();
   if (parsed.has("trace")) profiler::export_chrome_trace(trace, parsed.value("trace"));
 
-  const Roofline* roofline = parsed.has("no-roofline") ? nullptr : &machine_roofline();
+  const Roofline* roofline =
+      parsed.has("no-roofline") ? nullptr : &machine_roofline(profiler::trace_threads(trace));
   const Isa isa = isa_in_effect();
   if (parsed.has("json")) {
     std::printf("%s\n", profiler::summary_json(trace, group_by, roofline, isa).c_str());

@@ -32,7 +32,7 @@ std::string refusal_line(const std::string& who, const Refusal& refusal) {
 
 // Each step's bound on this machine, from its plan record and measured time.
 std::vector<profiler::StepBound> step_bounds(const Plan& plan, const std::vector<double>& step_ms) {
-  const Roofline& roofline = machine_roofline();
+  const Roofline& roofline = machine_roofline(plan.threads());
   std::vector<profiler::StepBound> bounds;
   const std::vector<profiler::TraceEvent> steps = profiler::plan_step_events(plan);
   int64_t weight_bytes = 0;
@@ -47,6 +47,7 @@ std::vector<profiler::StepBound> step_bounds(const Plan& plan, const std::vector
 // "  54% of the compute bound (12.3 FLOP/B)" or
 // "  31% of the memory bound (0.5 FLOP/B; activations <= 256 KiB, weights from memory)".
 std::string bound_text(const profiler::StepBound& bound) {
+  if (!bound.bounded) return "  no bound (bf16 or int8 products: the roofline's peak is fp32's)";
   return format("  %.0f%% of the %s bound (%.1f FLOP/B%s%s)", 100 * bound.fraction,
                 bound.compute_bound ? "compute" : "memory", bound.flops_per_byte,
                 bound.level.empty() ? "" : "; ", bound.level.c_str());
@@ -192,7 +193,8 @@ std::string explain_text(const Plan& plan, const std::string& title, const std::
                    r.node_name.c_str(), ms, total > 0 ? 100 * ms / total : 0, gflops,
                    profiler::bound_cell(bounds[s]).c_str(), r.kernel.c_str());
   }
-  text += "\n" + profiler::bound_totals_text(totals, machine_roofline(), isa_in_effect(), plan.threads());
+  text += "\n" + profiler::bound_totals_text(totals, machine_roofline(plan.threads()), isa_in_effect(),
+                                             plan.threads());
   return text;
 }
 
@@ -235,8 +237,8 @@ std::string explain_json(const Plan& plan, const std::string& model, int batch,
     } else {
       json.null();
     }
-    // The roofline (profiler/roofline.h): null without --profile.
-    if (profiled) {
+    // The roofline (profiler/roofline.h): null without --profile, and for bf16 and int8 products.
+    if (profiled && bounds[s].bounded) {
       json.key("flops_per_byte").value(bounds[s].flops_per_byte, 4);
       json.member("bound", bounds[s].compute_bound ? "compute" : "memory");
       json.key("bound_ms").value(bounds[s].bound_ms, 9);
@@ -252,7 +254,8 @@ std::string explain_json(const Plan& plan, const std::string& model, int batch,
   if (profiled) {
     profiler::BoundTotals totals;
     for (size_t s = 0; s < step_ms.size(); ++s) totals.add(bounds[s], step_ms[s]);
-    profiler::write_bound_totals(json, totals, machine_roofline(), isa_in_effect(), plan.threads());
+    profiler::write_bound_totals(json, totals, machine_roofline(plan.threads()), isa_in_effect(),
+                                 plan.threads());
   } else {
     json.null();
   }

@@ -1,6 +1,7 @@
 """Shared fixtures: the kiln binary, the exported-model cache, and the slow tier switch."""
 import os
 import pathlib
+import tempfile
 
 import pytest
 
@@ -14,6 +15,8 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     # Also registered in pytest.ini; repeated here so the marker is known under any rootdir/inifile.
     config.addinivalue_line("markers", "slow: slow tier; runs only with --run-slow or KILN_SLOW=1")
+    # The roofline kiln measures for profiles stays out of the user's home (ctest sets its own).
+    os.environ.setdefault("KILN_CACHE_DIR", str(pathlib.Path(tempfile.gettempdir()) / "kiln-test-cache"))
 
 
 def pytest_collection_modifyitems(config, items):

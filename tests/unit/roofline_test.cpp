@@ -5,8 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
-
 #include "profiler/roofline.h"
 
 namespace kiln {
@@ -93,6 +91,30 @@ TEST(Roofline, StepBoundIsTheSlowerOfComputeAndMemory) {
   EXPECT_EQ(profiler::step_bound(roofline, Isa::avx512, {0, 400'000, 0}, 0, 1, 0).fraction, 0);
 }
 
+TEST(Roofline, Bf16AndInt8ProductsHaveNoBound) {
+  const Roofline roofline = two_thread_machine();
+  profiler::StepWork bf16{2'000'000'000, 4'000'000, 1'000'000};
+  bf16.fp32 = false;
+  const profiler::StepBound bound = profiler::step_bound(roofline, Isa::avx512_bf16, bf16, 0, 1, 5);
+  EXPECT_FALSE(bound.bounded);
+  EXPECT_EQ(bound.bound_ms, 0);
+  EXPECT_EQ(profiler::bound_cell(bound), "-      -     -");
+  // Without products the dtype does not matter: moving bytes is moving bytes.
+  profiler::StepWork copy{0, 400'000, 0};
+  copy.fp32 = false;
+  EXPECT_TRUE(profiler::step_bound(roofline, Isa::avx512_bf16, copy, 0, 1, 0.002).bounded);
+
+  profiler::BoundTotals totals;
+  totals.add(bound, 5);
+  totals.add(profiler::step_bound(roofline, Isa::avx512, copy, 0, 1, 0.002), 0.002);
+  EXPECT_EQ(totals.unbounded_steps, 1);
+  EXPECT_DOUBLE_EQ(totals.unbounded_ms, 5);
+  EXPECT_DOUBLE_EQ(totals.measured_ms, 0.002);
+  EXPECT_EQ(totals.memory_steps, 1);
+  const std::string text = profiler::bound_totals_text(totals, roofline, Isa::avx512, 1);
+  EXPECT_NE(text.find("1 bf16 or int8 steps (5.000 ms) have no bound"), std::string::npos) << text;
+}
+
 TEST(Roofline, TotalsSayWhatEachSideCouldSave) {
   const Roofline roofline = two_thread_machine();
   profiler::BoundTotals totals;
@@ -114,9 +136,39 @@ TEST(Roofline, TotalsSayWhatEachSideCouldSave) {
       << text;
 }
 
+// Two runs of a model whose If step holds a body run with one step: the body's step is inside the
+// If's time and its run is not a run of the model.
+TEST(Roofline, TraceTotalsCountTopLevelRunsAndSteps) {
+  profiler::Trace trace;
+  const auto add = [&](profiler::EventKind kind, uint64_t parent, int64_t ns, int64_t bytes,
+                       int64_t weights) {
+    profiler::TraceEvent event;
+    event.id = trace.events.size() + 1;
+    event.parent_id = parent;
+    event.kind = kind;
+    event.end_ns = ns;
+    event.bytes = bytes;
+    event.weight_bytes = weights;
+    event.threads = 1;
+    trace.events.push_back(event);
+    return event.id;
+  };
+  for (int run = 0; run < 2; ++run) {
+    const uint64_t outer = add(profiler::EventKind::run, 0, 3'000'000, 0, 0);
+    add(profiler::EventKind::step, outer, 1'000'000, 1'000'000, 600'000);
+    const uint64_t branch = add(profiler::EventKind::step, outer, 2'000'000, 1000, 0);
+    const uint64_t body = add(profiler::EventKind::run, branch, 1'900'000, 0, 0);
+    add(profiler::EventKind::step, body, 1'800'000, 1'000'000, 400'000);
+  }
+  EXPECT_EQ(profiler::weight_bytes_per_run(trace), 600'000);
+  const profiler::BoundTotals totals = profiler::trace_bound_totals(trace, two_thread_machine(), Isa::avx512);
+  EXPECT_EQ(totals.memory_steps, 2);
+  EXPECT_NEAR(totals.measured_ms, 3, 1e-9);
+}
+
 TEST(Roofline, CacheFileRoundTrips) {
   const Roofline roofline = two_thread_machine();
-  const std::optional<Roofline> read = parse_roofline(roofline_file_text(roofline), "test cpu");
+  const std::optional<Roofline> read = parse_roofline(roofline_file_text(roofline), "test cpu", 2);
   ASSERT_TRUE(read.has_value());
   EXPECT_EQ(read->threads, 2);
   EXPECT_EQ(read->gflops_one, roofline.gflops_one);
@@ -128,18 +180,20 @@ TEST(Roofline, CacheFileRoundTrips) {
 
 TEST(Roofline, CacheFilesThatAreWrongAreRefused) {
   const std::string good = roofline_file_text(two_thread_machine());
-  EXPECT_FALSE(parse_roofline(good, "another cpu").has_value());
-  EXPECT_FALSE(parse_roofline("", "test cpu").has_value());
+  EXPECT_TRUE(parse_roofline(good, "test cpu", 2).has_value());
+  EXPECT_FALSE(parse_roofline(good, "another cpu", 2).has_value());
+  EXPECT_FALSE(parse_roofline(good, "test cpu", 4).has_value());  // measured on other threads
+  EXPECT_FALSE(parse_roofline("", "test cpu", 2).has_value());
   EXPECT_FALSE(
-      parse_roofline("kiln roofline 2\n" + good.substr(good.find('\n') + 1), "test cpu").has_value());
+      parse_roofline("kiln roofline 2\n" + good.substr(good.find('\n') + 1), "test cpu", 2).has_value());
   // Cut anywhere inside the data lines: something a complete roofline needs is missing.
   const size_t last_peak = good.rfind("peak ");
-  EXPECT_FALSE(parse_roofline(good.substr(0, last_peak), "test cpu").has_value());
-  EXPECT_FALSE(parse_roofline(good.substr(0, good.find("bandwidth")), "test cpu").has_value());
+  EXPECT_FALSE(parse_roofline(good.substr(0, last_peak), "test cpu", 2).has_value());
+  EXPECT_FALSE(parse_roofline(good.substr(0, good.find("bandwidth")), "test cpu", 2).has_value());
   const auto with = [&](const std::string& from, const std::string& to) {
     std::string text = good;
     text.replace(text.find(from), from.size(), to);
-    return parse_roofline(text, "test cpu");
+    return parse_roofline(text, "test cpu", 2);
   };
   EXPECT_FALSE(with("threads 2", "threads 0").has_value());
   EXPECT_FALSE(with("threads 2", "threads two").has_value());
@@ -149,7 +203,14 @@ TEST(Roofline, CacheFilesThatAreWrongAreRefused) {
   EXPECT_FALSE(with("bandwidth 1048576 400", "bandwidth 1048576 0").has_value());
   EXPECT_FALSE(with("bandwidth 1048576", "bandwidth 1073741824").has_value());  // not ascending
   EXPECT_FALSE(with("bandwidth 1048576", "bandwidth -5").has_value());
-  EXPECT_FALSE(parse_roofline(good + "colour blue\n", "test cpu").has_value());
+  EXPECT_FALSE(parse_roofline(good + "colour blue\n", "test cpu", 2).has_value());
+  EXPECT_FALSE(with("cpu test cpu", "cpu").has_value());  // a bare key: no crash, no match
+  EXPECT_FALSE(with("threads 2\n", "").has_value());
+  // A tier twice (and so another missing), or measured on one thread only.
+  EXPECT_FALSE(with("peak avx2", "peak baseline").has_value());
+  EXPECT_FALSE(with("peak avx2 100 80", "peak avx2 100 0").has_value());
+  // A tier the CPU lacks reads 0 on both.
+  EXPECT_TRUE(with("peak avx512 200 160", "peak avx512 0 0").has_value());
   EXPECT_TRUE(with("peak avx2 100", "peak avx2 100").has_value());
 }
 
