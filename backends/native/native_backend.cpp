@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "backends/native/grouped_conv.h"
 #include "core/version.h"
 #include "ops/attention.h"
 #include "ops/channel_shuffle.h"
@@ -119,6 +120,9 @@ class NativeBackend final : public Backend {
 
   KernelOrReason create_kernel(const KernelRequest& request,
                                std::span<const TensorInfo> outputs) const override {
+    // The one native kernel that is not a reference but the fastest here, and fuses activations.
+    if (request.op.op_type == "Conv" && !native::grouped_conv_refusal(request))
+      return native::make_channels_last_grouped_conv(request, outputs);
     // The reference kernels stay one op each; the planner runs fused followers as their own steps.
     if (!request.post_ops.empty())
       return KernelOrReason::rejected(RefusalKind::unsupported_fusion, "native kernels do not fuse post-ops");

@@ -3,9 +3,11 @@
 // of mr, nr), K just past a cache block, transposes, alpha/beta, a row bias and prepacked A; Conv's
 // depthwise, grouped, pointwise and im2col paths with pads, strides and dilations, with constant and
 // run-time weights; max and average pooling with pads, ceil_mode, count_include_pad and dilations.
-// Each runs at 1 and 2 threads. The isa_avx2.* and isa_baseline.* runs (tests/CMakeLists.txt)
-// repeat them with KILN_ISA set, so every compiled variant is checked on a CPU that has the widest.
-// Shapes stay small (at most 32 channels, 16x16) so the sweep is quick under the sanitizers too.
+// The channels-last grouped kernel (four channels per group, 3x3) with its fused activations, and
+// the convolutions it refuses. Each runs at 1 and 2 threads. The isa_avx2.* and isa_baseline.* runs
+// (tests/CMakeLists.txt) repeat them with KILN_ISA set, so every compiled variant is checked on a CPU that
+// has the widest. Shapes stay small (at most 32 channels, 16x16) so the sweep is quick under the sanitizers
+// too.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,10 +16,12 @@
 #include <vector>
 
 #include "backends/native/gemm.h"
+#include "backends/native/grouped_conv.h"
 #include "backends/native/ref/reference.h"
 #include "core/tensor.h"
 #include "graph_builder.h"
 #include "op_test_util.h"
+#include "runtime/cpu_info.h"
 #include "runtime/threads.h"
 
 namespace kiln {
@@ -273,6 +277,147 @@ TEST(NativeConvVsReference, DepthwiseGroupedPointwiseAndIm2colWithPadsStridesDil
       }
     }
   }
+}
+
+// ---- Channels-last grouped Conv -----------------------------------------------------------------
+
+// [N, C, H, W] values stored as [N, H, W, C], and back.
+std::vector<float> to_channels_last(const std::vector<float>& plain, const Shape& shape) {
+  const int64_t n = shape[0], c = shape[1], hw = shape[2] * shape[3];
+  std::vector<float> stored(plain.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t p = 0; p < hw; ++p) stored[(i * hw + p) * c + k] = plain[(i * c + k) * hw + p];
+  return stored;
+}
+
+// The request the planner makes for a grouped Conv reading a channels-last value.
+KernelRequest grouped_request(const Shape& input, const Tensor& w, const Tensor& bias,
+                              const Attributes& attributes) {
+  KernelRequest request;
+  request.op.op_type = "Conv";
+  request.op.opset = 17;
+  request.op.attributes = &attributes;
+  request.op.inputs = {TensorInfo{DType::f32, input, {}}, TensorInfo{DType::f32, w.shape(), w}};
+  if (bias.defined()) request.op.inputs.push_back(TensorInfo{DType::f32, bias.shape(), bias});
+  request.input_layouts = {Layout::nhwc};
+  return request;
+}
+
+TEST(NativeGroupedConvVsReference, FourChannelsPerGroupWithEdgesBiasAndActivations) {
+  if (isa_in_effect() < Isa::avx512) {
+    // The documented fallback: refused as unavailable, so oneDNN (or the reference) runs the node.
+    const Attributes attributes = conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 4);
+    const Tensor w = Tensor::from_vector(sample_values(16 * 4 * 9, -1, 1, 3), {16, 4, 3, 3});
+    const std::optional<Refusal> refusal =
+        native::grouped_conv_refusal(grouped_request({1, 16, 5, 5}, w, {}, attributes));
+    ASSERT_TRUE(refusal.has_value());
+    EXPECT_EQ(refusal->kind, RefusalKind::unavailable);
+    GTEST_SKIP() << "the channels-last grouped kernel needs the avx512 tier";
+  }
+  struct Case {
+    Shape input;
+    bool bias;
+    std::vector<PostOp> post_ops;
+  };
+  PostOp relu;
+  PostOp clip;
+  clip.kind = PostOp::Kind::clip;
+  clip.alpha = -0.5f;
+  clip.beta = 0.25f;
+  // Rows shorter than a block, rows of whole blocks and of every remainder, one-pixel maps.
+  const std::vector<Case> cases = {
+      {{1, 16, 1, 1}, false, {}},
+      {{1, 16, 1, 5}, true, {relu}},
+      {{2, 32, 7, 7}, true, {}},
+      {{1, 48, 9, 13}, true, {clip}},
+      {{1, 16, 16, 3}, false, {relu, clip}},
+      {{2, 16, 3, 6}, true, {clip, relu}},
+      {{1, 128, 12, 10}, true, {relu}},
+  };
+  for (const Case& c : cases) {
+    const int64_t channels = c.input[1];
+    const Shape w_shape{channels, 4, 3, 3};
+    const Attributes attributes = conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, channels / 4);
+    const Tensor x = Tensor::from_vector(sample_values(checked_numel(c.input), -1, 1, 37), c.input);
+    const Tensor w = Tensor::from_vector(sample_values(checked_numel(w_shape), -1, 1, 41), w_shape);
+    const Tensor bias =
+        c.bias ? Tensor::from_vector(sample_values(channels, -1, 1, 43), {channels}) : Tensor{};
+    native::ref::Values expected = native::ref::conv(
+        x, w, bias,
+        conv_params_of({c.input, channels, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, channels / 4, c.bias},
+                       w_shape, attributes));
+    for (const PostOp& op : c.post_ops) {
+      for (double& v : expected.value) {
+        v = op.kind == PostOp::Kind::relu ? std::max(v, 0.0)
+                                          : std::min(std::max(v, double{op.alpha}), double{op.beta});
+      }
+    }
+    KernelRequest request = grouped_request(c.input, w, bias, attributes);
+    request.post_ops = c.post_ops;
+    const std::string where =
+        str_cat(describe({c.input, channels, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, channels / 4, c.bias}),
+                ", ", c.post_ops.size(), " post-ops");
+    ASSERT_FALSE(native::grouped_conv_refusal(request).has_value()) << where;
+    const TensorInfo output{DType::f32, c.input, {}};
+    KernelOrReason made = native::make_channels_last_grouped_conv(request, {&output, 1});
+    ASSERT_NE(made.kernel, nullptr) << where;
+    EXPECT_EQ(made.kernel->input_layout(0), Layout::nhwc);
+    EXPECT_EQ(made.kernel->output_layout(0), Layout::nhwc);
+    const Shape stored{c.input[0], c.input[2], c.input[3], c.input[1]};
+    const Tensor input = Tensor::from_vector(
+        to_channels_last(std::vector<float>(x.values<float>().begin(), x.values<float>().end()), c.input),
+        stored);
+    native::ref::Values expected_stored = expected;
+    {
+      std::vector<float> plain(expected.value.begin(), expected.value.end());
+      const std::vector<float> moved = to_channels_last(plain, c.input);
+      std::vector<float> magnitude(expected.magnitude.begin(), expected.magnitude.end());
+      const std::vector<float> moved_magnitude = to_channels_last(magnitude, c.input);
+      expected_stored.value.assign(moved.begin(), moved.end());
+      expected_stored.magnitude.assign(moved_magnitude.begin(), moved_magnitude.end());
+    }
+    for (int threads : kThreadCounts) {
+      const ScopedIntraOpThreads scoped(threads);
+      Tensor result = Tensor::empty(DType::f32, stored);
+      std::vector<Tensor> inputs = {input, w};
+      if (c.bias) inputs.push_back(bias);
+      made.kernel->run(inputs, {&result, 1});
+      expect_close(result.values<float>(), expected_stored, str_cat(where, ", ", threads, " threads"));
+    }
+  }
+}
+
+TEST(NativeGroupedConvVsReference, RefusesWhatItDoesNotRun) {
+  const Tensor w4 = Tensor::from_vector(sample_values(16 * 4 * 9, -1, 1, 3), {16, 4, 3, 3});
+  const Tensor w8 = Tensor::from_vector(sample_values(16 * 8 * 9, -1, 1, 3), {16, 8, 3, 3});
+  const Attributes grouped = conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 4);
+  const Attributes strided = conv_attrs({3, 3}, {2, 2}, {1, 1, 1, 1}, 4);
+  const Attributes unpadded = conv_attrs({3, 3}, {1, 1}, {0, 0, 0, 0}, 4);
+  const Attributes dilated = conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 4, {2, 2});
+  const Attributes eight = conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 2);
+  const Shape input{1, 16, 8, 8};
+  if (isa_in_effect() >= Isa::avx512) {
+    EXPECT_FALSE(native::grouped_conv_refusal(grouped_request(input, w4, {}, grouped)).has_value());
+  }
+  for (const Attributes* attributes : {&strided, &unpadded, &dilated}) {
+    EXPECT_NE(native::grouped_conv_refusal(grouped_request(input, w4, {}, *attributes)), std::nullopt);
+  }
+  EXPECT_NE(native::grouped_conv_refusal(grouped_request(input, w8, {}, eight)), std::nullopt);
+  KernelRequest plain = grouped_request(input, w4, {}, grouped);
+  plain.input_layouts = {Layout::plain};
+  EXPECT_NE(native::grouped_conv_refusal(plain), std::nullopt);
+  KernelRequest bf16 = grouped_request(input, w4, {}, grouped);
+  bf16.precision = Precision::bf16;
+  EXPECT_NE(native::grouped_conv_refusal(bf16), std::nullopt);
+  KernelRequest summed = grouped_request(input, w4, {}, grouped);
+  PostOp sum;
+  sum.kind = PostOp::Kind::sum;
+  summed.post_ops = {sum};
+  EXPECT_NE(native::grouped_conv_refusal(summed), std::nullopt);
+  KernelRequest varying = grouped_request(input, w4, {}, grouped);
+  varying.op.inputs[1].value = Tensor{};
+  EXPECT_NE(native::grouped_conv_refusal(varying), std::nullopt);
 }
 
 // ---- Pooling ---------------------------------------------------------------------------------

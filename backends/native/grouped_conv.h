@@ -1,0 +1,31 @@
+// Grouped 3x3 convolutions with four input and four output channels per group (ResNeXt-50's first
+// stage), read and written channels-last, on AVX-512. oneDNN 2.6 runs these on its older jit kernel
+// at under a fifth of the machine's peak; this kernel holds each group's 4 x 4 weights of a tap in
+// one vector (lanes: output channel x input channel), multiplies them by the group's four input
+// channels broadcast to all four lane quarters, and sums the quarters once per output pixel. Each
+// broadcast serves the three horizontal taps of three neighbouring output pixels.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+
+#include "backends/base/kernel.h"
+#include "backends/base/kernel_request.h"
+#include "backends/base/refusal.h"
+
+namespace kiln::native {
+
+// Channels per group the kernel takes (in and out).
+inline constexpr int64_t kGroupedConvWidth = 4;
+
+// Why the channels-last grouped kernel cannot run `request`, or nothing when it can: float32 Conv
+// with constant weights (and bias), groups of four in and four out channels, a 3x3 window at
+// stride 1, dilation 1 and padding 1 on every side, channels-last input, no fused post-ops, and the
+// AVX-512 tier in effect. oneDNN refuses the same convolutions while this says nothing.
+std::optional<Refusal> grouped_conv_refusal(const KernelRequest& request);
+
+KernelOrReason make_channels_last_grouped_conv(const KernelRequest& request,
+                                               std::span<const TensorInfo> outputs);
+
+}  // namespace kiln::native
