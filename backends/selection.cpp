@@ -309,6 +309,10 @@ Offers offers(const KernelRequest& request, std::span<const TensorInfo> outputs,
         list.begin() + static_cast<std::ptrdiff_t>(i) + 1, list.end(), [&](const Candidate& later) {
           return backend_list()[later.backend]->can_be_disabled() && may_take(later);
         });
+    asked.native_follows = std::any_of(
+        list.begin() + static_cast<std::ptrdiff_t>(i) + 1, list.end(), [&](const Candidate& later) {
+          return !backend_list()[later.backend]->can_be_disabled() && may_take(later);
+        });
     const int position = candidate.backend;
     const Backend& backend = *backend_list()[position];
     const auto refuse = [&](RefusalKind kind, std::string detail) {

@@ -36,9 +36,10 @@ std::string step_text(const TraceEvent& step) {
 
 // A refusal that makes a native step a fallback: the backend implements the op but did not take this
 // node. One that has no kernel for the op at all is no fallback, nor one autotune timed slower than
-// the native kernel (native won).
+// the native kernel, nor one whose own rule left the node to a faster native kernel (native won).
 bool implements_op(const Refusal& refusal) {
-  return refusal.kind != RefusalKind::no_kernel && refusal.kind != RefusalKind::autotune_slower;
+  return refusal.kind != RefusalKind::no_kernel && refusal.kind != RefusalKind::autotune_slower &&
+         refusal.kind != RefusalKind::predicted_slower;
 }
 
 std::string format_ms(int64_t ns) {

@@ -46,6 +46,10 @@ struct KernelRequest {
   // kernel against an optimized one (Winograd against oneDNN's direct convolution) applies the rule
   // only then; against the reference kernels it takes every node it can.
   bool optimized_candidate_follows = false;
+  // Set by selection when native, the reference fallback, may take the node after this candidate
+  // (a prefer_<family> setting may leave it out). A backend whose rule leaves a node to one of
+  // native's kernels (oneDNN's mostly-padding and grouped convolutions) applies the rule only then.
+  bool native_follows = false;
   // For ops whose kernels users choose by name (attention: "math", "flash", "onednn"; see
   // backends/registry.h), the one asked for; empty otherwise.
   std::string_view variant;

@@ -7,7 +7,6 @@
 #include <memory>
 #include <vector>
 
-#include "backends/base/function_kernel.h"
 #include "ops/conv.h"
 #include "runtime/cpu_info.h"
 #include "runtime/parallel.h"
@@ -56,8 +55,8 @@ __attribute__((target("avx512f,avx512dq,fma"))) inline __m512 sum_quarters(__m51
   return _mm512_permutexvar_ps(transpose, sums);
 }
 
-// `pixels` (1..kPixels, a constant after inlining) output pixels of row `oh` from column `ow0`, for
-// the quad of groups starting at channel `c0`.
+// kCount (1..kPixels) output pixels of row `oh` from column `ow0`, for the quad of groups starting
+// at channel `c0`.
 template <int kCount>
 __attribute__((target("avx512f,avx512dq,fma"), always_inline)) inline void block(const GroupedConv& conv,
                                                                                  const float* image,
@@ -99,7 +98,9 @@ __attribute__((target("avx512f,avx512dq,fma"), always_inline)) inline void block
   const __m512 high = _mm512_set1_ps(conv.high);
   for (int p = 0; p < kCount; ++p) {
     __m512 result = _mm512_add_ps(sum_quarters(acc[p][0], acc[p][1], acc[p][2], acc[p][3]), bias);
-    result = _mm512_min_ps(_mm512_max_ps(result, low), high);
+    // The result second: max and min return their second operand for NaN, which passes through as
+    // native's Relu and Clip pass it.
+    result = _mm512_min_ps(high, _mm512_max_ps(low, result));
     _mm512_storeu_ps(out_row + (ow0 + p) * conv.channels + c0, result);
   }
 }

@@ -120,7 +120,8 @@ class NativeBackend final : public Backend {
 
   KernelOrReason create_kernel(const KernelRequest& request,
                                std::span<const TensorInfo> outputs) const override {
-    // The one native kernel that is not a reference but the fastest here, and fuses activations.
+    // Asked before the blanket refusal below: the one native kernel that fuses post-ops (oneDNN
+    // leaves these convolutions to it, fused Relu included).
     if (request.op.op_type == "Conv" && !native::grouped_conv_refusal(request))
       return native::make_channels_last_grouped_conv(request, outputs);
     // The reference kernels stay one op each; the planner runs fused followers as their own steps.

@@ -155,7 +155,8 @@ KernelOrReason make_conv(const KernelRequest& request, std::span<const TensorInf
   const double live_share = live_tap_share(params.input_spatial, params.window) *
                             static_cast<double>(checked_numel(params.window.kernel)) /
                             static_cast<double>(checked_numel(kernel));
-  if (request.precision == Precision::fp32 && params.group == 1 && live_share <= kMostlyPaddingShare) {
+  if (request.native_follows && request.precision == Precision::fp32 && params.group == 1 &&
+      live_share <= kMostlyPaddingShare) {
     return KernelOrReason::rejected(
         RefusalKind::predicted_slower,
         str_cat("taps land inside the input for ", static_cast<int>(live_share * 100 + 0.5),
@@ -164,8 +165,8 @@ KernelOrReason make_conv(const KernelRequest& request, std::span<const TensorInf
   }
   // oneDNN 2.6 runs grouped 3x3 convolutions of four channels per group (ResNeXt-50's first stage)
   // on its older jit kernel at under a fifth of the peak; native's channels-last grouped kernel takes
-  // the ones it can run (docs/performance.md). Autotune, timing both, gets oneDNN's too.
-  if (!request.timed && !native::grouped_conv_refusal(request)) {
+  // the ones it can run (docs/backends.md). Autotune, timing both, gets oneDNN's too.
+  if (request.native_follows && !request.timed && !native::grouped_conv_refusal(request)) {
     return KernelOrReason::rejected(
         RefusalKind::predicted_slower,
         "grouped 3x3 convolution with 4 channels per group: oneDNN 2.6's jit kernel "

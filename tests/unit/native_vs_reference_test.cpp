@@ -6,12 +6,13 @@
 // The channels-last grouped kernel (four channels per group, 3x3) with its fused activations, and
 // the convolutions it refuses. Each runs at 1 and 2 threads. The isa_avx2.* and isa_baseline.* runs
 // (tests/CMakeLists.txt) repeat them with KILN_ISA set, so every compiled variant is checked on a CPU that
-// has the widest. Shapes stay small (at most 32 channels, 16x16) so the sweep is quick under the sanitizers
+// has the widest. Shapes stay small (at most 128 channels, 16x16) so the sweep is quick under the sanitizers
 // too.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -397,27 +398,68 @@ TEST(NativeGroupedConvVsReference, RefusesWhatItDoesNotRun) {
   const Attributes dilated = conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 4, {2, 2});
   const Attributes eight = conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 2);
   const Shape input{1, 16, 8, 8};
-  if (isa_in_effect() >= Isa::avx512) {
-    EXPECT_FALSE(native::grouped_conv_refusal(grouped_request(input, w4, {}, grouped)).has_value());
-  }
+  // Below the AVX-512 tier every request is refused as unavailable (the test above checks it).
+  if (isa_in_effect() < Isa::avx512) GTEST_SKIP() << "the channels-last grouped kernel needs the avx512 tier";
+  const auto kind = [](const KernelRequest& request) {
+    const std::optional<Refusal> refusal = native::grouped_conv_refusal(request);
+    return refusal ? std::optional<RefusalKind>(refusal->kind) : std::nullopt;
+  };
+  EXPECT_EQ(kind(grouped_request(input, w4, {}, grouped)), std::nullopt);
   for (const Attributes* attributes : {&strided, &unpadded, &dilated}) {
-    EXPECT_NE(native::grouped_conv_refusal(grouped_request(input, w4, {}, *attributes)), std::nullopt);
+    EXPECT_EQ(kind(grouped_request(input, w4, {}, *attributes)), RefusalKind::unsupported_attribute);
   }
-  EXPECT_NE(native::grouped_conv_refusal(grouped_request(input, w8, {}, eight)), std::nullopt);
+  EXPECT_EQ(kind(grouped_request(input, w8, {}, eight)), RefusalKind::unsupported_attribute);
   KernelRequest plain = grouped_request(input, w4, {}, grouped);
   plain.input_layouts = {Layout::plain};
-  EXPECT_NE(native::grouped_conv_refusal(plain), std::nullopt);
+  EXPECT_EQ(kind(plain), RefusalKind::unsupported_layout);
   KernelRequest bf16 = grouped_request(input, w4, {}, grouped);
   bf16.precision = Precision::bf16;
-  EXPECT_NE(native::grouped_conv_refusal(bf16), std::nullopt);
+  EXPECT_EQ(kind(bf16), RefusalKind::unsupported_dtype);
   KernelRequest summed = grouped_request(input, w4, {}, grouped);
   PostOp sum;
   sum.kind = PostOp::Kind::sum;
   summed.post_ops = {sum};
-  EXPECT_NE(native::grouped_conv_refusal(summed), std::nullopt);
+  EXPECT_EQ(kind(summed), RefusalKind::unsupported_fusion);
   KernelRequest varying = grouped_request(input, w4, {}, grouped);
   varying.op.inputs[1].value = Tensor{};
-  EXPECT_NE(native::grouped_conv_refusal(varying), std::nullopt);
+  EXPECT_EQ(kind(varying), RefusalKind::not_constant);
+}
+
+// A NaN in the input reaches every output it touches, with and without a fused Relu or Clip, as
+// native's own Relu and Clip pass it.
+TEST(NativeGroupedConvVsReference, NanPassesThrough) {
+  if (isa_in_effect() < Isa::avx512) GTEST_SKIP() << "the channels-last grouped kernel needs the avx512 tier";
+  const Shape input{1, 16, 1, 3};
+  const Attributes attributes = conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 4);
+  const Tensor w = Tensor::from_vector(sample_values(16 * 4 * 9, -1, 1, 3), {16, 4, 3, 3});
+  std::vector<float> stored(48, 0.5f);
+  stored[0] = std::numeric_limits<float>::quiet_NaN();  // pixel 0, channel 0: group 0's input
+  const Tensor x = Tensor::from_vector(stored, {1, 1, 3, 16});
+  PostOp relu;
+  PostOp clip;
+  clip.kind = PostOp::Kind::clip;
+  clip.alpha = -0.5f;
+  clip.beta = 0.25f;
+  for (const std::vector<PostOp>& post_ops :
+       {std::vector<PostOp>{}, std::vector<PostOp>{relu}, std::vector<PostOp>{clip}}) {
+    KernelRequest request = grouped_request(input, w, {}, attributes);
+    request.post_ops = post_ops;
+    const TensorInfo output{DType::f32, input, {}};
+    KernelOrReason made = native::make_channels_last_grouped_conv(request, {&output, 1});
+    ASSERT_NE(made.kernel, nullptr);
+    Tensor result = Tensor::empty(DType::f32, {1, 1, 3, 16});
+    std::vector<Tensor> inputs = {x, w};
+    made.kernel->run(inputs, {&result, 1});
+    const std::span<const float> values = result.values<float>();
+    for (int64_t pixel : {0, 1}) {  // the pixels whose window holds pixel 0
+      for (int64_t channel = 0; channel < 16; ++channel) {
+        const float value = values[static_cast<size_t>(pixel * 16 + channel)];
+        EXPECT_EQ(std::isnan(value), channel < 4)
+            << "pixel " << pixel << ", channel " << channel << ", " << post_ops.size() << " post-ops";
+      }
+    }
+    EXPECT_FALSE(std::isnan(values[2 * 16]));  // pixel 2's window misses pixel 0
+  }
 }
 
 // ---- Pooling ---------------------------------------------------------------------------------
