@@ -30,18 +30,25 @@ std::string refusal_line(const std::string& who, const Refusal& refusal) {
                 std::string(refusal_kind_name(refusal.kind)).c_str());
 }
 
-// Each step's bound on this machine, from its plan record and measured time.
-std::vector<profiler::StepBound> step_bounds(const Plan& plan, const std::vector<double>& step_ms) {
-  const Roofline& roofline = machine_roofline(plan.threads());
+// Each step's bound on this machine, from its trace event (plan_step_events) and measured time,
+// and their totals.
+struct StepBounds {
   std::vector<profiler::StepBound> bounds;
-  const std::vector<profiler::TraceEvent> steps = profiler::plan_step_events(plan);
+  profiler::BoundTotals totals;
+};
+
+StepBounds step_bounds(const Plan& plan, const std::vector<profiler::TraceEvent>& steps,
+                       const std::vector<double>& step_ms) {
+  const Roofline& roofline = machine_roofline(plan.threads());
   int64_t weight_bytes = 0;
   for (const profiler::TraceEvent& step : steps) weight_bytes += step.weight_bytes;
+  StepBounds result;
   for (size_t s = 0; s < steps.size(); ++s) {
-    bounds.push_back(profiler::step_bound(roofline, isa_in_effect(), profiler::event_work(steps[s]),
-                                          weight_bytes, std::max(steps[s].threads, 1), step_ms[s]));
+    result.bounds.push_back(profiler::step_bound(roofline, isa_in_effect(), profiler::event_work(steps[s]),
+                                                 weight_bytes, std::max(steps[s].threads, 1), step_ms[s]));
+    result.totals.add(result.bounds.back(), step_ms[s]);
   }
-  return bounds;
+  return result;
 }
 
 // "  54% of the compute bound (12.3 FLOP/B)" or
@@ -103,8 +110,9 @@ std::string threads_text(const Plan& plan) {
 std::string explain_text(const Plan& plan, const std::string& title, const std::vector<double>& step_ms,
                          int runs) {
   const bool profiled = step_ms.size() == plan.steps().size() && !step_ms.empty();
-  const std::vector<profiler::StepBound> bounds =
-      profiled ? step_bounds(plan, step_ms) : std::vector<profiler::StepBound>{};
+  const StepBounds measured =
+      profiled ? step_bounds(plan, profiler::plan_step_events(plan), step_ms) : StepBounds{};
+  const std::vector<profiler::StepBound>& bounds = measured.bounds;
   std::string text = title + "\n";
   text += format("%zu steps; %d nodes fused, %d folded, %d removed; %d reorders; %.3f GFLOP per run\n\n",
                  plan.steps().size(), plan.fused_nodes(), plan.folded_nodes(), plan.removed_nodes(),
@@ -182,8 +190,6 @@ std::string explain_text(const Plan& plan, const std::string& title, const std::
       "\nmost expensive steps (median of %d runs; steps sum to %.3f ms; bound: C compute, M memory, then "
       "FLOP per byte and the fraction of the bound reached):\n",
       runs, total);
-  profiler::BoundTotals totals;
-  for (size_t s = 0; s < step_ms.size(); ++s) totals.add(bounds[s], step_ms[s]);
   for (size_t i = 0; i < std::min<size_t>(order.size(), 15); ++i) {
     const size_t s = order[i];
     const StepRecord& r = plan.steps()[s].record;
@@ -193,16 +199,17 @@ std::string explain_text(const Plan& plan, const std::string& title, const std::
                    r.node_name.c_str(), ms, total > 0 ? 100 * ms / total : 0, gflops,
                    profiler::bound_cell(bounds[s]).c_str(), r.kernel.c_str());
   }
-  text += "\n" + profiler::bound_totals_text(totals, machine_roofline(plan.threads()), isa_in_effect(),
-                                             plan.threads());
+  text += "\n" + profiler::bound_totals_text(measured.totals, machine_roofline(plan.threads()),
+                                             isa_in_effect(), plan.threads());
   return text;
 }
 
 std::string explain_json(const Plan& plan, const std::string& model, int batch,
                          const std::vector<double>& step_ms, int runs) {
   const bool profiled = step_ms.size() == plan.steps().size() && !step_ms.empty();
-  const std::vector<profiler::StepBound> bounds =
-      profiled ? step_bounds(plan, step_ms) : std::vector<profiler::StepBound>{};
+  const std::vector<profiler::TraceEvent> steps = profiler::plan_step_events(plan);
+  const StepBounds measured = profiled ? step_bounds(plan, steps, step_ms) : StepBounds{};
+  const std::vector<profiler::StepBound>& bounds = measured.bounds;
   JsonWriter json;
   json.begin_object();
   json.member("schema_version", profiler::kTraceSchemaVersion);
@@ -220,7 +227,6 @@ std::string explain_json(const Plan& plan, const std::string& model, int batch,
   json.member("flops_per_run", plan_flops(plan));
   json.member("profiled_runs", profiled ? runs : 0);
   json.key("steps").begin_array();
-  const std::vector<profiler::TraceEvent> steps = profiler::plan_step_events(plan);
   for (size_t s = 0; s < steps.size(); ++s) {
     json.begin_object();
     profiler::write_fields(json, steps[s]);
@@ -252,9 +258,7 @@ std::string explain_json(const Plan& plan, const std::string& model, int batch,
   json.end_array();
   json.key("roofline");
   if (profiled) {
-    profiler::BoundTotals totals;
-    for (size_t s = 0; s < step_ms.size(); ++s) totals.add(bounds[s], step_ms[s]);
-    profiler::write_bound_totals(json, totals, machine_roofline(plan.threads()), isa_in_effect(),
+    profiler::write_bound_totals(json, measured.totals, machine_roofline(plan.threads()), isa_in_effect(),
                                  plan.threads());
   } else {
     json.null();
