@@ -1,9 +1,10 @@
-// Grouped 3x3 convolutions with four input and four output channels per group (ResNeXt-50's first
-// stage), read and written channels-last, on AVX-512. oneDNN 2.6 runs these on its older jit kernel
-// at under a fifth of the machine's peak; this kernel holds each group's 4 x 4 weights of a tap in
-// one vector (lanes: output channel x input channel), multiplies them by the group's four input
-// channels broadcast to all four lane quarters, and sums the quarters once per output pixel. Each
-// broadcast serves the three horizontal taps of three neighbouring output pixels.
+// Grouped 3x3 convolutions with four or eight input and output channels per group (ResNeXt-50's
+// first two stages, ResNeXt-101 32x8d's first), read and written channels-last, on AVX-512. oneDNN
+// 2.6 runs these on its older jit kernel far below the machine's peak. This kernel holds a group's
+// weights of one tap in whole vectors (lanes: output channel x input channel: one vector for 4 x 4,
+// four for 8 x 8), multiplies them by the group's input channels broadcast across the lanes, and
+// sums the lanes of one output channel once per output pixel. Each broadcast serves the three
+// horizontal taps of three neighbouring output pixels.
 #pragma once
 
 #include <optional>
@@ -17,13 +18,13 @@
 namespace kiln::native {
 
 // Channels per group the kernel takes (in and out).
-inline constexpr int64_t kGroupedConvWidth = 4;
+inline constexpr int64_t kGroupedConvWidths[] = {4, 8};
 
 // Why the channels-last grouped kernel cannot run `request`, or nothing when it can: float32 Conv
-// with constant weights (and bias), groups of four in and four out channels, a 3x3 window at
-// stride 1, dilation 1 and padding 1 on every side, channels-last input, fused post-ops only Relu
-// and Clip, and the AVX-512 tier in effect. oneDNN refuses the same convolutions while this says
-// nothing and native may take the node.
+// with constant weights (and bias), groups of four or eight channels in and as many out (channels in
+// 16s for groups of four), a 3x3 window at stride 1, dilation 1 and padding 1 on every side,
+// channels-last input, fused post-ops only Relu and Clip, and the AVX-512 tier in effect. oneDNN refuses the
+// same convolutions while this says nothing and native may take the node.
 std::optional<Refusal> grouped_conv_refusal(const KernelRequest& request);
 
 KernelOrReason make_channels_last_grouped_conv(const KernelRequest& request,

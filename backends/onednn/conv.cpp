@@ -163,14 +163,15 @@ KernelOrReason make_conv(const KernelRequest& request, std::span<const TensorInf
                 "% of the kernel's multiply-adds (at most ", static_cast<int>(kMostlyPaddingShare * 100),
                 "%: native's per-tap products skip the padding)"));
   }
-  // oneDNN 2.6 runs grouped 3x3 convolutions of four channels per group (ResNeXt-50's first stage)
-  // on its older jit kernel at under a fifth of the peak; native's channels-last grouped kernel takes
+  // oneDNN 2.6 runs grouped 3x3 convolutions of four and eight channels per group (ResNeXt's first
+  // stages) on its older jit kernel far below the peak; native's channels-last grouped kernel takes
   // the ones it can run (docs/backends.md). Autotune, timing both, gets oneDNN's too.
   if (request.native_follows && !request.timed && !native::grouped_conv_refusal(request)) {
     return KernelOrReason::rejected(
         RefusalKind::predicted_slower,
-        "grouped 3x3 convolution with 4 channels per group: oneDNN 2.6's jit kernel "
-        "measured slower than native's channels-last grouped kernel");
+        str_cat("grouped 3x3 convolution with ", params.in_channels / params.group,
+                " channels per group: oneDNN 2.6's jit kernel measured slower than native's channels-last "
+                "grouped kernel"));
   }
   KernelOrReason offer = create_reduced_precision_kernel(request, [&](const KernelRequest& chosen) {
     return std::make_unique<ConvKernel>(chosen, params, outputs[0].shape);

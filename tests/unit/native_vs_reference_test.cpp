@@ -3,11 +3,11 @@
 // of mr, nr), K just past a cache block, transposes, alpha/beta, a row bias and prepacked A; Conv's
 // depthwise, grouped, pointwise and im2col paths with pads, strides and dilations, with constant and
 // run-time weights; max and average pooling with pads, ceil_mode, count_include_pad and dilations.
-// The channels-last grouped kernel (four channels per group, 3x3) with its fused activations, and
-// the convolutions it refuses. Each runs at 1 and 2 threads. The isa_avx2.* and isa_baseline.* runs
-// (tests/CMakeLists.txt) repeat them with KILN_ISA set, so every compiled variant is checked on a CPU that
-// has the widest. Shapes stay small (at most 128 channels, 16x16) so the sweep is quick under the sanitizers
-// too.
+// The channels-last grouped kernel (four and eight channels per group, 3x3) with its fused
+// activations, and the convolutions it refuses. Each runs at 1 and 2 threads. The isa_avx2.* and
+// isa_baseline.* runs (tests/CMakeLists.txt) repeat them with KILN_ISA set, so every compiled variant
+// is checked on a CPU that has the widest. Shapes stay small (at most 256 channels, 16x16) so the
+// sweep is quick under the sanitizers too.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -305,7 +305,7 @@ KernelRequest grouped_request(const Shape& input, const Tensor& w, const Tensor&
   return request;
 }
 
-TEST(NativeGroupedConvVsReference, FourChannelsPerGroupWithEdgesBiasAndActivations) {
+TEST(NativeGroupedConvVsReference, FourAndEightChannelsPerGroupWithEdgesBiasAndActivations) {
   if (isa_in_effect() < Isa::avx512) {
     // The documented fallback: refused as unavailable, so oneDNN (or the reference) runs the node.
     const Attributes attributes = conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 4);
@@ -317,6 +317,7 @@ TEST(NativeGroupedConvVsReference, FourChannelsPerGroupWithEdgesBiasAndActivatio
     GTEST_SKIP() << "the channels-last grouped kernel needs the avx512 tier";
   }
   struct Case {
+    int64_t group_width;
     Shape input;
     bool bias;
     std::vector<PostOp> post_ops;
@@ -326,28 +327,37 @@ TEST(NativeGroupedConvVsReference, FourChannelsPerGroupWithEdgesBiasAndActivatio
   clip.kind = PostOp::Kind::clip;
   clip.alpha = -0.5f;
   clip.beta = 0.25f;
-  // Rows shorter than a block, rows of whole blocks and of every remainder, one-pixel maps.
+  // Rows shorter than a block, rows of whole blocks and of every remainder, one-pixel maps; one
+  // group of eight and an odd number of them.
   const std::vector<Case> cases = {
-      {{1, 16, 1, 1}, false, {}},
-      {{1, 16, 1, 5}, true, {relu}},
-      {{2, 32, 7, 7}, true, {}},
-      {{1, 48, 9, 13}, true, {clip}},
-      {{1, 16, 16, 3}, false, {relu, clip}},
-      {{2, 16, 3, 6}, true, {clip, relu}},
-      {{1, 128, 12, 10}, true, {relu}},
+      {4, {1, 16, 1, 1}, false, {}},
+      {4, {1, 16, 1, 5}, true, {relu}},
+      {4, {2, 32, 7, 7}, true, {}},
+      {4, {1, 48, 9, 13}, true, {clip}},
+      {4, {1, 16, 16, 3}, false, {relu, clip}},
+      {4, {2, 16, 3, 6}, true, {clip, relu}},
+      {4, {1, 128, 12, 10}, true, {relu}},
+      {8, {1, 8, 1, 1}, false, {}},
+      {8, {1, 8, 1, 5}, true, {relu}},
+      {8, {2, 24, 7, 7}, true, {}},
+      {8, {1, 16, 9, 13}, true, {clip}},
+      {8, {1, 40, 16, 3}, false, {relu, clip}},
+      {8, {2, 16, 3, 6}, true, {clip, relu}},
+      {8, {1, 256, 6, 10}, true, {relu}},
   };
   for (const Case& c : cases) {
     const int64_t channels = c.input[1];
-    const Shape w_shape{channels, 4, 3, 3};
-    const Attributes attributes = conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, channels / 4);
+    const int64_t groups = channels / c.group_width;
+    const Shape w_shape{channels, c.group_width, 3, 3};
+    const Attributes attributes = conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, groups);
     const Tensor x = Tensor::from_vector(sample_values(checked_numel(c.input), -1, 1, 37), c.input);
     const Tensor w = Tensor::from_vector(sample_values(checked_numel(w_shape), -1, 1, 41), w_shape);
     const Tensor bias =
         c.bias ? Tensor::from_vector(sample_values(channels, -1, 1, 43), {channels}) : Tensor{};
     native::ref::Values expected = native::ref::conv(
         x, w, bias,
-        conv_params_of({c.input, channels, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, channels / 4, c.bias},
-                       w_shape, attributes));
+        conv_params_of({c.input, channels, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, groups, c.bias}, w_shape,
+                       attributes));
     for (const PostOp& op : c.post_ops) {
       for (double& v : expected.value) {
         v = op.kind == PostOp::Kind::relu ? std::max(v, 0.0)
@@ -357,8 +367,8 @@ TEST(NativeGroupedConvVsReference, FourChannelsPerGroupWithEdgesBiasAndActivatio
     KernelRequest request = grouped_request(c.input, w, bias, attributes);
     request.post_ops = c.post_ops;
     const std::string where =
-        str_cat(describe({c.input, channels, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, channels / 4, c.bias}),
-                ", ", c.post_ops.size(), " post-ops");
+        str_cat(describe({c.input, channels, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, groups, c.bias}), ", ",
+                c.post_ops.size(), " post-ops");
     ASSERT_FALSE(native::grouped_conv_refusal(request).has_value()) << where;
     const TensorInfo output{DType::f32, c.input, {}};
     KernelOrReason made = native::make_channels_last_grouped_conv(request, {&output, 1});
@@ -392,11 +402,14 @@ TEST(NativeGroupedConvVsReference, FourChannelsPerGroupWithEdgesBiasAndActivatio
 TEST(NativeGroupedConvVsReference, RefusesWhatItDoesNotRun) {
   const Tensor w4 = Tensor::from_vector(sample_values(16 * 4 * 9, -1, 1, 3), {16, 4, 3, 3});
   const Tensor w8 = Tensor::from_vector(sample_values(16 * 8 * 9, -1, 1, 3), {16, 8, 3, 3});
+  const Tensor w2 = Tensor::from_vector(sample_values(16 * 2 * 9, -1, 1, 3), {16, 2, 3, 3});
+  const Tensor w4_of_8 = Tensor::from_vector(sample_values(8 * 4 * 9, -1, 1, 3), {8, 4, 3, 3});
   const Attributes grouped = conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 4);
   const Attributes strided = conv_attrs({3, 3}, {2, 2}, {1, 1, 1, 1}, 4);
   const Attributes unpadded = conv_attrs({3, 3}, {1, 1}, {0, 0, 0, 0}, 4);
   const Attributes dilated = conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 4, {2, 2});
   const Attributes eight = conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 2);
+  const Attributes two = conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 8);
   const Shape input{1, 16, 8, 8};
   // Below the AVX-512 tier every request is refused as unavailable (the test above checks it).
   if (isa_in_effect() < Isa::avx512) GTEST_SKIP() << "the channels-last grouped kernel needs the avx512 tier";
@@ -408,7 +421,12 @@ TEST(NativeGroupedConvVsReference, RefusesWhatItDoesNotRun) {
   for (const Attributes* attributes : {&strided, &unpadded, &dilated}) {
     EXPECT_EQ(kind(grouped_request(input, w4, {}, *attributes)), RefusalKind::unsupported_attribute);
   }
-  EXPECT_EQ(kind(grouped_request(input, w8, {}, eight)), RefusalKind::unsupported_attribute);
+  EXPECT_EQ(kind(grouped_request(input, w8, {}, eight)), std::nullopt);
+  EXPECT_EQ(kind(grouped_request(input, w2, {}, two)), RefusalKind::unsupported_attribute);
+  // Groups of four need channels in 16s; one group of eight does not.
+  EXPECT_EQ(kind(grouped_request({1, 8, 8, 8}, w4_of_8, {}, eight)), RefusalKind::unsupported_shape);
+  EXPECT_EQ(kind(grouped_request({1, 8, 8, 8}, w8, {}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 1))),
+            RefusalKind::unsupported_attribute);
   KernelRequest plain = grouped_request(input, w4, {}, grouped);
   plain.input_layouts = {Layout::plain};
   EXPECT_EQ(kind(plain), RefusalKind::unsupported_layout);
@@ -430,35 +448,39 @@ TEST(NativeGroupedConvVsReference, RefusesWhatItDoesNotRun) {
 TEST(NativeGroupedConvVsReference, NanPassesThrough) {
   if (isa_in_effect() < Isa::avx512) GTEST_SKIP() << "the channels-last grouped kernel needs the avx512 tier";
   const Shape input{1, 16, 1, 3};
-  const Attributes attributes = conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 4);
-  const Tensor w = Tensor::from_vector(sample_values(16 * 4 * 9, -1, 1, 3), {16, 4, 3, 3});
-  std::vector<float> stored(48, 0.5f);
-  stored[0] = std::numeric_limits<float>::quiet_NaN();  // pixel 0, channel 0: group 0's input
-  const Tensor x = Tensor::from_vector(stored, {1, 1, 3, 16});
   PostOp relu;
   PostOp clip;
   clip.kind = PostOp::Kind::clip;
   clip.alpha = -0.5f;
   clip.beta = 0.25f;
-  for (const std::vector<PostOp>& post_ops :
-       {std::vector<PostOp>{}, std::vector<PostOp>{relu}, std::vector<PostOp>{clip}}) {
-    KernelRequest request = grouped_request(input, w, {}, attributes);
-    request.post_ops = post_ops;
-    const TensorInfo output{DType::f32, input, {}};
-    KernelOrReason made = native::make_channels_last_grouped_conv(request, {&output, 1});
-    ASSERT_NE(made.kernel, nullptr);
-    Tensor result = Tensor::empty(DType::f32, {1, 1, 3, 16});
-    std::vector<Tensor> inputs = {x, w};
-    made.kernel->run(inputs, {&result, 1});
-    const std::span<const float> values = result.values<float>();
-    for (int64_t pixel : {0, 1}) {  // the pixels whose window holds pixel 0
-      for (int64_t channel = 0; channel < 16; ++channel) {
-        const float value = values[static_cast<size_t>(pixel * 16 + channel)];
-        EXPECT_EQ(std::isnan(value), channel < 4)
-            << "pixel " << pixel << ", channel " << channel << ", " << post_ops.size() << " post-ops";
+  std::vector<float> stored(48, 0.5f);
+  stored[0] = std::numeric_limits<float>::quiet_NaN();  // pixel 0, channel 0: group 0's input
+  const Tensor x = Tensor::from_vector(stored, {1, 1, 3, 16});
+  for (int64_t group_width : {4, 8}) {
+    const Attributes attributes = conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 16 / group_width);
+    const Tensor w =
+        Tensor::from_vector(sample_values(16 * group_width * 9, -1, 1, 3), {16, group_width, 3, 3});
+    for (const std::vector<PostOp>& post_ops :
+         {std::vector<PostOp>{}, std::vector<PostOp>{relu}, std::vector<PostOp>{clip}}) {
+      KernelRequest request = grouped_request(input, w, {}, attributes);
+      request.post_ops = post_ops;
+      const TensorInfo output{DType::f32, input, {}};
+      KernelOrReason made = native::make_channels_last_grouped_conv(request, {&output, 1});
+      ASSERT_NE(made.kernel, nullptr);
+      Tensor result = Tensor::empty(DType::f32, {1, 1, 3, 16});
+      std::vector<Tensor> inputs = {x, w};
+      made.kernel->run(inputs, {&result, 1});
+      const std::span<const float> values = result.values<float>();
+      const std::string where = str_cat(group_width, " channels per group, ", post_ops.size(), " post-ops");
+      for (int64_t pixel : {0, 1}) {  // the pixels whose window holds pixel 0
+        for (int64_t channel = 0; channel < 16; ++channel) {
+          const float value = values[static_cast<size_t>(pixel * 16 + channel)];
+          EXPECT_EQ(std::isnan(value), channel < group_width)
+              << "pixel " << pixel << ", channel " << channel << ", " << where;
+        }
       }
+      EXPECT_FALSE(std::isnan(values[2 * 16])) << where;  // pixel 2's window misses pixel 0
     }
-    EXPECT_FALSE(std::isnan(values[2 * 16]));  // pixel 2's window misses pixel 0
   }
 }
 
