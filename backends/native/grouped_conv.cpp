@@ -3,7 +3,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <iterator>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -30,14 +29,14 @@ constexpr int kPixels = 4;
 // Channels a block of four groups of four covers: one 16-lane vector.
 constexpr int64_t kQuad = 16;
 // Weight vectors per tap of a group of eight: 64 weights in 16 lanes each.
-constexpr int kEighthVectors = 4;
+constexpr int kVectorsPerGroupOf8 = 4;
 
 // Everything fixed at plan time. Four channels per group: weights are packed per quad of groups q,
 // tap t and group g of the quad as 16 lanes, lane 4 * o + j holding the weight of output channel o
 // and input channel j. Eight per group: per group, tap t and vector v, lane 8 * h + j holding output
 // channel v + 4 * h and input channel j.
 struct GroupedConv {
-  int64_t group_width = 0;  // kGroupedConvWidths
+  int64_t group_width = 0;  // channels per group: 4 or 8
   int64_t batch = 0;
   int64_t height = 0;
   int64_t width = 0;
@@ -65,8 +64,8 @@ __attribute__((target("avx512f,avx512dq,fma"))) inline __m512 sum_quarters(__m51
 
 // The eight outputs of a group of eight, out(o) = sum over j of a_v[8 * h + j] for o = v + 4 * h,
 // in channel order.
-__attribute__((target("avx512f,avx512dq,fma"))) inline __m256 sum_eighths(__m512 a0, __m512 a1, __m512 a2,
-                                                                          __m512 a3) {
+__attribute__((target("avx512f,avx512dq,fma"))) inline __m256 sum_group_of_8(__m512 a0, __m512 a1, __m512 a2,
+                                                                             __m512 a3) {
   const __m512 s01 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
   const __m512 s23 = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
   // Quarter k holds [a0, a1, a2, a3] each summed over the quarter's four j.
@@ -134,19 +133,19 @@ __attribute__((target("avx512f,avx512dq,fma"), always_inline)) inline void block
                                                                                   const float* image,
                                                                                   float* out_row, int64_t oh,
                                                                                   int64_t ow0, int64_t c0) {
-  __m512 acc[kCount][kEighthVectors];
+  __m512 acc[kCount][kVectorsPerGroupOf8];
   for (int p = 0; p < kCount; ++p) {
-    for (int v = 0; v < kEighthVectors; ++v) acc[p][v] = _mm512_setzero_ps();
+    for (int v = 0; v < kVectorsPerGroupOf8; ++v) acc[p][v] = _mm512_setzero_ps();
   }
-  const float* group_weights = conv.packed.data() + (c0 / 8) * 9 * kEighthVectors * 16;
+  const float* group_weights = conv.packed.data() + (c0 / 8) * 9 * kVectorsPerGroupOf8 * 16;
   for (int kh = 0; kh < 3; ++kh) {
     const int64_t ih = oh + kh - 1;
     if (ih < 0 || ih >= conv.height) continue;
-    const float* weights = group_weights + kh * 3 * kEighthVectors * 16;
-    __m512 w[3][kEighthVectors];
+    const float* weights = group_weights + kh * 3 * kVectorsPerGroupOf8 * 16;
+    __m512 w[3][kVectorsPerGroupOf8];
     for (int kw = 0; kw < 3; ++kw) {
-      for (int v = 0; v < kEighthVectors; ++v)
-        w[kw][v] = _mm512_loadu_ps(weights + (kw * kEighthVectors + v) * 16);
+      for (int v = 0; v < kVectorsPerGroupOf8; ++v)
+        w[kw][v] = _mm512_loadu_ps(weights + (kw * kVectorsPerGroupOf8 + v) * 16);
     }
     const float* row = image + ih * conv.width * conv.channels + c0;
 #pragma GCC unroll 8
@@ -160,7 +159,7 @@ __attribute__((target("avx512f,avx512dq,fma"), always_inline)) inline void block
         const int p = c - kw;
         if (p < 0 || p >= kCount) continue;
 #pragma GCC unroll 4
-        for (int v = 0; v < kEighthVectors; ++v) acc[p][v] = _mm512_fmadd_ps(x, w[kw][v], acc[p][v]);
+        for (int v = 0; v < kVectorsPerGroupOf8; ++v) acc[p][v] = _mm512_fmadd_ps(x, w[kw][v], acc[p][v]);
       }
     }
   }
@@ -168,7 +167,8 @@ __attribute__((target("avx512f,avx512dq,fma"), always_inline)) inline void block
   const __m256 low = _mm256_set1_ps(conv.low);
   const __m256 high = _mm256_set1_ps(conv.high);
   for (int p = 0; p < kCount; ++p) {
-    __m256 result = _mm256_add_ps(sum_eighths(acc[p][0], acc[p][1], acc[p][2], acc[p][3]), bias);
+    __m256 result = _mm256_add_ps(sum_group_of_8(acc[p][0], acc[p][1], acc[p][2], acc[p][3]), bias);
+    // The result second, so that NaN passes through (as in block4).
     result = _mm256_min_ps(high, _mm256_max_ps(low, result));
     _mm256_storeu_ps(out_row + (ow0 + p) * conv.channels + c0, result);
   }
@@ -254,15 +254,14 @@ std::optional<Refusal> grouped_conv_refusal(const KernelRequest& request) {
   }
   const ConvParams params = conv_params(spec);
   const WindowParams& w = params.window;
+  // conv_params has checked that the group divides the channels.
   const int64_t width = params.in_channels / params.group;
-  const bool taken_width = std::find(std::begin(kGroupedConvWidths), std::end(kGroupedConvWidths), width) !=
-                           std::end(kGroupedConvWidths);
-  if (params.in_channels != params.out_channels || params.in_channels % params.group != 0 || !taken_width)
-    return refuse(
-        RefusalKind::unsupported_attribute,
-        str_cat("the channels-last grouped kernel takes groups of 4 or 8 input and output channels, "
-                "not ",
-                params.in_channels / params.group, " and ", params.out_channels / params.group));
+  if (params.group == 1 || params.in_channels != params.out_channels || (width != 4 && width != 8))
+    return refuse(RefusalKind::unsupported_attribute,
+                  str_cat("the channels-last grouped kernel takes two or more groups of 4 or 8 input and "
+                          "as many output channels, not ",
+                          params.group, " with ", width, " input and ", params.out_channels / params.group,
+                          " output channels each"));
   if (width == 4 && params.in_channels % kQuad != 0)
     return refuse(RefusalKind::unsupported_shape,
                   "the channels-last grouped kernel needs channels in 16s for groups of 4");
@@ -305,14 +304,14 @@ KernelOrReason make_channels_last_grouped_conv(const KernelRequest& request, std
       }
     }
   } else {
-    conv->packed.resize(static_cast<size_t>(params.group * 9 * kEighthVectors * 16));
+    conv->packed.resize(static_cast<size_t>(params.group * 9 * kVectorsPerGroupOf8 * 16));
     for (int64_t g = 0; g < params.group; ++g) {
       for (int64_t tap = 0; tap < 9; ++tap) {
-        for (int64_t v = 0; v < kEighthVectors; ++v) {
+        for (int64_t v = 0; v < kVectorsPerGroupOf8; ++v) {
           for (int64_t h = 0; h < 2; ++h) {
             for (int64_t j = 0; j < 8; ++j) {
               const int64_t m = g * 8 + v + 4 * h;
-              conv->packed[static_cast<size_t>(((g * 9 + tap) * kEighthVectors + v) * 16 + 8 * h + j)] =
+              conv->packed[static_cast<size_t>(((g * 9 + tap) * kVectorsPerGroupOf8 + v) * 16 + 8 * h + j)] =
                   weights[(m * 8 + j) * 9 + tap];
             }
           }

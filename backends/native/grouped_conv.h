@@ -17,14 +17,11 @@
 
 namespace kiln::native {
 
-// Channels per group the kernel takes (in and out).
-inline constexpr int64_t kGroupedConvWidths[] = {4, 8};
-
 // Why the channels-last grouped kernel cannot run `request`, or nothing when it can: float32 Conv
-// with constant weights (and bias), groups of four or eight channels in and as many out (channels in
-// 16s for groups of four), a 3x3 window at stride 1, dilation 1 and padding 1 on every side,
-// channels-last input, fused post-ops only Relu and Clip, and the AVX-512 tier in effect. oneDNN refuses the
-// same convolutions while this says nothing and native may take the node.
+// with constant weights (and bias), two or more groups of four or eight channels in and as many out
+// (channels in 16s for groups of four), a 3x3 window at stride 1, dilation 1 and padding 1 on every
+// side, channels-last input, fused post-ops only Relu and Clip, and the AVX-512 tier in effect.
+// oneDNN refuses the same convolutions while this says nothing and native may take the node.
 std::optional<Refusal> grouped_conv_refusal(const KernelRequest& request);
 
 KernelOrReason make_channels_last_grouped_conv(const KernelRequest& request,

@@ -327,8 +327,8 @@ TEST(NativeGroupedConvVsReference, FourAndEightChannelsPerGroupWithEdgesBiasAndA
   clip.kind = PostOp::Kind::clip;
   clip.alpha = -0.5f;
   clip.beta = 0.25f;
-  // Rows shorter than a block, rows of whole blocks and of every remainder, one-pixel maps; one
-  // group of eight and an odd number of them.
+  // Rows shorter than a block, rows of whole blocks and of every remainder, one-pixel maps; 2 to 32
+  // groups of eight, odd counts among them.
   const std::vector<Case> cases = {
       {4, {1, 16, 1, 1}, false, {}},
       {4, {1, 16, 1, 5}, true, {relu}},
@@ -337,8 +337,8 @@ TEST(NativeGroupedConvVsReference, FourAndEightChannelsPerGroupWithEdgesBiasAndA
       {4, {1, 16, 16, 3}, false, {relu, clip}},
       {4, {2, 16, 3, 6}, true, {clip, relu}},
       {4, {1, 128, 12, 10}, true, {relu}},
-      {8, {1, 8, 1, 1}, false, {}},
-      {8, {1, 8, 1, 5}, true, {relu}},
+      {8, {1, 16, 1, 1}, false, {}},
+      {8, {1, 24, 1, 5}, true, {relu}},
       {8, {2, 24, 7, 7}, true, {}},
       {8, {1, 16, 9, 13}, true, {clip}},
       {8, {1, 40, 16, 3}, false, {relu, clip}},
@@ -404,6 +404,8 @@ TEST(NativeGroupedConvVsReference, RefusesWhatItDoesNotRun) {
   const Tensor w8 = Tensor::from_vector(sample_values(16 * 8 * 9, -1, 1, 3), {16, 8, 3, 3});
   const Tensor w2 = Tensor::from_vector(sample_values(16 * 2 * 9, -1, 1, 3), {16, 2, 3, 3});
   const Tensor w4_of_8 = Tensor::from_vector(sample_values(8 * 4 * 9, -1, 1, 3), {8, 4, 3, 3});
+  const Tensor w8_of_8 = Tensor::from_vector(sample_values(8 * 8 * 9, -1, 1, 3), {8, 8, 3, 3});
+  const Tensor w8_of_24 = Tensor::from_vector(sample_values(24 * 8 * 9, -1, 1, 3), {24, 8, 3, 3});
   const Attributes grouped = conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 4);
   const Attributes strided = conv_attrs({3, 3}, {2, 2}, {1, 1, 1, 1}, 4);
   const Attributes unpadded = conv_attrs({3, 3}, {1, 1}, {0, 0, 0, 0}, 4);
@@ -423,9 +425,12 @@ TEST(NativeGroupedConvVsReference, RefusesWhatItDoesNotRun) {
   }
   EXPECT_EQ(kind(grouped_request(input, w8, {}, eight)), std::nullopt);
   EXPECT_EQ(kind(grouped_request(input, w2, {}, two)), RefusalKind::unsupported_attribute);
-  // Groups of four need channels in 16s; one group of eight does not.
+  // Groups of four need channels in 16s; groups of eight do not (three of them: 24 channels).
   EXPECT_EQ(kind(grouped_request({1, 8, 8, 8}, w4_of_8, {}, eight)), RefusalKind::unsupported_shape);
-  EXPECT_EQ(kind(grouped_request({1, 8, 8, 8}, w8, {}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 1))),
+  EXPECT_EQ(kind(grouped_request({1, 24, 8, 8}, w8_of_24, {}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 3))),
+            std::nullopt);
+  // One group is an ordinary convolution, not this kernel's.
+  EXPECT_EQ(kind(grouped_request({1, 8, 8, 8}, w8_of_8, {}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 1))),
             RefusalKind::unsupported_attribute);
   KernelRequest plain = grouped_request(input, w4, {}, grouped);
   plain.input_layouts = {Layout::plain};

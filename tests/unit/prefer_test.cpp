@@ -149,36 +149,44 @@ TEST(Prefer, LeavingNativeOutPlansWithTheListedBackendOnlyOrFails) {
 }
 
 // oneDNN leaves a node to one of native's kernels by its own rule (grouped 3x3 convolutions of four
-// channels per group) only while native may take it: with oneDNN alone preferred it keeps the node.
+// and eight channels per group) only while native may take it: with oneDNN alone preferred it keeps
+// the node.
 TEST(Prefer, ANodeLeftToNativeStaysOnOnednnWhenNativeIsLeftOut) {
   if (!backends::info("onednn").built) return;
-  GraphBuilder g({1, 16, 8, 8});
-  const std::string first = g.add(
-      "Relu", {g.add("Conv", {"x", g.weights({16, 16, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}))});
-  const std::string grouped = g.add("Relu", {g.add("Conv", {first, g.weights({16, 4, 3, 3}), g.weights({16})},
-                                                   conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 4))});
-  const Model model = g.finish({grouped});
-  const auto grouped_step = [](const Plan& plan) -> const StepRecord& {
-    for (const PlanStep& step : plan.steps()) {
-      if (step.record.node_name == "Conv2") return step.record;
+  for (int64_t group_width : {4, 8}) {
+    SCOPED_TRACE(str_cat(group_width, " channels per group"));
+    GraphBuilder g({1, 16, 8, 8});
+    const std::string first = g.add(
+        "Relu", {g.add("Conv", {"x", g.weights({16, 16, 1, 1})}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}))});
+    const std::string grouped =
+        g.add("Relu", {g.add("Conv", {first, g.weights({16, group_width, 3, 3}), g.weights({16})},
+                             conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, 16 / group_width))});
+    const Model model = g.finish({grouped});
+    const auto grouped_step = [](const Plan& plan) -> const StepRecord& {
+      for (const PlanStep& step : plan.steps()) {
+        if (step.record.node_name == "Conv2") return step.record;
+      }
+      throw std::runtime_error("no step for Conv2");
+    };
+    const auto defaults = Plan::build(model, {{1, 16, 8, 8}}, {}, current_settings());
+    const StepRecord& chosen = grouped_step(*defaults);
+    ASSERT_EQ(chosen.fused.size(), 1u);  // the Relu, whichever backend runs the convolution
+    if (isa_in_effect() >= Isa::avx512) {
+      EXPECT_EQ(chosen.kernel, str_cat("native:conv_grouped", group_width, "_3x3_nhwc:avx512"));
+      bool onednn_left_it = false;
+      for (const Refusal& refusal : chosen.decision.refusals) {
+        onednn_left_it =
+            onednn_left_it ||
+            (refusal.backend == "onednn" && refusal.kind == RefusalKind::predicted_slower &&
+             refusal.detail.find(str_cat("with ", group_width, " channels per group")) != std::string::npos);
+      }
+      EXPECT_TRUE(onednn_left_it);
+    } else {
+      EXPECT_EQ(chosen.backend, "onednn");  // the documented fallback below the AVX-512 tier
     }
-    throw std::runtime_error("no step for Conv2");
-  };
-  const auto defaults = Plan::build(model, {{1, 16, 8, 8}}, {}, current_settings());
-  const StepRecord& chosen = grouped_step(*defaults);
-  ASSERT_EQ(chosen.fused.size(), 1u);  // the Relu, whichever backend runs the convolution
-  if (isa_in_effect() >= Isa::avx512) {
-    EXPECT_EQ(chosen.kernel, "native:conv_grouped4_3x3_nhwc:avx512");
-    bool onednn_left_it = false;
-    for (const Refusal& refusal : chosen.decision.refusals)
-      onednn_left_it =
-          onednn_left_it || (refusal.backend == "onednn" && refusal.kind == RefusalKind::predicted_slower);
-    EXPECT_TRUE(onednn_left_it);
-  } else {
-    EXPECT_EQ(chosen.backend, "onednn");  // the documented fallback below the AVX-512 tier
+    const auto onednn_only = Plan::build(model, {{1, 16, 8, 8}}, {}, with_prefer({"onednn"}, {"conv"}));
+    EXPECT_EQ(grouped_step(*onednn_only).backend, "onednn");
   }
-  const auto onednn_only = Plan::build(model, {{1, 16, 8, 8}}, {}, with_prefer({"onednn"}, {"conv"}));
-  EXPECT_EQ(grouped_step(*onednn_only).backend, "onednn");
 }
 
 // The listed order comes before fusion: a fused form is kept only where a backend listed no later
