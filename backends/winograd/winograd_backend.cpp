@@ -207,6 +207,7 @@ KernelOrReason create(const KernelRequest& request, const ConvParams& params, co
 
   std::vector<TileChoice> allowed;
   std::string too_inaccurate;
+  std::string every_error;  // each probed tile's, for the note
   for (int tile : winograd::kTileSizes) {
     if (request.timed && static_cast<int>(allowed.size()) > request.alternative) break;
     const winograd::CostEstimate cost = winograd::estimate_cost(shape, tile);
@@ -215,6 +216,7 @@ KernelOrReason create(const KernelRequest& request, const ConvParams& params, co
       continue;
     }
     const double error = filter_cache().error(tile, params, weights);
+    every_error += str_cat(every_error.empty() ? "" : ", ", tile_name(tile), " ", format_error(error));
     if (error <= winograd::kAutoErrorBound) {
       allowed.push_back({tile, error, cost});
     } else {
@@ -282,8 +284,8 @@ KernelOrReason create(const KernelRequest& request, const ConvParams& params, co
                     " phases");
   }
   if (choice.error >= 0) {
-    note += str_cat("; probe error ", format_error(choice.error), " of the output scale (auto's bound ",
-                    format_error(winograd::kAutoErrorBound), ")");
+    note += str_cat("; probe error ", format_error(choice.error), " of the output scale (", every_error,
+                    "; auto's bound ", format_error(winograd::kAutoErrorBound), ")");
   }
   if (!request.timed)
     note += str_cat("; predicted at ", format_share(choice.cost.share()), " of a direct convolution's time");
