@@ -162,8 +162,9 @@ inline constexpr std::array kBackendRows = {
                .determinism = Determinism::never,
                .nondeterminism = "BLAS splits products by thread count"},
     // Winograd is asked first for convolutions: it refuses those it cannot run and, under
-    // conv_algorithm auto, those it would run less accurately than its bound or that its cost model
-    // predicts slower than a direct kernel (oneDNN's, next).
+    // conv_algorithm auto, those it would run less accurately than its bound (or the layer's share of
+    // the model's error budget) or that its cost model predicts slower than a direct kernel
+    // (oneDNN's, next).
     BackendRow{.name = "winograd",
                .library = "kiln",
                .instance = winograd_backend,

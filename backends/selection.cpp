@@ -289,30 +289,73 @@ FusionRule fusion_offered(std::string_view op_type, const Settings& settings) {
   return offered;
 }
 
+namespace {
+
+// Whether a candidate may take the node, as far as settings and the build say (not asked yet).
+bool may_take(const Candidate& candidate, const KernelRequest& request, const Settings& settings) {
+  const int position = candidate.backend;
+  const Backend& backend = *backend_list()[position];
+  return !candidate.refusal && settings.backend_enabled(position) && backend.is_built() &&
+         backend.is_available() &&
+         (!settings.on("deterministic") || deterministic_refusal(position, request).empty());
+}
+
+// `request` as candidate `i` of `list` is asked: with what may follow it.
+void set_followers(KernelRequest& asked, const std::vector<Candidate>& list, size_t i,
+                   const KernelRequest& request, const Settings& settings) {
+  const auto later = list.begin() + static_cast<std::ptrdiff_t>(i) + 1;
+  asked.optimized_candidate_follows = std::any_of(later, list.end(), [&](const Candidate& candidate) {
+    return backend_list()[candidate.backend]->can_be_disabled() && may_take(candidate, request, settings);
+  });
+  asked.native_follows = std::any_of(later, list.end(), [&](const Candidate& candidate) {
+    return !backend_list()[candidate.backend]->can_be_disabled() && may_take(candidate, request, settings);
+  });
+}
+
+}  // namespace
+
+ApproximateKernel approximate_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs,
+                                     const Settings& settings, int chosen, int64_t weigh_factor) {
+  if (settings.on("autotune") && !settings.on("deterministic")) return {};
+  KernelRequest weighed = request;
+  std::vector<TensorInfo> weighed_outputs(outputs.begin(), outputs.end());
+  for (TensorInfo& input : weighed.op.inputs) {
+    if (!input.is_constant() && !input.shape.empty()) input.shape[0] *= weigh_factor;
+  }
+  for (TensorInfo& output : weighed_outputs) {
+    if (!output.shape.empty()) output.shape[0] *= weigh_factor;
+  }
+  const std::vector<Candidate> list = candidates(request, settings);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Candidate& candidate = list[i];
+    if (may_take(candidate, request, settings)) {
+      set_followers(weighed, list, i, request, settings);
+      const Backend& backend = *backend_list()[candidate.backend];
+      ApproximateForms forms = backend.approximate_forms(weighed, weighed_outputs);
+      if (!forms.forms.empty()) {
+        KernelRequest asked = request;
+        set_followers(asked, list, i, request, settings);
+        asked.max_error = forms.forms.front().error;
+        asked.approximate_form = forms.forms.front().name;
+        std::unique_ptr<Kernel> kernel = backend.create_kernel(asked, outputs).kernel;
+        return {std::move(forms), std::move(kernel)};
+      }
+    }
+    if (candidate.backend == chosen) break;
+  }
+  return {};
+}
+
 Offers offers(const KernelRequest& request, std::span<const TensorInfo> outputs, const Settings& settings,
               size_t wanted, bool alternatives) {
   Offers found;
   const bool deterministic = settings.on("deterministic");
   const std::vector<Candidate> list = candidates(request, settings);
-  // Whether candidate `i` may take the node, as far as settings and the build say (not asked yet).
-  const auto may_take = [&](const Candidate& candidate) {
-    const int position = candidate.backend;
-    const Backend& backend = *backend_list()[position];
-    return !candidate.refusal && settings.backend_enabled(position) && backend.is_built() &&
-           backend.is_available() && (!deterministic || deterministic_refusal(position, request).empty());
-  };
   KernelRequest asked = request;
   for (size_t i = 0; i < list.size(); ++i) {
     if (found.offers.size() >= wanted) break;
     const Candidate& candidate = list[i];
-    asked.optimized_candidate_follows = std::any_of(
-        list.begin() + static_cast<std::ptrdiff_t>(i) + 1, list.end(), [&](const Candidate& later) {
-          return backend_list()[later.backend]->can_be_disabled() && may_take(later);
-        });
-    asked.native_follows = std::any_of(
-        list.begin() + static_cast<std::ptrdiff_t>(i) + 1, list.end(), [&](const Candidate& later) {
-          return !backend_list()[later.backend]->can_be_disabled() && may_take(later);
-        });
+    set_followers(asked, list, i, request, settings);
     const int position = candidate.backend;
     const Backend& backend = *backend_list()[position];
     const auto refuse = [&](RefusalKind kind, std::string detail) {

@@ -107,6 +107,19 @@ KernelSelection find_kernel(const KernelRequest& request, std::span<const Tensor
 KernelSelection select_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs,
                               const Settings& settings);
 
+// The less accurate forms (Backend::approximate_forms) of the node `request` that `chosen` took: the
+// first description among the candidates asked up to `chosen`, each asked as selection asked it,
+// and the kernel of its fastest form (created as that form, max_error at its error). The forms are
+// weighed with every computed input's and output's first dimension times `weigh_factor` (the error
+// budget measures at batch 1 what it decides for the plan's batch). Empty where autotune times the
+// choices (on, outside deterministic mode) and where no candidate describes a form.
+struct ApproximateKernel {
+  ApproximateForms forms;
+  std::unique_ptr<Kernel> kernel;  // null: none
+};
+ApproximateKernel approximate_kernel(const KernelRequest& request, std::span<const TensorInfo> outputs,
+                                     const Settings& settings, int chosen, int64_t weigh_factor);
+
 // Every backend's options under a plan's `settings` (Backend::read_options), read once per plan and
 // carried by each of its requests.
 std::shared_ptr<const BackendOptionSet> read_backend_options(const Settings& settings);

@@ -209,8 +209,9 @@ inline constexpr std::array kSettingRows = {
                .changes_plan = true,
                .help = "auto|direct|winograd: how stride-1 3x3 convolutions compute; auto runs Winograd "
                        "(fewer multiplies, more rounding) on a layer only where its error on the layer's "
-                       "filters stays within a bound and its cost model predicts it faster than the direct "
-                       "kernel (no timing: every process plans the same), "
+                       "filters stays within a bound, or within the layer's share of the model's error "
+                       "budget, and its cost model predicts it faster than the direct kernel (no timing: "
+                       "every process plans the same), "
                        "direct never, winograd wherever the Winograd backend can; torch.backends.nnpack",
                .choices = kConvAlgorithmChoices},
     SettingRow{.name = "adapt_to_load",

@@ -13,6 +13,7 @@
 namespace kiln::events {
 
 std::atomic<uint32_t> g_record_flags{0};
+thread_local bool t_quiet = false;
 
 namespace {
 

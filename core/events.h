@@ -56,12 +56,27 @@ enum RecordFlags : uint32_t {
   kRecordMemory = 2,  // memory events as well
 };
 extern std::atomic<uint32_t> g_record_flags;
+extern thread_local bool t_quiet;  // see ScopedQuiet
 inline bool recording() {
-  return g_record_flags.load(std::memory_order_relaxed) != 0;
+  return g_record_flags.load(std::memory_order_relaxed) != 0 && !t_quiet;
 }
 inline bool recording_memory() {
-  return (g_record_flags.load(std::memory_order_relaxed) & kRecordMemory) != 0;
+  return (g_record_flags.load(std::memory_order_relaxed) & kRecordMemory) != 0 && !t_quiet;
 }
+
+// While one is alive, the calling thread records nothing: planning's own runs of a model (the
+// error budget's measurement, graph/error_budget.h) are not the user's, and a profile of them would
+// count them as runs.
+class ScopedQuiet {
+ public:
+  ScopedQuiet() : previous_(t_quiet) { t_quiet = true; }
+  ~ScopedQuiet() { t_quiet = previous_; }
+  ScopedQuiet(const ScopedQuiet&) = delete;
+  ScopedQuiet& operator=(const ScopedQuiet&) = delete;
+
+ private:
+  bool previous_;
+};
 
 int64_t now_ns();
 

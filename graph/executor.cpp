@@ -198,7 +198,13 @@ void run_step(const RunScope& run, size_t s) {
   const auto start = report ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   try {
     const ScopedRunControl step_control(run.control);  // a subgraph's run inherits it
-    if (context.bound[s]) {
+    const Kernel* replacement = nullptr;
+    for (Observer* observer : run.observers) {
+      if (const Kernel* kernel = observer->replacement(run.plan, s)) replacement = kernel;
+    }
+    if (replacement != nullptr) {
+      replacement->run(step_inputs, step_outputs);
+    } else if (context.bound[s]) {
       context.bound[s]->run(step_inputs, step_outputs);
     } else {
       step.kernel->run(step_inputs, step_outputs);

@@ -9,6 +9,7 @@
 
 namespace kiln {
 
+class Kernel;
 class Plan;
 
 class Observer {
@@ -18,6 +19,9 @@ class Observer {
   // `step` indexes plan.steps(); its static record (node, kernel, shapes) is plan.steps()[step].record.
   virtual void on_step_begin(const Plan& plan, size_t step) {}
   virtual void on_step_end(const Plan& plan, size_t step) {}
+  // A kernel to run instead of the step's own, or null. Planning's error budget runs one step on a
+  // less accurate kernel (same layouts, same in-place input) to measure how far the outputs move.
+  virtual const Kernel* replacement(const Plan& plan, size_t step) { return nullptr; }
   virtual void on_run_end(const Plan& plan) {}
 };
 

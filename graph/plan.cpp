@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 
+#include "graph/error_budget.h"
 #include "graph/passes/passes.h"
 #include "graph/verbose.h"
 #include "runtime/threads.h"
@@ -29,7 +30,9 @@ void warn_of_misread_export(PlanState& state, const Node& node, const OpSpec& sp
       " without coordinate_transformation_mode, which from opset 16 means half_pixel (aligned=True); "
       "torchvision's detectors use aligned=False (output_half_pixel): export at opset 15 or earlier, or set "
       "the attribute, if this model means aligned=False");
-  if (state.node_notes.emplace(node.name, warning).second && !state.warned_of_export) {
+  // The error budget's measurement plan (weigh_factor > 0) leaves the warning to the plan itself.
+  if (state.node_notes.emplace(node.name, warning).second && !state.warned_of_export &&
+      state.weigh_factor == 0) {
     state.warned_of_export = true;
     std::fprintf(stderr, "kiln: warning: RoiAlign node '%s' %s\n", node.name.c_str(), warning.c_str());
   }
@@ -79,12 +82,15 @@ void plan_node(PlanState& state, const Node& node) {
   if (fold_constants(state, node, spec, schema, outputs)) return;
 
   NodeForm alone = unfused_form(state, node, spec, std::move(outputs));
+  if (const auto allowed = state.max_errors.find(node.name); allowed != state.max_errors.end())
+    alone.request.max_error = allowed->second;
   const auto start = std::chrono::steady_clock::now();
   const auto elapsed_ms = [&] {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   };
   std::optional<KernelSelection> alone_selection;
   if (std::optional<NodeForm> fused = propose_fusion(state, node, alone)) {
+    fused->request.max_error = alone.request.max_error;
     // Under a preference for the node's op family the listed order comes before fusion: the fused
     // form is kept only where a backend listed no later than the one taking the node alone runs it
     // (prefer native, blas, onednn: a MatMul + Relu runs on native, unfused).
@@ -164,8 +170,10 @@ void run_passes(PlanState& state) {
 
 }  // namespace
 
-std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Shape>& input_shapes,
-                                        const std::vector<Tensor>& input_values, const Settings& settings) {
+std::shared_ptr<Plan> Plan::build_once(const Model& model, const std::vector<Shape>& input_shapes,
+                                       const std::vector<Tensor>& input_values, const Settings& settings,
+                                       const std::map<std::string, double>& max_errors,
+                                       int64_t weigh_factor) {
   const bool parallel = settings.get("execution_mode") == static_cast<int>(ExecutionMode::parallel);
   // Branches overlap with half the run's threads each, or one when the run has one or two (a run on
   // one thread still overlaps branches on the other cores: see Plan::thread_capacity()).
@@ -177,6 +185,8 @@ std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Sh
                               const std::map<std::string, std::string>& notes) {
     auto state = std::make_unique<PlanState>(planned, input_shapes, input_values, settings);
     state->node_notes = notes;
+    state->max_errors = max_errors;
+    state->weigh_factor = weigh_factor;
     run_passes(*state);
     if (distributed) check_distributed_joins(*state, *distributed);
     if (parallel && reduced_settings.threads() == settings.threads()) {
@@ -184,6 +194,7 @@ std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Sh
     } else if (parallel) {
       PlanState reduced(planned, input_shapes, input_values, reduced_settings);
       reduced.node_notes = notes;
+      reduced.max_errors = max_errors;
       run_passes(reduced);
       plan_parallel_groups(*state, reduced);
     }
@@ -239,6 +250,44 @@ std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Sh
     if (plan->slots_[i].origin == SlotOrigin::constant) plan->initial_values_[i] = plan->slots_[i].info.value;
   }
   plan->memory_plan_ = plan_memory(*plan);
+  return plan;
+}
+
+std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Shape>& input_shapes,
+                                        const std::vector<Tensor>& input_values, const Settings& settings) {
+  std::shared_ptr<Plan> plan;
+  if (std::optional<MeasurementPlan> measurement =
+          error_budget_measurement(model, input_shapes, input_values, settings)) {
+    const auto start = std::chrono::steady_clock::now();
+    ErrorBudgetDecision decision;
+    // Kept while the plan is built: the Winograd filters it transformed serve the plan too.
+    std::shared_ptr<Plan> measured;
+    try {
+      measured = build_once(model, measurement->input_shapes, input_values, measurement->settings, {},
+                            measurement->weigh_factor);
+      decision = decide_error_budget(*measured, input_values);
+    } catch (const Error& error) {
+      // A model that plans at its own shapes but not at batch 1 (a Reshape to a fixed batch) keeps
+      // the layers auto takes within Winograd's own bound. Running out of memory is not the model's.
+      if (error.kind() == ErrorKind::runtime || error.kind() == ErrorKind::cancelled ||
+          error.kind() == ErrorKind::deadline_exceeded)
+        throw;
+      decision = ErrorBudgetDecision{};
+      decision.budget = kConvErrorBudget;
+      decision.summary =
+          str_cat("error budget not spent: planning the model at batch 1 failed: ", error.what());
+    }
+    decision.measure_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    plan = build_once(model, input_shapes, input_values, settings, decision.max_errors, 0);
+    for (PlanStep& step : plan->steps_) {
+      const auto layer = decision.layers.find(step.record.node_name);
+      if (layer != decision.layers.end()) step.record.error_share = layer->second;
+    }
+    plan->error_budget_ = std::move(decision);
+  } else {
+    plan = build_once(model, input_shapes, input_values, settings, {}, 0);
+  }
   if (settings.max_verbose() >= 2) report_planned_steps(settings, *plan);
   return plan;
 }

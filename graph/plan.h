@@ -3,7 +3,9 @@
 // subgraphs), and when each intermediate value can be released. Running only executes it.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,28 @@
 #include "ops/quantize.h"
 
 namespace kiln {
+
+// What conv_algorithm auto's error budget (graph/error_budget.h) weighed for one layer.
+struct ErrorShare {
+  std::string baseline;  // the form taken without the budget: "F(2x2,3x3)", or "exact"
+  std::string form;      // the faster, less accurate form weighed: "F(4x4,3x3)"
+  double error = 0;      // its probe error, relative to the layer's output scale
+  // Measured: how far the model's outputs move, relative to their scale, when this layer alone runs
+  // the form instead of the baseline. Its ratio to `error` is how the model carries this layer's error.
+  double output_change = 0;
+  double saving = 0;   // predicted share of the layer's direct time the form saves over the baseline
+  bool taken = false;  // within the budget: the layer may run it
+};
+
+// The budget's decision for a plan: what it allowed per layer, and why.
+struct ErrorBudgetDecision {
+  double budget = 0;                         // of the outputs' scale
+  double spent = 0;                          // the taken layers' output changes, summed
+  std::map<std::string, ErrorShare> layers;  // by node name: each layer weighed
+  std::map<std::string, double> max_errors;  // by node name: KernelRequest::max_error of those taken
+  double measure_ms = 0;                     // planning and running the model at batch 1 to decide
+  std::string summary;                       // one line for explain
+};
 
 // What planning knew about one step, for explain, verbose and the profiler.
 struct StepRecord {
@@ -46,6 +70,8 @@ struct StepRecord {
   std::vector<std::string> notes;
   // A quantized step's operand types, scales and zero points, accumulator and output rounding.
   std::optional<QuantizationSummary> quantization;
+  // What conv_algorithm auto's error budget decided for the node, where it weighed one.
+  std::optional<ErrorShare> error_share;
   double creation_ms = 0;             // kernel selection and creation (primitives, weight reorders)
   int threads = 0;                    // intra-op threads its kernel was created for and runs with
   int parallel_group = -1;            // parallel mode: the Plan::parallel_groups() entry it is in
@@ -61,6 +87,10 @@ struct PlanStep {
   int in_place_input = -1;  // input whose storage output 0 takes over (see Kernel::in_place_input)
   int backend_index = -1;   // the record's backend as a registry row position (verbose levels)
   int threads = 1;          // intra-op threads it runs with (the plan's, or fewer in a parallel group)
+  // In the plan the error budget measures on (graph/error_budget.h): the node's less accurate forms
+  // and the kernel of the fastest, which can run in `kernel`'s place; none elsewhere.
+  ApproximateForms approximate_forms;
+  std::unique_ptr<Kernel> approximate_kernel;
   bool overlaps = false;    // parallel mode: may run beside other steps (else it runs alone)
   StepRecord record;
 };
@@ -97,7 +127,8 @@ class NeedsInputValue : public Error {
   size_t input_;
 };
 
-// Made only by Plan::build, as a shared pointer (the profiler keeps the plans its events point into).
+// Made by Plan::build (or build_once), as a shared pointer (the profiler keeps the plans its events
+// point into).
 class Plan : public std::enable_shared_from_this<Plan> {
  public:
   const std::vector<PlanStep>& steps() const { return steps_; }
@@ -125,6 +156,8 @@ class Plan : public std::enable_shared_from_this<Plan> {
   const std::string& parallel_summary() const { return parallel_summary_; }
   // The settings it was planned under, as PlanKey sees them ("onednn,blas,winograd,native;threads=2").
   const std::string& settings_text() const { return settings_text_; }
+  // conv_algorithm auto's error budget: what it measured and allowed (empty: it did not apply).
+  const ErrorBudgetDecision& error_budget() const { return error_budget_; }
   // Run contexts (arenas with prepared steps) not in use by a run; runs borrow and return them.
   RunContextPool& context_pool() const { return context_pool_; }
 
@@ -134,9 +167,20 @@ class Plan : public std::enable_shared_from_this<Plan> {
   // Kernels are chosen under `settings` (enabled backends, precision, deterministic mode, autotune,
   // on settings.threads() threads; autotune's decisions go to the process's choice cache); with
   // settings.max_verbose() >= 2 each planned step is reported on the verbose sink.
+  // Under conv_algorithm auto, convolutions may run less accurate kernels within the model's error
+  // budget (graph/error_budget.h), which planning measures first on a batch-1 plan of the model.
   static std::shared_ptr<const Plan> build(const Model& model, const std::vector<Shape>& input_shapes,
                                            const std::vector<Tensor>& input_values = {},
                                            const Settings& settings = current_settings());
+  // One plan, with no budget of its own: each node's kernel under `max_errors`
+  // (KernelRequest::max_error by node name); with `weigh_factor` above 0, the plan the error budget
+  // measures on: each step holds its less accurate forms, weighed at `weigh_factor` times the batch
+  // (PlanStep::approximate_forms), with the fastest one's kernel. Plan::build uses it, and tests
+  // build the budget's plans with it.
+  static std::shared_ptr<Plan> build_once(const Model& model, const std::vector<Shape>& input_shapes,
+                                          const std::vector<Tensor>& input_values, const Settings& settings,
+                                          const std::map<std::string, double>& max_errors,
+                                          int64_t weigh_factor);
 
  private:
   std::vector<PlanStep> steps_;
@@ -156,6 +200,7 @@ class Plan : public std::enable_shared_from_this<Plan> {
   std::string parallel_summary_;
   std::string settings_text_;
   MemoryPlan memory_plan_;
+  ErrorBudgetDecision error_budget_;
   mutable RunContextPool context_pool_;
 };
 

@@ -165,6 +165,18 @@ std::optional<QuantizationSummary> read_quantization(const JsonValue& value) {
   return summary;
 }
 
+std::optional<ErrorShare> read_error_share(const JsonValue& value) {
+  if (value.type == Type::null) return std::nullopt;
+  ErrorShare share;
+  share.baseline = read_member(value, "baseline", read_string);
+  share.form = read_member(value, "form", read_string);
+  share.error = read_member(value, "error", read_number);
+  share.output_change = read_member(value, "output_change", read_scale);
+  share.saving = read_member(value, "saving", read_number);
+  share.taken = read_member(value, "taken", read_boolean);
+  return share;
+}
+
 // --- writing ---
 
 template <typename T, typename Name>
@@ -192,6 +204,28 @@ void write_refusals(JsonWriter& json, const std::vector<Refusal>& refusals) {
         .end_object();
   }
   json.end_array();
+}
+
+void write_error_share(JsonWriter& json, const std::optional<ErrorShare>& share) {
+  if (!share) {
+    json.null();
+    return;
+  }
+  const auto number = [&](const char* key, double value) {
+    json.key(key);
+    if (!std::isfinite(value)) {  // a form that made an output infinite: no number to write
+      json.null();
+      return;
+    }
+    char text[32];
+    std::snprintf(text, sizeof text, "%.4g", value);
+    json.raw(text);
+  };
+  json.begin_object().member("baseline", share->baseline).member("form", share->form);
+  number("error", share->error);
+  number("output_change", share->output_change);
+  number("saving", share->saving);
+  json.member("taken", share->taken).end_object();
 }
 
 // Scales with 9 significant digits, which give back the float32 value exactly.
@@ -357,6 +391,13 @@ std::vector<EventField> make_fields() {
                         read_quantization,
                         "a quantized step's operands {name, dtype, scales, zero_points, per}, accumulation, "
                         "bias and output; null otherwise"),
+      KILN_RECORD_FIELD(
+          "error_share", always, "object or null", error_share, write_error_share, read_error_share,
+          "conv_algorithm auto's error budget for this layer: the form taken without it "
+          "(baseline), the faster form weighed (form) and its probe error, how far the outputs "
+          "moved with this layer alone on it (output_change, of their scale), the predicted "
+          "share of the layer's direct time it saves, and whether it was taken; null for layers "
+          "it did not weigh"),
       KILN_RECORD_FIELD("parallel_group", always, "integer or null", parallel_group, group_index,
                         read_group_index, "parallel execution: its fork-join group; null otherwise"),
       KILN_RECORD_FIELD("parallel_note", always, "string", parallel_note, plain, read_string,

@@ -107,6 +107,16 @@ std::string threads_text(const Plan& plan) {
   return text;
 }
 
+// "F(4x4,3x3) taken over F(2x2,3x3): probe error 1.4e-06; moves the outputs by 2.1e-06 of their scale;
+// predicted to save 8% of the layer's direct time".
+std::string error_share_text(const ErrorShare& share) {
+  return format(
+      "%s %s over %s: probe error %.1e; moves the outputs by %.1e of their scale; predicted to save "
+      "%.0f%% of the layer's direct time",
+      share.form.c_str(), share.taken ? "taken" : "not taken (over the budget)", share.baseline.c_str(),
+      share.error, share.output_change, 100 * share.saving);
+}
+
 std::string explain_text(const Plan& plan, const std::string& title, const std::vector<double>& step_ms,
                          int runs) {
   const bool profiled = step_ms.size() == plan.steps().size() && !step_ms.empty();
@@ -118,6 +128,10 @@ std::string explain_text(const Plan& plan, const std::string& title, const std::
                  plan.steps().size(), plan.fused_nodes(), plan.folded_nodes(), plan.removed_nodes(),
                  plan.reorder_steps(), static_cast<double>(plan_flops(plan)) * 1e-9);
   text = str_cat(text.substr(0, text.size() - 1), threads_text(plan), "\n");
+  if (!plan.error_budget().summary.empty()) {
+    text = str_cat(text.substr(0, text.size() - 1), plan.error_budget().summary,
+                   format(", measured in %.0f ms of planning\n\n", plan.error_budget().measure_ms));
+  }
   for (size_t s = 0; s < plan.steps().size(); ++s) {
     const StepRecord& r = plan.steps()[s].record;
     text += format("%3zu %-10s %-32s %s\n", s, r.op_type.c_str(), r.node_name.c_str(), r.kernel.c_str());
@@ -135,6 +149,7 @@ std::string explain_text(const Plan& plan, const std::string& title, const std::
     text += "\n";
     for (const FusedNode& fused : r.fused) text += format("      fused: %s\n", fused.text().c_str());
     for (const std::string& note : r.notes) text += format("      note: %s\n", note.c_str());
+    if (r.error_share) text += format("      error budget: %s\n", error_share_text(*r.error_share).c_str());
     if (r.parallel_group >= 0) {
       const ParallelGroup& group = plan.parallel_groups()[r.parallel_group];
       text += format("      group %d (%s), %d thread%s%s%s\n", r.parallel_group,
@@ -226,6 +241,20 @@ std::string explain_json(const Plan& plan, const std::string& model, int batch,
   json.member("arena_bytes", static_cast<int64_t>(plan.memory_plan().arena_bytes));
   json.member("flops_per_run", plan_flops(plan));
   json.member("profiled_runs", profiled ? runs : 0);
+  json.key("error_budget");
+  if (const ErrorBudgetDecision& budget = plan.error_budget(); !budget.summary.empty()) {
+    char number[32];
+    json.begin_object();
+    for (const auto& [key, value] :
+         {std::pair<const char*, double>{"budget", budget.budget}, {"spent", budget.spent}}) {
+      std::snprintf(number, sizeof number, "%.4g", value);
+      json.key(key).raw(number);
+    }
+    json.key("measure_ms").value(budget.measure_ms, 3);
+    json.member("summary", budget.summary).end_object();
+  } else {
+    json.null();
+  }
   json.key("steps").begin_array();
   for (size_t s = 0; s < steps.size(); ++s) {
     json.begin_object();

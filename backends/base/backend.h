@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "backends/base/approximation.h"
 #include "backends/base/backend_options.h"
 #include "backends/base/kernel.h"
 #include "backends/base/kernel_request.h"
@@ -31,6 +32,13 @@ class Backend {
   // kiln::Error only for invalid nodes (bad attributes), never for unsupported ones.
   virtual KernelOrReason create_kernel(const KernelRequest& request,
                                        std::span<const TensorInfo> outputs) const = 0;
+  // The faster, less accurate kernels it could run `request` with if the node were allowed more
+  // error than its own bound (KernelRequest::max_error), for planning's error budget; none by
+  // default.
+  virtual ApproximateForms approximate_forms(const KernelRequest& /*request*/,
+                                             std::span<const TensorInfo> /*outputs*/) const {
+    return {};
+  }
   // False for the fallback every op must have (native): its `enabled` setting cannot be turned off.
   virtual bool can_be_disabled() const { return true; }
   // Its options under a plan's settings, read once per plan (null: it has none). Requests carry

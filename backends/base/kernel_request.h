@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -50,9 +51,16 @@ struct KernelRequest {
   // (a prefer_<family> setting may leave it out). A backend whose rule leaves a node to one of
   // native's kernels (oneDNN's mostly-padding and grouped convolutions) applies the rule only then.
   bool native_follows = false;
+  // The error, relative to the output's scale, a less accurate kernel may bring to this node, where
+  // it is above the backend's own bound (Winograd's kAutoErrorBound under conv_algorithm auto): the
+  // share of the model's error budget planning gave it (graph/error_budget.h). 0: the own bound.
+  double max_error = 0;
   // For ops whose kernels users choose by name (attention: "math", "flash", "onednn"; see
   // backends/registry.h), the one asked for; empty otherwise.
   std::string_view variant;
+  // The less accurate form the error budget measures (ApproximateForm::name: "F(4x4,3x3)"), to be
+  // created whatever the backend's cost rule would choose; empty otherwise.
+  std::string approximate_form;
 
   Layout input_layout(size_t index) const {
     return index < input_layouts.size() ? input_layouts[index] : Layout::plain;

@@ -1,6 +1,7 @@
 #include "backends/winograd/winograd_backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -9,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "backends/winograd/accuracy.h"
@@ -183,16 +185,9 @@ std::string format_share(double share) {
   return text;
 }
 
-// The tile the request asks for, or why there is none. Timed (autotune): the request.alternative-th
-// tile the layer may use. Otherwise one offer, the tile predicted fastest, which under auto, where an
-// optimized direct kernel would run the layer instead, must be predicted at most kAutoMaxShare of
-// its time.
-KernelOrReason create(const KernelRequest& request, const ConvParams& params, const TensorInfo& output) {
-  const OpSpec& spec = request.op;
-  const bool automatic = options_of<WinogradOptions>(request).conv_algorithm == ConvAlgorithm::automatic;
-  const float* weights = spec.input(1).value.data<float>();
+ConvShape conv_shape(const KernelRequest& request, const ConvParams& params, const TensorInfo& output) {
+  const Shape& x = request.op.input(0).shape;
   ConvShape shape;
-  const Shape& x = spec.input(0).shape;
   shape.batch = x[0];
   shape.in_channels = params.in_channels;
   shape.out_channels = params.out_channels;
@@ -204,6 +199,55 @@ KernelOrReason create(const KernelRequest& request, const ConvParams& params, co
   shape.pad_left = params.window.pads_begin[1];
   shape.dilation_h = params.window.dilations[0];
   shape.dilation_w = params.window.dilations[1];
+  return shape;
+}
+
+// What conv_algorithm auto weighs for the error budget: every tile's probe error and predicted
+// share of a direct convolution's time; the tile auto takes within its own bound (none: the direct
+// kernel runs), and the tiles above the bound predicted faster than that.
+ApproximateForms tile_trades(const KernelRequest& request, const ConvParams& params,
+                             const TensorInfo& output) {
+  const ConvShape shape = conv_shape(request, params, output);
+  const float* weights = request.op.input(1).value.data<float>();
+  ApproximateForms trades;
+  std::vector<ApproximateForm> above_bound;
+  // Against native's reference convolution create() takes the cheapest tile within the bound,
+  // whatever its share: the baseline starts above every tile.
+  if (!request.optimized_candidate_follows) trades.baseline.share = INFINITY;
+  for (int tile : winograd::kTileSizes) {
+    const winograd::CostEstimate cost = winograd::estimate_cost(shape, tile);
+    trades.exact_cost = cost.direct;
+    // Against an optimized direct kernel a tile must be predicted at most kAutoMaxShare of its time.
+    if (request.optimized_candidate_follows && cost.share() > winograd::kAutoMaxShare) continue;
+    const ApproximateForm form{tile_name(tile), filter_cache().error(tile, params, weights), cost.share()};
+    if (form.error <= winograd::kAutoErrorBound) {
+      if (form.share < trades.baseline.share) trades.baseline = form;
+    } else {
+      above_bound.push_back(form);
+    }
+  }
+  // No tile within the bound: the reference convolution runs, as the exact kernel.
+  if (!std::isfinite(trades.baseline.share)) trades.baseline = ApproximateForm{"exact", 0, 1};
+  for (const ApproximateForm& form : above_bound) {
+    if (form.share < trades.baseline.share) trades.forms.push_back(form);
+  }
+  std::sort(trades.forms.begin(), trades.forms.end(),
+            [](const ApproximateForm& a, const ApproximateForm& b) { return a.share < b.share; });
+  return trades;
+}
+
+// The tile the request asks for, or why there is none. Timed (autotune): the request.alternative-th
+// tile the layer may use. Otherwise one offer, the tile predicted fastest, which under auto, where an
+// optimized direct kernel would run the layer instead, must be predicted at most kAutoMaxShare of
+// its time.
+KernelOrReason create(const KernelRequest& request, const ConvParams& params, const TensorInfo& output) {
+  const OpSpec& spec = request.op;
+  const bool automatic = options_of<WinogradOptions>(request).conv_algorithm == ConvAlgorithm::automatic;
+  const float* weights = spec.input(1).value.data<float>();
+  const ConvShape shape = conv_shape(request, params, output);
+  // Under auto, the error this layer may have: Winograd's own bound, or the larger share of the
+  // model's error budget planning gave it.
+  const double bound = std::max(winograd::kAutoErrorBound, request.max_error);
 
   std::vector<TileChoice> allowed;
   std::string too_inaccurate;
@@ -217,7 +261,7 @@ KernelOrReason create(const KernelRequest& request, const ConvParams& params, co
     }
     const double error = filter_cache().error(tile, params, weights);
     every_error += str_cat(every_error.empty() ? "" : ", ", tile_name(tile), " ", format_error(error));
-    if (error <= winograd::kAutoErrorBound) {
+    if (error <= bound) {
       allowed.push_back({tile, error, cost});
     } else {
       too_inaccurate +=
@@ -227,8 +271,8 @@ KernelOrReason create(const KernelRequest& request, const ConvParams& params, co
   if (allowed.empty()) {
     return KernelOrReason::rejected(
         RefusalKind::above_error_bound,
-        str_cat("conv_algorithm auto: error on this layer's filters above ",
-                format_error(winograd::kAutoErrorBound), " of the output scale (", too_inaccurate, ")"));
+        str_cat("conv_algorithm auto: error on this layer's filters above ", format_error(bound),
+                " of the output scale (", too_inaccurate, ")"));
   }
   TileChoice choice;
   if (request.timed) {
@@ -236,6 +280,16 @@ KernelOrReason create(const KernelRequest& request, const ConvParams& params, co
       return KernelOrReason::rejected(RefusalKind::no_alternative,
                                       str_cat("no Winograd tile ", request.alternative, " for this layer"));
     choice = allowed[static_cast<size_t>(request.alternative)];
+  } else if (!request.approximate_form.empty()) {
+    // The form the error budget measures, whatever the cost model predicts at this shape.
+    const auto named = std::find_if(allowed.begin(), allowed.end(), [&](const TileChoice& c) {
+      return tile_name(c.tile) == request.approximate_form;
+    });
+    if (named == allowed.end())
+      return KernelOrReason::rejected(
+          RefusalKind::no_alternative,
+          str_cat(request.approximate_form, " is not within this layer's error bound"));
+    choice = *named;
   } else {
     if (request.alternative > 0)
       return KernelOrReason::rejected(RefusalKind::no_alternative,
@@ -285,7 +339,11 @@ KernelOrReason create(const KernelRequest& request, const ConvParams& params, co
   }
   if (choice.error >= 0) {
     note += str_cat("; probe error ", format_error(choice.error), " of the output scale (", every_error,
-                    "; auto's bound ", format_error(winograd::kAutoErrorBound), ")");
+                    "; auto's bound ", format_error(winograd::kAutoErrorBound),
+                    bound > winograd::kAutoErrorBound
+                        ? str_cat(", the model's error budget allows ", format_error(bound), " here")
+                        : std::string(),
+                    ")");
   }
   if (!request.timed)
     note += str_cat("; predicted at ", format_share(choice.cost.share()), " of a direct convolution's time");
@@ -317,22 +375,41 @@ class WinogradBackend final : public Backend {
   }
   KernelOrReason create_kernel(const KernelRequest& request,
                                std::span<const TensorInfo> outputs) const override {
+    std::variant<ConvParams, Refusal> checked = check(request);
+    if (Refusal* refused = std::get_if<Refusal>(&checked))
+      return KernelOrReason::rejected(std::move(*refused));
+    return create(request, std::get<ConvParams>(checked), outputs[0]);
+  }
+  ApproximateForms approximate_forms(const KernelRequest& request,
+                                     std::span<const TensorInfo> outputs) const override {
+    if (options_of<WinogradOptions>(request).conv_algorithm != ConvAlgorithm::automatic || request.timed)
+      return {};
+    std::variant<ConvParams, Refusal> checked = check(request);
+    if (std::holds_alternative<Refusal>(checked)) return {};
+    return tile_trades(request, std::get<ConvParams>(checked), outputs[0]);
+  }
+
+ private:
+  // The node's convolution, or why Winograd cannot run it at all.
+  static std::variant<ConvParams, Refusal> check(const KernelRequest& request) {
     const OpSpec& spec = request.op;
+    const auto refuse = [](RefusalKind kind, std::string detail) {
+      return std::variant<ConvParams, Refusal>(Refusal{{}, {}, kind, std::move(detail)});
+    };
     if (!is_default_domain(spec.domain) || spec.op_type != "Conv")
-      return KernelOrReason::rejected(RefusalKind::no_kernel, "Winograd runs Conv only");
+      return refuse(RefusalKind::no_kernel, "Winograd runs Conv only");
     if (options_of<WinogradOptions>(request).conv_algorithm == ConvAlgorithm::direct)
-      return KernelOrReason::rejected(RefusalKind::excluded_by_setting, "conv_algorithm is direct");
+      return refuse(RefusalKind::excluded_by_setting, "conv_algorithm is direct");
     if (spec.input(0).dtype != DType::f32)
-      return KernelOrReason::rejected(RefusalKind::unsupported_dtype, "Winograd runs float32 only");
+      return refuse(RefusalKind::unsupported_dtype, "Winograd runs float32 only");
     if (spec.input(0).shape.size() != 4)
-      return KernelOrReason::rejected(RefusalKind::unsupported_shape, "Winograd runs 2-D convolutions only");
+      return refuse(RefusalKind::unsupported_shape, "Winograd runs 2-D convolutions only");
     // Conv's own inputs are X, W, B; a fused residual follows them.
     OpSpec conv_spec = spec;
     conv_spec.inputs.resize(std::min<size_t>(conv_spec.inputs.size(), 3));
-    const ConvParams params = conv_params(conv_spec);
-    if (std::optional<Refusal> refused = refusal(request, params))
-      return KernelOrReason::rejected(std::move(*refused));
-    return create(request, params, outputs[0]);
+    ConvParams params = conv_params(conv_spec);
+    if (std::optional<Refusal> refused = refusal(request, params)) return std::move(*refused);
+    return params;
   }
 };
 

@@ -4,9 +4,10 @@
 //   direct    none;
 //   winograd  every one it can run, with the tile its cost model predicts faster;
 //   auto      those where a tile stays within kAutoErrorBound of a float64 convolution on the
-//             layer's own filters and, where an optimized direct kernel (oneDNN's) would run the
-//             layer instead, its cost model (cost_model.h) predicts at most kAutoMaxShare of that
-//             kernel's time.
+//             layer's own filters, or within the error planning's budget gave the layer
+//             (KernelRequest::max_error, graph/error_budget.h), and, where an optimized direct kernel
+//             (oneDNN's) would run the layer instead, its cost model (cost_model.h) predicts at most
+//             kAutoMaxShare of that kernel's time.
 // Accuracy is measured per layer at plan time, speed predicted from the shape: no choice depends on
 // a timing, so every process plans the same. Under autotune each allowed tile is offered and timed
 // (docs/backends.md, "Winograd").

@@ -64,9 +64,13 @@ struct PlanState {
   std::vector<const Node*> deferred;
   std::unordered_set<std::string> deferred_values;
   std::deque<Node> synthesized;  // nodes planning made (a deferred region's step), kept while it plans
-  std::map<std::string, std::string> node_notes;
-  bool warned_of_export = false;  // a warning about how the model was exported went to stderr  // node name
-                                  // -> note its step carries (a model rewrite's)
+  std::map<std::string, std::string> node_notes;  // node name -> note its step carries (a model rewrite's)
+  // The error budget's allowances (KernelRequest::max_error) by node name; and in the plan the
+  // budget measures on, how many times its batch the plan it decides for has: each step's less
+  // accurate forms are weighed there (0: the steps describe none).
+  std::map<std::string, double> max_errors;
+  int64_t weigh_factor = 0;
+  bool warned_of_export = false;  // a warning about how the model was exported went to stderr
   // Values whose size a step finds only when it runs (Kernel::sizes_outputs) -> that step's node label.
   std::map<std::string, std::string> run_time_sized;
   // A whole-pattern form (attention, ResidualLayerNorm, ChannelShuffle) that was refused, by the name

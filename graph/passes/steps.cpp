@@ -57,6 +57,23 @@ std::vector<std::string> consulted_settings(const Settings& settings, const OpSp
   return consulted;
 }
 
+// Whether `a` can run in `b`'s place in a built plan: the same layouts, in-place input and way of
+// producing outputs, and no input `b` copied at plan time (the plan does not feed it) that `a`
+// reads when it runs.
+bool interchangeable(const Kernel& a, const Kernel& b, size_t inputs, size_t outputs) {
+  if (a.in_place_input() != b.in_place_input() || a.is_view() != b.is_view() ||
+      a.sizes_outputs() != b.sizes_outputs())
+    return false;
+  for (size_t i = 0; i < inputs; ++i) {
+    if (a.input_layout(i) != b.input_layout(i)) return false;
+    if (b.copied_at_plan_time(i) && !a.copied_at_plan_time(i)) return false;
+  }
+  for (size_t o = 0; o < outputs; ++o) {
+    if (a.output_layout(o) != b.output_layout(o)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Precision planned_precision(const Settings& settings, std::string_view op_type, std::string& note) {
@@ -98,6 +115,15 @@ void add_step(PlanState& state, NodeForm form, KernelSelection selection, double
   record.backend = std::string(kBackendRows[static_cast<size_t>(selection.decision.backend)].name);
   step.backend_index = selection.decision.backend;
   record.kernel = std::string(selection.kernel->name());
+  if (state.weigh_factor > 0) {
+    ApproximateKernel approximate = approximate_kernel(form.request, form.outputs, state.settings,
+                                                       selection.decision.backend, state.weigh_factor);
+    if (approximate.kernel && interchangeable(*approximate.kernel, *selection.kernel,
+                                              form.request.op.inputs.size(), form.outputs.size())) {
+      step.approximate_forms = std::move(approximate.forms);
+      step.approximate_kernel = std::move(approximate.kernel);
+    }
+  }
   record.decision = std::move(selection.decision);
   record.unfused = std::move(form.unfused);
   record.fused_form_refusals = std::move(form.fused_form_refusals);
