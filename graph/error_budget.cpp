@@ -12,26 +12,11 @@
 #include "core/events.h"
 #include "graph/executor.h"
 #include "graph/observer.h"
+#include "graph/random_input.h"
 #include "runtime/run_control.h"
 
 namespace kiln {
 namespace {
-
-// A fixed sequence (xorshift), so every process measures on the same input.
-class Sequence {
- public:
-  explicit Sequence(uint32_t seed) : state_(seed == 0 ? 0x9e3779b9u : seed) {}
-  // Uniform in [-1, 1).
-  float next() {
-    state_ ^= state_ << 13;
-    state_ ^= state_ >> 17;
-    state_ ^= state_ << 5;
-    return static_cast<float>(state_ >> 8) / static_cast<float>(1u << 23) - 1.0f;
-  }
-
- private:
-  uint32_t state_;
-};
 
 // An ungrouped stride-1 3x3 convolution with constant weights: what the budget could weigh.
 bool has_weighable_conv(const Model& model) {
@@ -141,8 +126,8 @@ std::optional<MeasurementPlan> error_budget_measurement(const Model& model,
   return measurement;
 }
 
-ErrorBudgetDecision decide_error_budget(const Plan& measured, const std::vector<Tensor>& input_values,
-                                        double budget) {
+ErrorBudgetDecision decide_error_budget(const Plan& measured, const std::vector<ValueInfo>& graph_inputs,
+                                        const std::vector<Tensor>& input_values, double budget) {
   ErrorBudgetDecision decision;
   decision.budget = budget;
   // The layers to weigh: those with a faster form above their backend's bound that can run in place
@@ -156,24 +141,13 @@ ErrorBudgetDecision decide_error_budget(const Plan& measured, const std::vector<
                                " of the outputs' scale: no layer has a faster, less accurate form to weigh");
     return decision;
   }
-  // Inputs: the bound values, else floats uniform in [-1, 1), the same in every process; a model
-  // with another kind of input is not weighed (no input of its own kind to measure on).
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < measured.input_slots().size(); ++i) {
-    if (i < input_values.size() && input_values[i].defined()) {
-      inputs.push_back(input_values[i]);
-      continue;
-    }
-    const TensorInfo& info = measured.slots()[static_cast<size_t>(measured.input_slots()[i])].info;
-    if (info.kind != ValueKind::tensor || info.dtype != DType::f32) {
-      decision.summary = "error budget not spent: the model has an input that is not a float32 tensor";
-      return decision;
-    }
-    Tensor input = Tensor::empty(DType::f32, info.shape);
-    Sequence sequence(static_cast<uint32_t>(i) + 7);
-    float* values = input.data<float>();
-    for (int64_t e = 0; e < input.numel(); ++e) values[e] = sequence.next();
-    inputs.push_back(std::move(input));
+  // Inputs: the bound values, else the seeded random ones `kiln run` feeds (the same in every process).
+  std::vector<Shape> shapes;
+  for (int slot : measured.input_slots())
+    shapes.push_back(measured.slots()[static_cast<size_t>(slot)].info.shape);
+  std::vector<Tensor> inputs = random_inputs(graph_inputs, shapes).ordered;
+  for (size_t i = 0; i < inputs.size() && i < input_values.size(); ++i) {
+    if (input_values[i].defined()) inputs[i] = input_values[i];
   }
   std::vector<const Tensor*> fed;
   for (const Tensor& input : inputs) fed.push_back(&input);

@@ -1,13 +1,14 @@
 // conv_algorithm auto's error budget: the layers that run a less accurate convolution than
 // Winograd's own bound allows may together move a model's outputs by at most kConvErrorBudget of
 // their scale. What a layer spends is measured on the model itself: planning plans it at batch 1
-// on one thread, runs it on a fixed random input, then once more per layer with only that layer on
-// its faster, less accurate form (Winograd's F(4x4,3x3) where F(2x2,3x3) or the direct kernel would
-// run), and takes how far the outputs moved. The budget goes to the layers that save the most
-// predicted time at the plan's own batch (Winograd's cost model) per unit of output change, each in
-// turn while the sum of their changes fits. Every input of the decision is a function of the model,
-// the plan's batch, the settings and the machine's ISA tier (one thread, a fixed input, the cost
-// model's predictions), so every process and thread count plans the same layers for a batch.
+// on one thread, runs it on the seeded random input `kiln run` feeds, then once more per layer
+// with only that layer on its faster, less accurate form (Winograd's F(4x4,3x3) where F(2x2,3x3)
+// or the direct kernel would run), and takes how far the outputs moved. The budget goes to the
+// layers that save the most predicted time at the plan's own batch (Winograd's cost model) per
+// unit of output change, each in turn while the sum of their changes fits. Every input of the
+// decision is a function of the model, the plan's batch, the settings and the machine's ISA tier
+// (one thread, a fixed input, the cost model's predictions), so every process and thread count
+// plans the same layers for a batch.
 #pragma once
 
 #include <memory>
@@ -42,10 +43,12 @@ std::optional<MeasurementPlan> error_budget_measurement(const Model& model,
                                                         const std::vector<Tensor>& input_values,
                                                         const Settings& settings);
 
-// `measured` is the plan of `measurement` (Plan::build_once with its weigh_factor); `input_values`
-// those it was planned with (a bound one is fed as it is, the others are random). Runs it as the
-// header says and decides; `budget` is kConvErrorBudget outside tests. Errors of the runs propagate.
-ErrorBudgetDecision decide_error_budget(const Plan& measured, const std::vector<Tensor>& input_values,
+// `measured` is the plan of `measurement` (Plan::build_once with its weigh_factor) for a model with
+// `graph_inputs`; `input_values` those it was planned with (a bound one is fed as it is, the others
+// are graph/random_input.h's seeded values). Runs it as the header says and decides; `budget` is
+// kConvErrorBudget outside tests. Errors of the runs propagate.
+ErrorBudgetDecision decide_error_budget(const Plan& measured, const std::vector<ValueInfo>& graph_inputs,
+                                        const std::vector<Tensor>& input_values,
                                         double budget = kConvErrorBudget);
 
 }  // namespace kiln

@@ -265,7 +265,7 @@ std::shared_ptr<const Plan> Plan::build(const Model& model, const std::vector<Sh
     try {
       measured = build_once(model, measurement->input_shapes, input_values, measurement->settings, {},
                             measurement->weigh_factor);
-      decision = decide_error_budget(*measured, input_values);
+      decision = decide_error_budget(*measured, model.graph.inputs, input_values);
     } catch (const Error& error) {
       // A model that plans at its own shapes but not at batch 1 (a Reshape to a fixed batch) keeps
       // the layers auto takes within Winograd's own bound. Running out of memory is not the model's.

@@ -2,10 +2,13 @@
 // runs tidy measures at the shapes a trace recorded.
 #pragma once
 
+#include <map>
 #include <random>
+#include <string>
+#include <vector>
 
+#include "core/tensor.h"
 #include "graph/graph.h"
-#include "graph/session.h"
 
 namespace kiln {
 
@@ -20,7 +23,7 @@ Tensor random_input(const ValueInfo& info, int64_t symbolic_size, std::mt19937& 
 // Seeded random values for every one of `inputs`, by name and in graph-input order (the form
 // Session::run and Session::plan_for take).
 struct RandomInputs {
-  TensorMap by_name;
+  std::map<std::string, Tensor> by_name;  // a TensorMap (graph/session.h)
   std::vector<Tensor> ordered;
 };
 RandomInputs random_inputs(const std::vector<ValueInfo>& inputs, int64_t symbolic_size);

@@ -91,7 +91,7 @@ TEST(ErrorBudget, MeasuresEachLayersFormOnTheModel) {
   if (weighed == 0) GTEST_SKIP() << "no layer of the chain has a faster form above the bound on this machine";
 
   // No budget: nothing taken, every layer measured.
-  const ErrorBudgetDecision none = decide_error_budget(*measured, {}, 0);
+  const ErrorBudgetDecision none = decide_error_budget(*measured, model.graph.inputs, {}, 0);
   EXPECT_EQ(none.layers.size(), static_cast<size_t>(weighed));
   EXPECT_TRUE(none.max_errors.empty());
   EXPECT_EQ(none.spent, 0);
@@ -105,10 +105,10 @@ TEST(ErrorBudget, MeasuresEachLayersFormOnTheModel) {
     total_change += share.output_change;
   }
   // A budget for everything takes everything; half of it takes part, within it.
-  const ErrorBudgetDecision all = decide_error_budget(*measured, {}, 1.0);
+  const ErrorBudgetDecision all = decide_error_budget(*measured, model.graph.inputs, {}, 1.0);
   EXPECT_EQ(all.max_errors.size(), static_cast<size_t>(weighed));
   EXPECT_NEAR(all.spent, total_change, 1e-12);
-  const ErrorBudgetDecision half = decide_error_budget(*measured, {}, total_change / 2);
+  const ErrorBudgetDecision half = decide_error_budget(*measured, model.graph.inputs, {}, total_change / 2);
   EXPECT_LE(half.spent, total_change / 2);
   EXPECT_LT(half.max_errors.size(), static_cast<size_t>(weighed));
   for (const auto& [node, share] : half.layers) {
@@ -119,7 +119,7 @@ TEST(ErrorBudget, MeasuresEachLayersFormOnTheModel) {
     }
   }
   // Measured twice, the same numbers.
-  const ErrorBudgetDecision again = decide_error_budget(*measurement_plan(model), {}, 0);
+  const ErrorBudgetDecision again = decide_error_budget(*measurement_plan(model), model.graph.inputs, {}, 0);
   for (const auto& [node, share] : none.layers)
     EXPECT_EQ(again.layers.at(node).output_change, share.output_change);
 }
