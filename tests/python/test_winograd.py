@@ -1,11 +1,15 @@
 """The Winograd backend from Python: kiln.backends.winograd's controls, conv_algorithm, and a small
 exported CNN (3x3 convs with ReLU and a residual, a stride-2 conv) against PyTorch under each algorithm
-at batch 1 and 4. Model parity with the default conv_algorithm (auto) over the torchvision CNNs is
-test_model_parity.py's."""
+at batch 1 and 4, and the error budget's decision and outputs across processes. Model parity with the
+default conv_algorithm (auto) over the torchvision CNNs is test_model_parity.py's."""
+import json
+
 import numpy as np
 import pytest
 import torch
 from torch import nn
+
+import kiln_cli
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +111,50 @@ def test_disabled_backend_is_not_asked(kiln, block):
         if step["op"] == "Conv":
             assert not step["kernel"].startswith("winograd:")
             assert ("disabled", "backend disabled") in refusals_of(step, "winograd")
+
+
+class Chain(nn.Module):
+    """Four 3x3 convolutions of 128 channels on 28x28 with ReLU between: at batch 16, F(4x4,3x3)'s probe
+    error on these layers is above Winograd's own bound and its cost model predicts it faster, so
+    conv_algorithm auto weighs them against the error budget (as error_budget_test.cpp's chain)."""
+
+    def __init__(self):
+        super().__init__()
+        self.convs = nn.ModuleList(nn.Conv2d(128, 128, 3, padding=1) for _ in range(4))
+
+    def forward(self, x):
+        for i, conv in enumerate(self.convs):
+            x = conv(x) if i == len(self.convs) - 1 else torch.relu(conv(x))
+        return x
+
+
+def test_error_budget_is_the_same_in_every_process(kiln_bin, tmp_path):
+    torch.manual_seed(0)
+    path = tmp_path / "chain.onnx"
+    torch.onnx.export(Chain().eval(), (torch.rand(1, 128, 28, 28),), str(path), opset_version=13,
+                      input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+
+    def decision(threads):
+        result = kiln_cli.run(kiln_bin, "explain", path, "--batch", 16, "--threads", threads, "--json")
+        assert result.returncode == 0, result.stderr
+        report = json.loads(result.stdout)
+        budget = report["error_budget"]
+        assert budget is not None, "conv_algorithm auto planned no error budget for a chain of 3x3 convs"
+        budget.pop("measure_ms")
+        return budget, [(s["node"], s["kernel"], s["error_share"]) for s in report["steps"]]
+
+    # Each process measures the model anew: the same layers weighed and taken, the same measured output
+    # changes to the last bit, whatever the thread count.
+    budget, steps = decision(1)
+    assert (budget, steps) == decision(2)
+    weighed = [share for _, _, share in steps if share is not None]
+    if not weighed:
+        pytest.skip(f"no layer has a faster form above Winograd's bound on this machine: {budget['summary']}")
+    assert budget["spent"] == pytest.approx(sum(s["output_change"] for s in weighed if s["taken"]), rel=1e-3)
+    assert budget["spent"] <= budget["budget"]
+
+    # And the outputs of two processes at the same thread count are the same bytes.
+    x = np.random.default_rng(0).random((16, 128, 28, 28), dtype=np.float32)
+    runs = [kiln_cli.run_model(kiln_bin, str(path), {"x": x}, tmp_path / f"run{i}", threads=2) for i in range(2)]
+    assert runs[0]["y"].tobytes() == runs[1]["y"].tobytes()
