@@ -1,7 +1,6 @@
 #include "serve/infer_codec.h"
 
 #include <rapidjson/document.h>
-#include <rapidjson/error/en.h>
 
 #include <charconv>
 #include <cmath>
@@ -11,14 +10,12 @@
 
 #include "core/error.h"
 #include "core/json_writer.h"
+#include "serve/json_document.h"
 #include "serve/model_config.h"
 
 namespace kiln::serve {
 namespace {
 
-// Full precision: FP64 values must read back exactly as the client wrote them.
-constexpr unsigned kParseFlags =
-    rapidjson::kParseIterativeFlag | rapidjson::kParseNanAndInfFlag | rapidjson::kParseFullPrecisionFlag;
 // Deeper nesting than any tensor's rank is malformed data, refused before it is walked.
 constexpr int kMaxNesting = 32;
 // More inputs or outputs than any model has: refused before they are read.
@@ -306,9 +303,7 @@ InferRequest decode_infer_request(std::string_view body, std::optional<size_t> h
   KILN_CHECK(json_length <= body.size(), invalid_argument, "Inference-Header-Content-Length is ", json_length,
              " bytes, the body has only ", body.size());
   rapidjson::Document document;
-  document.Parse<kParseFlags>(body.data(), json_length);
-  KILN_CHECK(!document.HasParseError(), invalid_argument, "malformed JSON at offset ",
-             document.GetErrorOffset(), ": ", rapidjson::GetParseError_En(document.GetParseError()));
+  parse_json_document(body.substr(0, json_length), document);
   KILN_CHECK(document.IsObject(), invalid_argument, "the request must be a JSON object");
 
   InferRequest request;

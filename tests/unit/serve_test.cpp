@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "graph/session.h"
@@ -449,6 +452,41 @@ TEST(InferCodec, BadBodiesAreErrorsSayingWhatWasExpected) {
   EXPECT_NE(error(std::string(100000, '[') + std::string(100000, ']')), "");
   EXPECT_NE(error_of([] { parse_header_length("12x"); }).find("Inference-Header-Content-Length"),
             std::string::npos);
+}
+
+// Numbers are read by std::from_chars: correctly rounded, and a decimal RapidJSON 1.1.0's own
+// full-precision reader indexed its power table out of bounds with (found by the request fuzzer) is an
+// error naming the number.
+TEST(InferCodec, NumbersReadCorrectlyRoundedAndOutOfRangeOnesAreErrors) {
+  auto fp64_request = [](const std::vector<std::string>& numbers) {
+    std::string data;
+    for (const std::string& number : numbers) data += (data.empty() ? "" : ", ") + number;
+    return str_cat(R"({"inputs": [{"name": "d", "shape": [)", numbers.size(),
+                   R"(], "datatype": "FP64", "data": [)", data, "]}]}");
+  };
+  std::vector<std::string> texts{"0.1",  "2.2250738585072014e-308", "4.9406564584124654e-324",
+                                 "-0.0", "1.7976931348623157e308",  "9007199254740993"};
+  // Many zeros after the point, and more digits than 64 bits hold.
+  texts.push_back("0." + std::string(300, '0') + "1234567890123456789012345");
+  texts.push_back("123456789012345678901234567890");
+  const InferRequest request = decode_infer_request(fp64_request(texts), std::nullopt);
+  const double* values = request.inputs.at(0).second.data<double>();
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const double expected = std::strtod(texts[i].c_str(), nullptr);
+    EXPECT_EQ(std::memcmp(&values[i], &expected, sizeof expected), 0) << texts[i];
+  }
+
+  auto error = [&](const std::string& number) {
+    return error_of([&] { decode_infer_request(fp64_request({number}), std::nullopt); });
+  };
+  // The fuzzer's number: 450 zeros after the point, then 19 digits.
+  const std::string fuzzed = "0." + std::string(450, '0') + "1000000000000000000";
+  EXPECT_NE(error(fuzzed).find("is beyond a double's range"), std::string::npos) << error(fuzzed);
+  // Zeros after the point and a negative exponent together: 1e-350, below the smallest double.
+  const std::string tiny = "0." + std::string(26, '0') + "1e-323";
+  EXPECT_NE(error(tiny).find("is beyond a double's range"), std::string::npos) << error(tiny);
+  EXPECT_NE(error("1e400").find("malformed JSON at offset"), std::string::npos);
+  EXPECT_NE(error("1.5x").find("malformed JSON at offset"), std::string::npos);
 }
 
 // y = x @ W, x [batch, 4]: rows are independent, so a merged batch must give each request its own rows.
