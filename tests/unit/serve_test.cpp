@@ -454,9 +454,8 @@ TEST(InferCodec, BadBodiesAreErrorsSayingWhatWasExpected) {
             std::string::npos);
 }
 
-// Numbers are read by std::from_chars: correctly rounded, and a decimal RapidJSON 1.1.0's own
-// full-precision reader indexed its power table out of bounds with (found by the request fuzzer) is an
-// error naming the number.
+// Numbers are read by std::from_chars, correctly rounded. The decimal the request fuzzer found, which
+// sent RapidJSON 1.1.0's full-precision reader out of bounds of its power table, is an error naming it.
 TEST(InferCodec, NumbersReadCorrectlyRoundedAndOutOfRangeOnesAreErrors) {
   auto fp64_request = [](const std::vector<std::string>& numbers) {
     std::string data;
@@ -465,7 +464,8 @@ TEST(InferCodec, NumbersReadCorrectlyRoundedAndOutOfRangeOnesAreErrors) {
                    R"(], "datatype": "FP64", "data": [)", data, "]}]}");
   };
   std::vector<std::string> texts{"0.1",  "2.2250738585072014e-308", "4.9406564584124654e-324",
-                                 "-0.0", "1.7976931348623157e308",  "9007199254740993"};
+                                 "-0.0", "1.7976931348623157e308",  "9007199254740993",
+                                 "1E+5"};
   // Many zeros after the point, and more digits than 64 bits hold.
   texts.push_back("0." + std::string(300, '0') + "1234567890123456789012345");
   texts.push_back("123456789012345678901234567890");
